@@ -1,0 +1,37 @@
+"""Helpers shared by the components: child options and standard labels."""
+
+from __future__ import annotations
+
+import pulumi
+
+PART_OF = "llm-serving"
+
+
+class Component(pulumi.ComponentResource):
+    """A component whose children also carry the component's own depends_on.
+
+    Pulumi does not pass a component's depends_on to its children; repeating it on each child
+    makes the order explicit (a Deployment after its model sync Job) and visible in the plan.
+    """
+
+    def __init__(self, type_: str, name: str, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(type_, name, None, opts)
+        depends = (opts.depends_on if opts else None) or []
+        self._depends_on = list(depends) if isinstance(depends, list) else [depends]
+
+    def child_opts(self, depends_on: list[pulumi.Resource] | None = None, **kwargs) -> pulumi.ResourceOptions:
+        """Options for a child: parented (so providers flow down), the component's dependencies, extras."""
+        return pulumi.ResourceOptions(parent=self, depends_on=self._depends_on + (depends_on or []), **kwargs)
+
+
+def labels(name: str, component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": name,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/managed-by": "pulumi",
+    }
+
+
+def metadata(name: str, namespace: str, component: str, extra_labels: dict[str, str] | None = None) -> dict:
+    return {"name": name, "namespace": namespace, "labels": {**labels(name, component), **(extra_labels or {})}}

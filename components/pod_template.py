@@ -1,0 +1,189 @@
+"""One pod-template builder for every engine workload (Deployment today; StormService,
+RayClusterFleet and RoleBasedGroup embed the same PodTemplateSpec).
+
+Probes, mounts, GPU resources, /dev/shm and the model-ready gate are decided here and only here,
+as plain camelCase dicts, so the policy tests read exactly what the cluster receives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+
+from stacks.config import CompileCache, GpuPool
+
+PROBE_PERIOD_SECONDS = 10
+SCRIPTS_MOUNT = "/opt/llm-serving"
+CACHE_MOUNT = "/var/cache/llm-serving"
+READY_MARKER = ".llm-serving-ready.json"
+# Pull of a ~14 GB engine image (127 s measured, field report 12.2), scheduling and the model gate
+# happen before the startup probe starts counting; the rollout deadline allows for them.
+PRE_START_ALLOWANCE_SECONDS = 600
+
+ANNOTATION_PREFIX = "llm-serving.io"
+ANN_PARALLEL_SIZE = f"{ANNOTATION_PREFIX}/parallel-size"
+ANN_STARTUP_BUDGET = f"{ANNOTATION_PREFIX}/startup-budget-seconds"
+ANN_ROLE = f"{ANNOTATION_PREFIX}/role"
+ANN_CACHE_KEY = f"{ANNOTATION_PREFIX}/compile-cache-key"
+
+
+@dataclass(frozen=True)
+class ModelMount:
+    claim_name: str
+    mount_path: str            # model root inside the container, e.g. /models
+    directory: str             # the model's directory under the root
+    revision: str
+    expected_shard_count: int
+
+    @property
+    def model_path(self) -> str:
+        return f"{self.mount_path}/{self.directory}"
+
+
+@dataclass(frozen=True)
+class EnginePodSpec:
+    name: str
+    labels: dict[str, str]
+    image: str
+    command: list[str]
+    args: list[str]
+    env: dict[str, str]
+    port: int
+    gpus: int
+    parallel_size: int
+    gpu_pool: GpuPool
+    model: ModelMount
+    compile_cache: CompileCache
+    startup_budget_seconds: int
+    termination_grace_seconds: int
+    api_key_secret: str
+    api_key_env: str
+    scripts_config_map: str
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+def compile_cache_key(image: str, gpu_architecture: str, command: list[str], args: list[str], env: dict[str, str]) -> str:
+    """Directory name of the JIT cache: a cache built by another image, GPU architecture or set of
+    engine arguments is not reusable and may be wrong (field report 12.2)."""
+    digest = image.rsplit("@sha256:", 1)[1][:12]
+    engine = hashlib.sha256(json.dumps([command, args, sorted(env.items())]).encode()).hexdigest()[:12]
+    return f"{gpu_architecture}-{digest}-{engine}"
+
+
+def startup_failure_threshold(budget_seconds: int) -> int:
+    return math.ceil(budget_seconds / PROBE_PERIOD_SECONDS)
+
+
+def tcp_probe(failure_threshold: int, period: int = PROBE_PERIOD_SECONDS, timeout: int = 3) -> dict:
+    # TCP, never HTTP /health: a generative health check sends a real prefill every probe and
+    # pollutes throughput and TTFT (field report 12.4). TCP only says the port accepts connections;
+    # end-to-end correctness is the smoke test's job.
+    return {"tcpSocket": {"port": "engine"}, "periodSeconds": period, "timeoutSeconds": timeout,
+            "failureThreshold": failure_threshold, "successThreshold": 1}
+
+
+def _container_security() -> dict:
+    return {"privileged": False, "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]}}
+
+
+def _gib(n: int) -> str:
+    return f"{n}Gi"
+
+
+def _cache_volume(cache: CompileCache) -> dict:
+    if cache.kind == "existingClaim":
+        return {"name": "compile-cache", "persistentVolumeClaim": {"claimName": cache.claim_name}}
+    return {"name": "compile-cache", "emptyDir": {"sizeLimit": _gib(cache.size_gib)}}
+
+
+def cache_env() -> dict[str, str]:
+    """Every JIT and compile cache the engines use, pointed at the writable cache volume."""
+    return {
+        "XDG_CACHE_HOME": CACHE_MOUNT,
+        "HF_HOME": f"{CACHE_MOUNT}/huggingface",
+        "TRITON_CACHE_DIR": f"{CACHE_MOUNT}/triton",
+        "TORCHINDUCTOR_CACHE_DIR": f"{CACHE_MOUNT}/inductor",
+        "DG_JIT_CACHE_DIR": f"{CACHE_MOUNT}/deep_gemm",
+        "VLLM_CACHE_ROOT": f"{CACHE_MOUNT}/vllm",
+    }
+
+
+def model_gate_container(spec: EnginePodSpec, model_volume_mount: dict) -> dict:
+    """Init container that checks, never downloads: the ready marker of the sync Job must name the
+    expected revision and every shard must be present. Otherwise it fails with what is missing and
+    the GPUs are never handed to an incomplete model (field report 3.2, 13)."""
+    m = spec.model
+    return {
+        "name": "model-gate",
+        "image": spec.image,
+        "command": ["python3", f"{SCRIPTS_MOUNT}/model_gate.py"],
+        "args": ["--model-dir", m.model_path, "--revision", m.revision,
+                 "--expected-shards", str(m.expected_shard_count), "--marker", READY_MARKER],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                      "limits": {"cpu": "1", "memory": "512Mi"}},
+        "securityContext": _container_security(),
+        "volumeMounts": [model_volume_mount,
+                         {"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True}],
+    }
+
+
+def engine_pod_template(spec: EnginePodSpec) -> dict:
+    pool = spec.gpu_pool
+    cache_key = compile_cache_key(spec.image, pool.gpu_architecture, spec.command, spec.args, spec.env)
+    model_mount = {"name": "model", "mountPath": spec.model.mount_path, "readOnly": True}
+    env = [{"name": k, "value": v} for k, v in sorted({**cache_env(), **spec.env}.items())]
+    env.append({"name": spec.api_key_env,
+                "valueFrom": {"secretKeyRef": {"name": spec.api_key_secret, "key": "api-key"}}})
+    gpu = str(spec.gpus)
+    engine = {
+        "name": "engine",
+        "image": spec.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": spec.command,
+        "args": spec.args,
+        "env": env,
+        "ports": [{"name": "engine", "containerPort": spec.port, "protocol": "TCP"}],
+        "resources": {
+            "requests": {"cpu": str(pool.cpu_request), "memory": _gib(pool.memory_request_gib), "nvidia.com/gpu": gpu},
+            "limits": {"cpu": str(pool.cpu_limit), "memory": _gib(pool.memory_limit_gib), "nvidia.com/gpu": gpu},
+        },
+        "startupProbe": tcp_probe(startup_failure_threshold(spec.startup_budget_seconds)),
+        "readinessProbe": tcp_probe(3),
+        "livenessProbe": tcp_probe(4, period=15, timeout=5),
+        # Give endpoints time to drop the pod before the engine stops taking requests.
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", "10"]}}},
+        "securityContext": _container_security(),
+        "volumeMounts": [
+            model_mount,
+            {"name": "shm", "mountPath": "/dev/shm"},
+            {"name": "compile-cache", "mountPath": CACHE_MOUNT, "subPath": cache_key},
+        ],
+    }
+    annotations = {
+        ANN_ROLE: "engine",
+        ANN_PARALLEL_SIZE: str(spec.parallel_size),
+        ANN_STARTUP_BUDGET: str(spec.startup_budget_seconds),
+        ANN_CACHE_KEY: cache_key,
+        **spec.annotations,
+    }
+    pod_spec: dict = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": spec.termination_grace_seconds,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "nodeSelector": dict(sorted(pool.node_selector.items())),
+        "tolerations": [t.model_dump(exclude_none=True) for t in pool.tolerations],
+        "initContainers": [model_gate_container(spec, model_mount)],
+        "containers": [engine],
+        "volumes": [
+            # Read-only twice: the claim here and the mount above (field report 3.3).
+            {"name": "model", "persistentVolumeClaim": {"claimName": spec.model.claim_name, "readOnly": True}},
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": _gib(pool.shm_size_gib)}},
+            _cache_volume(spec.compile_cache),
+            {"name": "scripts", "configMap": {"name": spec.scripts_config_map, "defaultMode": 0o555}},
+        ],
+    }
+    return {"metadata": {"labels": dict(spec.labels), "annotations": annotations}, "spec": pod_spec}

@@ -1,0 +1,32 @@
+"""The ConfigMap holding the model sync, verify and gate scripts (components/scripts/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.base import Component, metadata
+
+SCRIPTS_DIR = Path(__file__).parent / "scripts"
+SCRIPT_FILES = ("model_files.py", "model_gate.py", "sync_model.sh", "verify_model.py")
+
+
+def script_data() -> dict[str, str]:
+    return {name: (SCRIPTS_DIR / name).read_text(encoding="utf-8") for name in SCRIPT_FILES}
+
+
+class ModelScripts(Component):
+    config_map_name: str
+
+    def __init__(self, name: str, namespace: str, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:scripts:ModelScripts", name, opts)
+        self.config_map_name = "llm-serving-model-scripts"
+        self.config_map = k8s.core.v1.ConfigMap(
+            f"{name}-configmap",
+            metadata=metadata(self.config_map_name, namespace, "model-scripts"),
+            data=script_data(),
+            opts=self.child_opts(),
+        )
+        self.register_outputs({"configMapName": self.config_map_name})

@@ -1,0 +1,44 @@
+"""What a complete model directory contains; shared by the sync Job's verifier and the pods' gate.
+
+Plain standard library only: it runs in the verify image and in the engine image.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+INDEX_FILE = "model.safetensors.index.json"
+REQUIRED_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", INDEX_FILE)
+# One of these tokenizer payloads must exist besides tokenizer_config.json.
+TOKENIZER_PAYLOADS = ("tokenizer.json", "tokenizer.model")
+CHECKSUM_FILE = "SHA256SUMS"
+
+
+def missing_files(model_dir: str, expected_shards: int) -> list[str]:
+    """Everything that makes model_dir incomplete, as human-readable lines; empty when complete."""
+    problems = []
+    for name in REQUIRED_FILES:
+        if not os.path.isfile(os.path.join(model_dir, name)):
+            problems.append(f"missing {name}")
+    if not any(os.path.isfile(os.path.join(model_dir, n)) for n in TOKENIZER_PAYLOADS):
+        problems.append("missing tokenizer (" + " or ".join(TOKENIZER_PAYLOADS) + ")")
+    index_path = os.path.join(model_dir, INDEX_FILE)
+    if not os.path.isfile(index_path):
+        return problems
+    shards = shard_names(index_path)
+    if len(shards) != expected_shards:
+        problems.append(f"weight index names {len(shards)} shards, expected {expected_shards}")
+    for shard in shards:
+        path = os.path.join(model_dir, shard)
+        if not os.path.isfile(path):
+            problems.append(f"missing shard {shard}")
+        elif os.path.getsize(path) == 0:
+            problems.append(f"empty shard {shard}")
+    return problems
+
+
+def shard_names(index_path: str) -> list[str]:
+    with open(index_path, encoding="utf-8") as f:
+        index = json.load(f)
+    return sorted(set(index.get("weight_map", {}).values()))

@@ -1,0 +1,44 @@
+#!/bin/sh
+# Download one model directory from object storage into the writable model volume.
+# Runs in the sync Job only (CPU node); serving pods never download (field report 3.2).
+# Environment: BUCKET, PREFIX, DEST, ADDRESSING_STYLE, MAX_CONCURRENT_REQUESTS, SYNC_ATTEMPTS,
+# MARKER, optional ENDPOINT_URL; credentials come from a Secret as AWS_* variables.
+set -eu
+
+: "${BUCKET:?}" "${PREFIX:?}" "${DEST:?}" "${MARKER:?}"
+ADDRESSING_STYLE="${ADDRESSING_STYLE:-virtual}"
+MAX_CONCURRENT_REQUESTS="${MAX_CONCURRENT_REQUESTS:-20}"
+SYNC_ATTEMPTS="${SYNC_ATTEMPTS:-3}"
+RETRY_DELAY_SECONDS="${RETRY_DELAY_SECONDS:-15}"
+
+mkdir -p "$DEST"
+# A directory being changed is never "ready": drop the marker before touching any file, so a pod
+# that starts mid-sync fails its gate instead of loading a mix of two revisions.
+rm -f "$DEST/$MARKER"
+
+# COS and similar stores refuse path-style requests (PathStyleDomainForbidden, field report 11.1).
+aws configure set default.s3.addressing_style "$ADDRESSING_STYLE"
+aws configure set default.s3.max_concurrent_requests "$MAX_CONCURRENT_REQUESTS"
+
+set -- s3 sync "s3://$BUCKET/$PREFIX/" "$DEST/" --delete --only-show-errors
+if [ -n "${ENDPOINT_URL:-}" ]; then
+  set -- --endpoint-url "$ENDPOINT_URL" "$@"
+fi
+
+attempt=1
+delay="$RETRY_DELAY_SECONDS"
+while :; do
+  echo "sync attempt $attempt/$SYNC_ATTEMPTS: s3://$BUCKET/$PREFIX/ -> $DEST/"
+  if aws "$@"; then
+    echo "sync complete"
+    exit 0
+  fi
+  if [ "$attempt" -ge "$SYNC_ATTEMPTS" ]; then
+    echo "sync failed after $attempt attempts" >&2
+    exit 1
+  fi
+  echo "sync attempt $attempt failed; retrying in ${delay}s" >&2
+  sleep "$delay"
+  attempt=$((attempt + 1))
+  delay=$((delay * 2))
+done

@@ -1,0 +1,104 @@
+"""Verify a synced model directory and write its ready marker (sync Job, after the download).
+
+Checks, in order: required files and every shard the weight index names (and their count), then
+the sha256 of every file in the checksum manifest stored with the model. Only a directory that
+passes all of them gets the marker naming the revision; serving pods gate on that marker.
+Exit code 1 with one line per problem otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_files import CHECKSUM_FILE, INDEX_FILE, missing_files, shard_names  # noqa: E402
+
+CHUNK = 8 * 1024 * 1024
+
+
+def sha256_of(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_manifest(path: str) -> dict[str, str]:
+    """`sha256sum` output: '<64 hex>  <relative path>' per line ('*' marks binary mode)."""
+    entries = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            digest, _, name = line.partition(" ")
+            name = name.strip().lstrip("*")
+            if len(digest) != 64 or not name:
+                raise ValueError(f"{CHECKSUM_FILE} line {number} is not '<sha256>  <file>'")
+            entries[os.path.normpath(name)] = digest.lower()
+    return entries
+
+
+def checksum_problems(model_dir: str, workers: int) -> list[str]:
+    manifest_path = os.path.join(model_dir, CHECKSUM_FILE)
+    if not os.path.isfile(manifest_path):
+        return [f"missing checksum manifest {CHECKSUM_FILE}"]
+    try:
+        manifest = read_manifest(manifest_path)
+    except ValueError as err:
+        return [str(err)]
+    problems = []
+    index_path = os.path.join(model_dir, INDEX_FILE)
+    if os.path.isfile(index_path):
+        for shard in shard_names(index_path):
+            if os.path.normpath(shard) not in manifest:
+                problems.append(f"shard {shard} has no entry in {CHECKSUM_FILE}")
+    present = {n: d for n, d in manifest.items() if os.path.isfile(os.path.join(model_dir, n))}
+    problems += [f"missing {n} (listed in {CHECKSUM_FILE})" for n in sorted(set(manifest) - set(present))]
+    # hashlib releases the GIL, so threads hash shards in parallel.
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        actual = dict(zip(present, pool.map(lambda n: sha256_of(os.path.join(model_dir, n)), present)))
+    problems += [f"sha256 mismatch for {n}" for n in sorted(present) if actual[n] != present[n]]
+    return problems
+
+
+def write_marker(model_dir: str, marker: str, revision: str, shards: int) -> None:
+    payload = {"revision": revision, "shards": shards}
+    fd, tmp = tempfile.mkstemp(dir=model_dir, prefix=".marker-")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(payload, f, sort_keys=True)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, os.path.join(model_dir, marker))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--model-dir", required=True)
+    p.add_argument("--revision", required=True)
+    p.add_argument("--expected-shards", type=int, required=True)
+    p.add_argument("--marker", required=True)
+    p.add_argument("--workers", type=int, default=4)
+    a = p.parse_args(argv)
+
+    problems = missing_files(a.model_dir, a.expected_shards)
+    if not problems:
+        problems = checksum_problems(a.model_dir, a.workers)
+    if problems:
+        print(f"model at {a.model_dir} is NOT ready ({len(problems)} problems):", file=sys.stderr)
+        for line in problems:
+            print(f"  - {line}", file=sys.stderr)
+        return 1
+    write_marker(a.model_dir, a.marker, a.revision, a.expected_shards)
+    print(f"model at {a.model_dir} verified: revision {a.revision}, {a.expected_shards} shards")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

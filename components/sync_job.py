@@ -1,0 +1,143 @@
+"""The CPU-only Job that fills one model directory from the bucket and verifies it (field report 3.2).
+
+It is decoupled from GPU allocation: it runs on CPU nodes, is kept off every GPU node by a node
+affinity on the GPU pool's label keys, and requests no GPU. The download container syncs with
+retries; the verify container checks files, shard count and sha256, then writes the ready marker
+that the serving pods' gate reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.base import Component, labels, metadata
+from components.pod_template import READY_MARKER, SCRIPTS_MOUNT
+from stacks.config import GpuPool, ModelSync, ObjectStore, ServedModel
+
+WORK_DIR = "/work"
+SYNC_MOUNT = "/models"
+# Kubernetes awaits a Job to completion; beyond activeDeadlineSeconds it has failed anyway.
+AWAIT_MARGIN_SECONDS = 300
+
+
+@dataclass(frozen=True)
+class ModelSyncArgs:
+    namespace: str
+    model: ServedModel
+    store: ObjectStore
+    sync: ModelSync
+    gpu_pool: GpuPool
+    bucket_name: str
+    sync_claim_name: str
+    credentials_secret: str
+    scripts_config_map: str
+    sync_image: str
+    verify_image: str
+
+
+def job_name(model: ServedModel) -> str:
+    """One Job per model directory; the hash of prefix and revision makes a new revision a new Job."""
+    slug = re.sub(r"[^a-z0-9]+", "-", model.directory.lower()).strip("-")[:40].rstrip("-")
+    tag = hashlib.sha256(f"{model.directory}:{model.object_prefix}@{model.revision}".encode()).hexdigest()[:8]
+    return f"sync-{slug}-{tag}"
+
+
+def off_gpu_affinity(pool: GpuPool) -> dict:
+    """Nodes lacking the GPU pool's selector labels: never a GPU node."""
+    keys = sorted(pool.node_selector) or ["nvidia.com/gpu.present"]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": k, "operator": "DoesNotExist"} for k in keys]}]}}}
+
+
+def _security() -> dict:
+    return {"privileged": False, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def sync_pod_spec(args: ModelSyncArgs) -> dict:
+    m, store, sync = args.model, args.store, args.sync
+    dest = f"{SYNC_MOUNT}/{m.directory}"
+    resources = {"requests": {"cpu": str(sync.cpu_request), "memory": f"{sync.memory_request_gib}Gi"},
+                 "limits": {"cpu": str(sync.cpu_request), "memory": f"{sync.memory_request_gib}Gi"}}
+    mounts = [{"name": "model", "mountPath": SYNC_MOUNT},
+              {"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},
+              {"name": "work", "mountPath": WORK_DIR}]
+    secret_env = [{"name": key, "valueFrom": {"secretKeyRef": {"name": args.credentials_secret, "key": key}}}
+                  for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")]
+    env = {
+        "BUCKET": args.bucket_name, "PREFIX": m.object_prefix, "DEST": dest, "MARKER": READY_MARKER,
+        "ADDRESSING_STYLE": store.addressing_style,
+        "MAX_CONCURRENT_REQUESTS": str(sync.max_concurrent_requests),
+        "SYNC_ATTEMPTS": str(sync.sync_attempts),
+        "AWS_DEFAULT_REGION": store.region,
+        # No instance metadata lookups: credentials come only from the Secret (field report 3.2).
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": f"{WORK_DIR}/aws-config",
+        "HOME": WORK_DIR,
+    }
+    if store.endpoint:
+        env["ENDPOINT_URL"] = store.endpoint.rstrip("/")
+    download = {
+        "name": "download",
+        "image": args.sync_image,
+        "command": ["/bin/sh", f"{SCRIPTS_MOUNT}/sync_model.sh"],
+        "env": [{"name": k, "value": v} for k, v in sorted(env.items())] + secret_env,
+        "resources": resources,
+        "securityContext": _security(),
+        "volumeMounts": mounts,
+    }
+    verify = {
+        "name": "verify",
+        "image": args.verify_image,
+        "command": ["python3", f"{SCRIPTS_MOUNT}/verify_model.py"],
+        "args": ["--model-dir", dest, "--revision", m.revision, "--expected-shards", str(m.expected_shard_count),
+                 "--marker", READY_MARKER, "--workers", str(max(1, sync.cpu_request))],
+        "resources": resources,
+        "securityContext": _security(),
+        "volumeMounts": mounts,
+    }
+    pod: dict = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "affinity": off_gpu_affinity(args.gpu_pool),
+        "initContainers": [download],
+        "containers": [verify],
+        "volumes": [
+            {"name": "model", "persistentVolumeClaim": {"claimName": args.sync_claim_name}},
+            {"name": "scripts", "configMap": {"name": args.scripts_config_map, "defaultMode": 0o555}},
+            {"name": "work", "emptyDir": {"sizeLimit": "1Gi"}},
+        ],
+    }
+    if sync.node_selector:
+        pod["nodeSelector"] = dict(sorted(sync.node_selector.items()))
+    return pod
+
+
+class ModelSyncJob(Component):
+    job_name: str
+
+    def __init__(self, name: str, args: ModelSyncArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:jobs:ModelSync", name, opts)
+        self.job_name = job_name(args.model)
+        pod_labels = {**labels(self.job_name, "model-sync"), "llm-serving.io/model-revision": args.model.revision}
+        timeout = f"{args.sync.active_deadline_seconds + AWAIT_MARGIN_SECONDS}s"
+        self.job = k8s.batch.v1.Job(
+            f"{name}-job",
+            metadata=metadata(self.job_name, args.namespace, "model-sync"),
+            spec={
+                "backoffLimit": args.sync.backoff_limit,
+                "activeDeadlineSeconds": args.sync.active_deadline_seconds,
+                "template": {"metadata": {"labels": pod_labels}, "spec": sync_pod_spec(args)},
+            },
+            # A Job's template is immutable: any change replaces it, and its fixed name means the old
+            # one must go first.
+            opts=self.child_opts(delete_before_replace=True,
+                            custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)),
+        )
+        self.register_outputs({"jobName": self.job_name})

@@ -1,0 +1,155 @@
+"""Run the Pulumi program under the mock runtime and record what it registers.
+
+The recording monitor sees each RegisterResource request as the engine would: inputs with secrets
+still wrapped (so they can be masked), and the resource options that plain mocks hide (protect,
+retainOnDelete, customTimeouts, deleteBeforeReplace, dependencies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from google.protobuf import json_format
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from render.stackfile import MASK, PROJECT, StackFile
+from stacks import loader
+from stacks.config import required_secret_keys
+
+# How the Pulumi wire format marks a secret value.
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+
+def normalize(value: Any) -> Any:
+    """Masks secrets and turns the wire format's floats back into integers where they are whole."""
+    if isinstance(value, dict):
+        if SECRET_SIG in value:
+            return MASK
+        return {k: normalize(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normalize(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _short(urn: str) -> str:
+    """`urn:...::type::name` -> `type::name` for readable references."""
+    if not urn:
+        return ""
+    parts = urn.split("::")
+    return f"{parts[-2].split('$')[-1]}::{parts[-1]}"
+
+
+@dataclass
+class Recorded:
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    parent: str
+    provider: str
+    inputs: dict
+    options: dict
+
+
+class MockResources(pulumi.runtime.Mocks):
+    """Gives each resource a stable id and the outputs the program reads."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        state = dict(args.inputs)
+        if args.typ == "aws:iam/accessKey:AccessKey":
+            state["secret"] = "mock-secret-access-key"
+            return "AKIAMOCKACCESSKEYID0", state
+        if args.typ == "aws:s3/bucket:Bucket":
+            state["arn"] = f"arn:aws:s3:::{state.get('bucket', args.name)}"
+            return state.get("bucket", args.name), state
+        meta = state.get("metadata") or {}
+        if "name" in meta:
+            return "/".join(p for p in (meta.get("namespace"), meta["name"]) if p), state
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    def __init__(self, mocks: pulumi.runtime.Mocks):
+        super().__init__(mocks)
+        self.recorded: list[Recorded] = []
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            timeouts = request.customTimeouts if request.HasField("customTimeouts") else None
+            options = {
+                "protect": request.protect if request.HasField("protect") else False,
+                "retainOnDelete": request.retainOnDelete if request.HasField("retainOnDelete") else False,
+                "deleteBeforeReplace": request.deleteBeforeReplace,
+                "customTimeouts": {k: getattr(timeouts, k) for k in ("create", "update", "delete")
+                                   if timeouts is not None and getattr(timeouts, k)},
+                "dependsOn": sorted(_short(u) for u in request.dependencies),
+            }
+            self.recorded.append(Recorded(
+                urn=response.urn, type=request.type, name=request.name, custom=bool(request.custom),
+                parent=_short(request.parent), provider=_short(request.provider.rsplit("::", 1)[0]) if request.provider else "",
+                inputs=normalize(json_format.MessageToDict(request.object)), options=options))
+        return response
+
+
+@dataclass
+class Rendered:
+    stack: str
+    resources: list[Recorded]
+    outputs: dict[str, Any]
+    secret_outputs: set[str]
+    missing_secrets: list[str] = field(default_factory=list)
+
+
+def _start(stack_file: StackFile, config: dict[str, str], secret_keys: list[str]) -> RecordingMonitor:
+    settings.ROOT.set(None)  # a fresh root stack per render, so several renders share a process
+    pulumi.runtime.set_all_config(config, secret_keys)
+    monitor = RecordingMonitor(MockResources())
+    pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack_file.stack, preview=False, monitor=monitor)
+    return monitor
+
+
+def render(stack_file: StackFile) -> Rendered:
+    """Validate, then run the program. Raises loader.ConfigError before anything is registered."""
+    config, secret_keys = dict(stack_file.config), list(stack_file.secret_keys)
+    _start(stack_file, config, secret_keys)
+    cfg = loader.from_pulumi(require_secrets=False)
+    # Secrets the stack file does not hold yet are masked stand-ins here and listed in the plan;
+    # `pulumi up` refuses to run without them.
+    missing = [k for k in required_secret_keys(cfg) if f"{loader.NAMESPACE}:{k}" not in config]
+    for key in missing:
+        config[f"{loader.NAMESPACE}:{key}"] = MASK
+        secret_keys.append(f"{loader.NAMESPACE}:{key}")
+    monitor = _start(stack_file, config, secret_keys)
+
+    from stacks import program
+
+    resolved: dict[str, Any] = {}
+    secret_outputs: set[str] = set()
+
+    async def collect(outputs: dict[str, pulumi.Input]) -> None:
+        for key, value in outputs.items():
+            out = pulumi.Output.from_input(value)
+            resolved[key] = await out.future()
+            if await out.is_secret():
+                secret_outputs.add(key)
+
+    def body():
+        outputs = program.run()
+        return asyncio.ensure_future(collect(outputs))
+
+    _sync_await(run_pulumi_func(lambda: _sync_await(body())))
+    return Rendered(stack=stack_file.stack, resources=sorted(monitor.recorded, key=lambda r: r.urn),
+                    outputs={k: normalize(v) for k, v in resolved.items()},
+                    secret_outputs=secret_outputs, missing_secrets=missing)

@@ -1,0 +1,273 @@
+"""The typed stack configuration: one pydantic model of everything a stack file may say.
+
+Keys in the stack file are camelCase under the `llm-serving:` namespace (Pulumi's convention);
+the Python attributes are their snake_case twins. Every field carries a description and a unit in
+its name (GiB, Seconds) so that `pulumi config` users and reviewers read the same contract.
+
+Single-field rules (types, ranges, patterns) live here. Rules that relate several fields, such as
+GPUs against the budget, live in `stacks/rules.py` so that every broken rule is reported at once.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic.alias_generators import to_camel
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+# A Kubernetes label value, non-empty.
+LABEL_VALUE = r"^[A-Za-z0-9]([A-Za-z0-9._\-]{0,61}[A-Za-z0-9])?$"
+DnsLabel = Annotated[str, StringConstraints(pattern=DNS_LABEL)]
+NonEmpty = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
+# `repository[:tag]@sha256:<64 hex>`: a tag alone is mutable, so it is never accepted.
+IMAGE_BY_DIGEST = re.compile(r"^[a-z0-9][a-z0-9._\-/:]*@sha256:[0-9a-f]{64}$")
+
+
+def stack_key(field_name: str) -> str:
+    """snake_case attribute -> camelCase stack-file key, keeping the unit spelled GiB."""
+    return re.sub(r"Gib(?=[A-Z]|$)", "GiB", to_camel(field_name))
+
+
+class Model(BaseModel):
+    """Base for every config section: camelCase keys, unknown keys refused, immutable."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=stack_key,
+        populate_by_name=True,
+        validate_default=True,
+    )
+
+
+class Environment(str, Enum):
+    dev = "dev"
+    staging = "staging"
+    prod = "prod"
+
+
+class Cluster(Model):
+    """How to reach the Kubernetes cluster. The kubeconfig itself, if not a path, is the secret
+    `llm-serving:kubeconfig`."""
+
+    kubeconfig_path: str | None = Field(
+        None, description="Path to a kubeconfig file; unset means the secret llm-serving:kubeconfig, "
+        "or the ambient kubeconfig when neither is set.")
+    context: str | None = Field(None, description="kubeconfig context to use.")
+    kubernetes_version: Annotated[str, StringConstraints(pattern=r"^1\.(2[9]|3[0-7])$")] = Field(
+        "1.33", description="Minor version of the cluster (1.29 to 1.37 are supported); decides "
+        "which volume drivers are allowed and which schema the manifests are validated against.")
+    create_namespace: bool = Field(True, description="Create the namespace; false adopts an existing one.")
+
+
+class ObjectStore(Model):
+    """The bucket that holds the weights (field report 3.2)."""
+
+    bucket_name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")] = Field(
+        ..., description="Bucket name (S3 naming rules).")
+    create: bool = Field(True, description="Create and manage the bucket; false adopts an existing "
+                         "bucket by name without managing it (the usual choice for non-AWS endpoints).")
+    region: NonEmpty = Field("us-east-1", description="Region of the bucket or of the S3-compatible service.")
+    endpoint: Annotated[str, StringConstraints(pattern=r"^https://[^\s/]+/?$")] | None = Field(
+        None, description="S3-compatible endpoint (for example Tencent COS), https only. Unset means AWS S3. "
+        "With virtual-hosted addressing give the service endpoint; the bucket is prefixed by the client.")
+    addressing_style: Literal["virtual", "path"] = Field(
+        "virtual", description="S3 addressing style. Some S3-compatible stores (COS) refuse path-style "
+        "requests with PathStyleDomainForbidden (field report 3.2, 11.1).")
+    create_credentials: bool = Field(
+        True, description="On AWS, create a dedicated IAM user and key limited to reading the model "
+        "prefix. Must be false for a non-AWS endpoint: keys then come from secret config "
+        "llm-serving:objectStoreAccessKeyId and llm-serving:objectStoreSecretAccessKey.")
+    kms_key_arn: str | None = Field(None, description="KMS key for server-side encryption; unset uses SSE-S3 (AES256).")
+
+
+class CephFsVolume(Model):
+    """A static CephFS volume, field report 3.3. `csi` is ceph-csi's static volume; `in-tree` is the
+    legacy `cephfs:` volume source, removed from Kubernetes in 1.31."""
+
+    driver: Literal["csi", "in-tree"] = Field("csi", description="Volume driver: ceph-csi (csi) or the legacy in-tree plugin.")
+    monitors: list[NonEmpty] = Field(default_factory=list, description="Ceph monitors host:port (in-tree only; ceph-csi reads them from its cluster config).")
+    cluster_id: str | None = Field(None, description="ceph-csi clusterID (csi only).")
+    fs_name: str | None = Field(None, description="CephFS file system name (csi only).")
+    path: Annotated[str, StringConstraints(pattern=r"^/")] = Field(..., description="Absolute path of the model root inside CephFS.")
+    user: NonEmpty = Field(..., description="Ceph user; its key is the secret llm-serving:cephUserKey.")
+
+
+class NfsVolume(Model):
+    server: NonEmpty = Field(..., description="NFS server host name or address.")
+    path: Annotated[str, StringConstraints(pattern=r"^/")] = Field(..., description="Exported path of the model root.")
+
+
+class ExistingClaim(Model):
+    claim_name: DnsLabel = Field(..., description="Existing PersistentVolumeClaim holding the model root. "
+                                 "Serving pods mount it read-only; the sync Job writes to it.")
+
+
+class ModelVolume(Model):
+    """Where the weights live inside the cluster: reusable storage, never emptyDir (field report 3.2,
+    11.1: an emptyDir re-downloads about 156 GiB on every pod re-creation while 8 GPUs wait)."""
+
+    kind: Literal["cephfs", "nfs", "existingClaim"] = Field(..., description="Volume source of the model root.")
+    capacity_gib: int = Field(400, gt=0, description="Capacity of the static volumes in GiB (the default model is about 156 GiB).")
+    mount_path: Annotated[str, StringConstraints(pattern=r"^/[^\s]*$")] = Field(
+        "/models", description="Where serving pods see the model root.")
+    cephfs: CephFsVolume | None = Field(None, description="Settings when kind is cephfs.")
+    nfs: NfsVolume | None = Field(None, description="Settings when kind is nfs.")
+    existing_claim: ExistingClaim | None = Field(None, description="Settings when kind is existingClaim.")
+
+
+class Toleration(Model):
+    key: NonEmpty = Field(..., description="Taint key.")
+    operator: Literal["Equal", "Exists"] = Field("Exists", description="Toleration operator.")
+    value: str | None = Field(None, description="Taint value (Equal only).")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(None, description="Taint effect; unset tolerates all.")
+
+
+class GpuPool(Model):
+    """The GPU nodes serving pods run on; defaults are field report 2.1 (8 x H20 96 GB)."""
+
+    node_selector: dict[NonEmpty, NonEmpty] = Field(
+        default_factory=lambda: {"nvidia.com/gpu.product": "NVIDIA-H20"},
+        description="Node labels a GPU node must carry. Their keys also keep the sync Job off GPU nodes.")
+    tolerations: list[Toleration] = Field(
+        default_factory=lambda: [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
+        description="Tolerations for the GPU node taints.")
+    gpus_per_node: int = Field(8, ge=1, le=16, description="GPUs on one node of the pool.")
+    gpu_architecture: Annotated[str, StringConstraints(pattern=r"^sm[0-9]{2,3}a?$")] = Field(
+        "sm90", description="CUDA architecture of the pool (H20 is Hopper, sm90); part of the JIT cache key.")
+    cpu_request: int = Field(64, ge=1, description="CPU cores requested per engine pod (field report 2.1).")
+    cpu_limit: int = Field(128, ge=1, description="CPU core limit per engine pod.")
+    memory_request_gib: int = Field(320, ge=1, description="Memory requested per engine pod in GiB.")
+    memory_limit_gib: int = Field(512, ge=1, description="Memory limit per engine pod in GiB.")
+    shm_size_gib: int = Field(128, ge=1, description="Size of /dev/shm (a Memory emptyDir) in GiB; at least 8 GiB per GPU.")
+
+
+class Images(Model):
+    """Container images, each pinned by digest (`repo[:tag]@sha256:...`): a tag can move under a
+    running fleet, a digest cannot (field report 11.3)."""
+
+    vllm: str = Field(..., description="vLLM OpenAI server image (needs DeepSeek V4 support, field report 2.2).")
+    model_sync: str = Field(..., description="Image with the AWS CLI, for the model sync Job.")
+    model_verify: str = Field(..., description="Image with python3, for the integrity check and ready marker.")
+
+    @field_validator("vllm", "model_sync", "model_verify")
+    @classmethod
+    def _pinned(cls, value: str) -> str:
+        if not IMAGE_BY_DIGEST.match(value):
+            raise ValueError("must be pinned by digest, as repository[:tag]@sha256:<64 hex digits>")
+        return value
+
+
+class CompileCache(Model):
+    """Writable JIT/compile cache, kept apart from the read-only model (field report 3.1, 12.2)."""
+
+    kind: Literal["emptyDir", "existingClaim"] = Field(
+        "emptyDir", description="emptyDir (lost with the pod) or an existing writable claim shared by restarts.")
+    claim_name: DnsLabel | None = Field(None, description="Claim name when kind is existingClaim.")
+    size_gib: int = Field(50, gt=0, description="Size limit of the emptyDir cache in GiB.")
+
+
+class ModelSync(Model):
+    """The CPU-only Job that fills the model volume from the bucket (field report 3.2)."""
+
+    max_concurrent_requests: int = Field(20, ge=1, le=256, description="AWS CLI s3 max_concurrent_requests (field report 3.2 suggests trying 10, 20, 32).")
+    backoff_limit: int = Field(4, ge=0, le=20, description="Pod retries of the Job (Kubernetes backs off exponentially between them).")
+    sync_attempts: int = Field(3, ge=1, le=10, description="`aws s3 sync` attempts inside one pod, with doubling sleeps between them.")
+    active_deadline_seconds: int = Field(7200, ge=600, description="Upper bound for one Job run in seconds (one 156 GiB download took about 6 min).")
+    cpu_request: int = Field(4, ge=1, description="CPU cores for download and hashing.")
+    memory_request_gib: int = Field(8, ge=1, description="Memory for download and hashing in GiB.")
+    node_selector: dict[NonEmpty, NonEmpty] = Field(default_factory=dict, description="Labels of the CPU nodes the Job may use.")
+
+
+class Rollout(Model):
+    """How the serving Deployment replaces pods. A surge pod would need 8 more GPUs that the budget
+    does not have, so surge is fixed at 0 (field report 11.2 saw the count overshoot)."""
+
+    strategy: Literal["Recreate", "RollingUpdate"] = Field("Recreate", description="Recreate, or RollingUpdate with maxSurge 0.")
+    max_unavailable: int = Field(1, ge=1, description="Pods taken down at once by a RollingUpdate.")
+    max_surge: int = Field(0, ge=0, description="Extra pods during a rollout. Must be 0: the engine rollout never raises the GPU count.")
+
+
+class Vllm(Model):
+    """vLLM engine arguments; defaults are the validated command of field report section 5."""
+
+    tensor_parallel_size: int = Field(8, ge=1, le=16, description="--tensor-parallel-size.")
+    data_parallel_size: int = Field(1, ge=1, le=16, description="--data-parallel-size (1 omits the flag).")
+    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"] = Field("fp8", description="--kv-cache-dtype.")
+    block_size: int = Field(256, ge=1, le=256, description="--block-size (DeepSeek V4 pages are 256 tokens).")
+    gpu_memory_utilization: float = Field(0.88, gt=0, le=0.95, description="--gpu-memory-utilization (0.88 left about 3 GiB headroom on H20).")
+    max_model_len: int = Field(204800, ge=1024, description="--max-model-len in tokens.")
+    max_num_seqs: int = Field(64, ge=1, le=1024, description="--max-num-seqs, set explicitly so CUDA Graphs are not captured for unused shapes (section 5).")
+    tokenizer_mode: NonEmpty = Field("deepseek_v4", description="--tokenizer-mode.")
+    tool_call_parser: NonEmpty = Field("deepseek_v4", description="--tool-call-parser (enables --enable-auto-tool-choice).")
+    reasoning_parser: NonEmpty = Field("deepseek_v4", description="--reasoning-parser.")
+    enable_prefix_caching: bool = Field(True, description="--enable-prefix-caching.")
+    speculative_decoding: Literal["off", "dspark"] = Field(
+        "off", description="DSpark A/B switch; off gives the target-only baseline section 5 asks for first.")
+    dspark_num_speculative_tokens: int = Field(5, ge=1, le=16, description="num_speculative_tokens when DSpark is on.")
+    enforce_eager: bool = Field(False, description="--enforce-eager: skip CUDA Graphs (faster start, slower steady state).")
+
+
+class ServedModel(Model):
+    """One served model: where its weights are and how its combined engine runs."""
+
+    name: DnsLabel = Field(..., description="Kubernetes name of the model's workloads and Service.")
+    served_model_name: Annotated[str, StringConstraints(pattern=LABEL_VALUE)] = Field(
+        ..., description="--served-model-name; what clients put in `model`. It is also the AIBrix "
+        "label model.aibrix.ai/name, so it must be a valid label value.")
+    directory: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")] = Field(
+        ..., description="Directory of the weights under the model root.")
+    object_prefix: Annotated[str, StringConstraints(pattern=r"^[^/\s][^\s]*[^/\s]$|^[^/\s]$")] = Field(
+        ..., description="Key prefix of the weights in the bucket, without leading or trailing slash.")
+    revision: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._\-]+$")] = Field(
+        ..., description="Model revision; the sync Job writes it into the ready marker and pods refuse another.")
+    expected_shard_count: int = Field(48, ge=1, description="Safetensors shards the weight index must name (48 for DeepSeek-V4-Flash, field report 3.1).")
+    engine: Literal["vllm"] = Field("vllm", description="Serving engine.")
+    topology: Literal["combined"] = Field("combined", description="combined: one engine does prefill and decode (field report 7).")
+    replicas: int = Field(1, ge=0, le=64, description="Engine pods.")
+    gpus_per_pod: int | None = Field(None, ge=1, description="GPUs per engine pod; unset means the parallel size. When set it must equal it.")
+    startup_budget_seconds: int = Field(
+        1800, ge=60, description="Time from pod start to a port that accepts connections, in seconds; "
+        "must cover the measured cold start (about 12 min for vLLM TP=8, field report 6).")
+    termination_grace_seconds: int = Field(120, ge=10, le=3600, description="Grace period to drain in-flight requests, in seconds.")
+    rollout: Rollout = Field(default_factory=Rollout, description="Rollout of the engine Deployment.")
+    vllm: Vllm = Field(default_factory=Vllm, description="vLLM arguments.")
+
+
+class StackConfig(Model):
+    """Everything under `llm-serving:` in a stack file, except the secrets."""
+
+    environment: Environment = Field(..., description="dev, staging or prod; outside dev, data-holding resources are protected.")
+    namespace: DnsLabel = Field(..., description="Namespace of every namespaced object.")
+    gpu_budget: int = Field(..., ge=0, description="GPUs this stack may hold at once, rollouts included.")
+    cluster: Cluster = Field(default_factory=Cluster, description="Cluster access.")
+    object_store: ObjectStore = Field(..., description="The weights bucket.")
+    model_volume: ModelVolume = Field(..., description="The read-only model volume.")
+    gpu_pool: GpuPool = Field(default_factory=GpuPool, description="GPU node pool settings.")
+    images: Images = Field(..., description="Images pinned by digest.")
+    compile_cache: CompileCache = Field(default_factory=CompileCache, description="JIT/compile cache volume.")
+    model_sync: ModelSync = Field(default_factory=ModelSync, description="The model sync Job.")
+    models: list[ServedModel] = Field(..., min_length=1, description="Served models; the first is the stack's primary endpoint.")
+
+
+# Secret config keys: never in the model above, always read with require_secret.
+SECRET_KEYS = {
+    "apiKey": "API key clients must present to the engine (env VLLM_API_KEY).",
+    "kubeconfig": "kubeconfig contents, when cluster.kubeconfigPath is not used.",
+    "objectStoreAccessKeyId": "Read-only access key id for a non-AWS object store.",
+    "objectStoreSecretAccessKey": "Secret access key for a non-AWS object store.",
+    "cephUserKey": "Key of the Ceph user of modelVolume.cephfs.user.",
+}
+
+
+def required_secret_keys(cfg: StackConfig) -> list[str]:
+    """Secret keys the given config cannot do without (kubeconfig is always optional)."""
+    keys = ["apiKey"]
+    if not cfg.object_store.create_credentials:
+        keys += ["objectStoreAccessKeyId", "objectStoreSecretAccessKey"]
+    if cfg.model_volume.kind == "cephfs":
+        keys.append("cephUserKey")
+    return keys

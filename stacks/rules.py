@@ -1,0 +1,181 @@
+"""Rules that relate several fields of a valid-typed stack config.
+
+Each rule returns Problems instead of raising, so a stack file with three mistakes is reported
+with three messages in one run. Paths are the stack file's camelCase paths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from components.engines import COLD_START_ESTIMATE_SECONDS, gpus_per_pod, parallel_size
+from stacks.config import StackConfig
+
+# /dev/shm per GPU: NCCL and the engine's worker queues live there; the field report asks for
+# 64-128 GiB on an 8-GPU pod (section 2.1), i.e. at least 8 GiB per GPU.
+SHM_GIB_PER_GPU = 8
+# Kubernetes removed the in-tree CephFS volume plugin in 1.31.
+IN_TREE_CEPHFS_LAST_MINOR = 30
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    value: Any
+    allowed: str
+
+    def render(self, stack_file: str) -> str:
+        return f"{stack_file}: llm-serving:{self.path} = {_show(self.value)}: {self.allowed}"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if value is None:
+        return "(unset)"
+    return str(value)
+
+
+def rollout_extra_pods(cfg: StackConfig, index: int) -> int:
+    """Pods a rollout of models[index] may start on top of its replicas."""
+    rollout = cfg.models[index].rollout
+    return 0 if rollout.strategy == "Recreate" else rollout.max_surge
+
+
+def gpu_demand(cfg: StackConfig) -> list[tuple[str, int]]:
+    """(model name, peak GPUs) for every workload, rollout surge included."""
+    return [
+        (m.name, (m.replicas + rollout_extra_pods(cfg, i)) * gpus_per_pod(m))
+        for i, m in enumerate(cfg.models)
+    ]
+
+
+def gpu_total(cfg: StackConfig) -> int:
+    return sum(g for _, g in gpu_demand(cfg))
+
+
+def _models(cfg: StackConfig) -> Iterator[Problem]:
+    seen_names: dict[str, int] = {}
+    seen_served: dict[str, int] = {}
+    by_directory: dict[str, int] = {}
+    for i, m in enumerate(cfg.models):
+        at = f"models[{i}]"
+        if m.name in seen_names:
+            yield Problem(f"{at}.name", m.name, f"must be unique; models[{seen_names[m.name]}] uses it")
+        seen_names.setdefault(m.name, i)
+        if m.served_model_name in seen_served:
+            yield Problem(f"{at}.servedModelName", m.served_model_name,
+                          f"must be unique; models[{seen_served[m.served_model_name]}] uses it")
+        seen_served.setdefault(m.served_model_name, i)
+
+        # Models may share a directory (one sync, e.g. a DSpark A/B beside the baseline) only if
+        # they agree on what the directory holds.
+        first = by_directory.setdefault(m.directory, i)
+        other = cfg.models[first]
+        for field, mine, theirs in (("objectPrefix", m.object_prefix, other.object_prefix),
+                                    ("revision", m.revision, other.revision),
+                                    ("expectedShardCount", m.expected_shard_count, other.expected_shard_count)):
+            if first != i and mine != theirs:
+                yield Problem(f"{at}.{field}", mine, f"must equal models[{first}].{field} {theirs!r}: "
+                              f"both models use directory {m.directory!r}")
+
+        size = parallel_size(m)
+        if m.gpus_per_pod is not None and m.gpus_per_pod != size:
+            yield Problem(f"{at}.gpusPerPod", m.gpus_per_pod,
+                          f"must equal the parallel size {size} (tensorParallelSize "
+                          f"{m.vllm.tensor_parallel_size} x dataParallelSize {m.vllm.data_parallel_size})")
+        if gpus_per_pod(m) > cfg.gpu_pool.gpus_per_node:
+            yield Problem(f"{at}.vllm.tensorParallelSize", m.vllm.tensor_parallel_size,
+                          f"one engine pod needs {gpus_per_pod(m)} GPUs but gpuPool.gpusPerNode is "
+                          f"{cfg.gpu_pool.gpus_per_node}; a pod must fit on one node")
+
+        estimate = COLD_START_ESTIMATE_SECONDS[m.engine]
+        if m.startup_budget_seconds < estimate:
+            yield Problem(f"{at}.startupBudgetSeconds", m.startup_budget_seconds,
+                          f"must be at least {estimate} (the measured {m.engine} cold start, "
+                          f"field report); a shorter budget kills every cold start")
+
+        need_shm = SHM_GIB_PER_GPU * gpus_per_pod(m)
+        if cfg.gpu_pool.shm_size_gib < need_shm:
+            yield Problem("gpuPool.shmSizeGiB", cfg.gpu_pool.shm_size_gib,
+                          f"must be at least {need_shm} GiB for {at} ({m.name}) with "
+                          f"{gpus_per_pod(m)} GPUs per pod (TP={m.vllm.tensor_parallel_size})")
+
+        if m.rollout.max_surge != 0:
+            yield Problem(f"{at}.rollout.maxSurge", m.rollout.max_surge,
+                          "must be 0: a surge pod needs another full set of GPUs, so the engine "
+                          "rollout would raise the GPU count (use Recreate or maxUnavailable)")
+
+
+def _budget(cfg: StackConfig) -> Iterator[Problem]:
+    demand = gpu_demand(cfg)
+    total = sum(g for _, g in demand)
+    if total > cfg.gpu_budget:
+        detail = ", ".join(f"{name} {gpus}" for name, gpus in demand)
+        yield Problem("gpuBudget", cfg.gpu_budget,
+                      f"the workloads need {total} GPUs at peak, rollouts included ({detail}); "
+                      f"raise gpuBudget or lower replicas")
+
+
+def _gpu_pool(cfg: StackConfig) -> Iterator[Problem]:
+    pool = cfg.gpu_pool
+    if pool.cpu_request > pool.cpu_limit:
+        yield Problem("gpuPool.cpuRequest", pool.cpu_request, f"must not exceed gpuPool.cpuLimit {pool.cpu_limit}")
+    if pool.memory_request_gib > pool.memory_limit_gib:
+        yield Problem("gpuPool.memoryRequestGiB", pool.memory_request_gib,
+                      f"must not exceed gpuPool.memoryLimitGiB {pool.memory_limit_gib}")
+    if pool.shm_size_gib >= pool.memory_limit_gib:
+        yield Problem("gpuPool.shmSizeGiB", pool.shm_size_gib,
+                      f"must be below gpuPool.memoryLimitGiB {pool.memory_limit_gib}: "
+                      "a Memory emptyDir counts against the pod's memory")
+
+
+def _model_volume(cfg: StackConfig) -> Iterator[Problem]:
+    vol = cfg.model_volume
+    section = {"cephfs": vol.cephfs, "nfs": vol.nfs, "existingClaim": vol.existing_claim}
+    if section[vol.kind] is None:
+        yield Problem(f"modelVolume.{vol.kind}", None, f"is required when modelVolume.kind is {vol.kind!r}")
+    for other, value in section.items():
+        if other != vol.kind and value is not None:
+            yield Problem(f"modelVolume.{other}", "(set)", f"must be unset when modelVolume.kind is {vol.kind!r}")
+    ceph = vol.cephfs
+    if vol.kind == "cephfs" and ceph is not None:
+        minor = int(cfg.cluster.kubernetes_version.split(".")[1])
+        if ceph.driver == "in-tree":
+            if minor > IN_TREE_CEPHFS_LAST_MINOR:
+                yield Problem("modelVolume.cephfs.driver", ceph.driver,
+                              f"Kubernetes {cfg.cluster.kubernetes_version} has no in-tree CephFS "
+                              "plugin (removed in 1.31); use 'csi' (ceph-csi)")
+            if not ceph.monitors:
+                yield Problem("modelVolume.cephfs.monitors", ceph.monitors, "needs at least one host:port for the in-tree driver")
+        else:
+            for field, value in (("clusterId", ceph.cluster_id), ("fsName", ceph.fs_name)):
+                if not value:
+                    yield Problem(f"modelVolume.cephfs.{field}", value, "is required for the csi driver")
+
+
+def _object_store(cfg: StackConfig) -> Iterator[Problem]:
+    store = cfg.object_store
+    if store.endpoint and store.create_credentials:
+        yield Problem("objectStore.createCredentials", True,
+                      "must be false with a non-AWS endpoint: IAM users exist only on AWS; set "
+                      "llm-serving:objectStoreAccessKeyId and llm-serving:objectStoreSecretAccessKey with --secret")
+    if store.endpoint and store.create:
+        yield Problem("objectStore.create", True,
+                      "must be false with a non-AWS endpoint: adopt the existing bucket by name")
+
+
+def _compile_cache(cfg: StackConfig) -> Iterator[Problem]:
+    cache = cfg.compile_cache
+    if cache.kind == "existingClaim" and not cache.claim_name:
+        yield Problem("compileCache.claimName", None, "is required when compileCache.kind is 'existingClaim'")
+
+
+RULES: list[Callable[[StackConfig], Iterator[Problem]]] = [
+    _models, _budget, _gpu_pool, _model_volume, _object_store, _compile_cache,
+]
+
+
+def check(cfg: StackConfig) -> list[Problem]:
+    return [p for rule in RULES for p in rule(cfg)]
