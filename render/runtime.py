@@ -26,11 +26,20 @@ from stacks.config import required_secret_keys
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 
 
+def _mask_leaves(value: Any) -> Any:
+    """A secret map keeps its keys (they are not secret, and the manifest stays well-formed)."""
+    if isinstance(value, dict):
+        return {k: _mask_leaves(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask_leaves(v) for v in value]
+    return MASK
+
+
 def normalize(value: Any) -> Any:
     """Masks secrets and turns the wire format's floats back into integers where they are whole."""
     if isinstance(value, dict):
         if SECRET_SIG in value:
-            return MASK
+            return _mask_leaves(value.get("value"))
         return {k: normalize(v) for k, v in value.items()}
     if isinstance(value, list):
         return [normalize(v) for v in value]

@@ -1,0 +1,304 @@
+"""Policy rules as pure functions over (resource type, properties).
+
+Resource rules take what CrossGuard's `ResourceValidationArgs` carries (`resource_type`, camelCase
+`props`) and return violation messages, each a full sentence naming the object. Stack rules take
+every resource with its options. The tests run them on every rendered stack; a CrossGuard pack can
+wrap the same functions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from policy.workloads import GPU, PodTemplateRef, containers, gpu_count, pod_gpus, pod_templates
+
+DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+SECRET_NAME = re.compile(r"(KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL)", re.IGNORECASE)
+ROLE = "llm-serving.io/role"
+PARALLEL_SIZE = "llm-serving.io/parallel-size"
+STARTUP_BUDGET = "llm-serving.io/startup-budget-seconds"
+SHM_GIB_PER_GPU = 8
+PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
+
+
+@dataclass(frozen=True)
+class ResourcePolicy:
+    name: str
+    description: str
+    check: Callable[[str, dict], list[str]]
+
+
+def _kind(resource_type: str) -> str:
+    return resource_type.rsplit(":", 1)[-1]
+
+
+def _name(props: dict) -> str:
+    meta = props.get("metadata") or {}
+    return f"{props.get('kind', '?')} {meta.get('namespace', '-')}/{meta.get('name', '?')}"
+
+
+def _templates(resource_type: str, props: dict) -> list[PodTemplateRef]:
+    if not resource_type.startswith("kubernetes:"):
+        return []
+    return pod_templates(_kind(resource_type), props)
+
+
+def _annotations(template: dict) -> dict:
+    return (template.get("metadata") or {}).get("annotations") or {}
+
+
+def _is_engine(template: dict) -> bool:
+    return _annotations(template).get(ROLE) == "engine" or pod_gpus(template) > 0
+
+
+def _engine_containers(template: dict) -> list[dict]:
+    return [c for g, c in containers(template) if g == "containers" and (max(gpu_count(c)) > 0 or c.get("name") == "engine")]
+
+
+def _quantity_gib(q: Any) -> float:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Gi|Mi|Ti)?", str(q))
+    if not m:
+        return 0.0
+    return float(m.group(1)) * {"Gi": 1, "Mi": 1 / 1024, "Ti": 1024, None: 1 / 1024 ** 3}[m.group(2)]
+
+
+def engine_probes_are_tcp(resource_type: str, props: dict) -> list[str]:
+    """Engine probes are tcpSocket: an HTTP /health may run a real generation each period and
+    pollute TTFT and throughput (field report 12.4)."""
+    out = []
+    for ref in _templates(resource_type, props):
+        if not _is_engine(ref.template):
+            continue
+        for c in _engine_containers(ref.template):
+            for probe in PROBES:
+                p = c.get(probe)
+                if not p:
+                    out.append(f"{_name(props)}: container {c.get('name')} has no {probe}; engines need TCP startup, readiness and liveness probes.")
+                elif set(p) & {"httpGet", "exec", "grpc"} or "tcpSocket" not in p:
+                    out.append(f"{_name(props)}: container {c.get('name')} {probe} is not tcpSocket; generative health checks pollute serving (field report 12.4).")
+    return out
+
+
+def startup_allowance_covers_budget(resource_type: str, props: dict) -> list[str]:
+    """startupProbe periodSeconds x failureThreshold is at least the startup budget."""
+    out = []
+    for ref in _templates(resource_type, props):
+        budget = _annotations(ref.template).get(STARTUP_BUDGET)
+        if not _is_engine(ref.template) or budget is None:
+            continue
+        for c in _engine_containers(ref.template):
+            p = c.get("startupProbe") or {}
+            allowance = int(p.get("periodSeconds", 10)) * int(p.get("failureThreshold", 3))
+            if allowance < int(budget):
+                out.append(f"{_name(props)}: container {c.get('name')} startup allowance {allowance}s is below the startup budget {budget}s; cold starts would be killed.")
+    return out
+
+
+def model_mount_read_only(resource_type: str, props: dict) -> list[str]:
+    """Engine pods mount the model from a claim, read-only at the volume and at every mount."""
+    out = []
+    for ref in _templates(resource_type, props):
+        if not _is_engine(ref.template):
+            continue
+        volumes = {v.get("name"): v for v in (ref.template.get("spec") or {}).get("volumes") or []}
+        model = volumes.get("model")
+        if model is None or "persistentVolumeClaim" not in model:
+            out.append(f"{_name(props)}: the engine pod has no model volume from a PersistentVolumeClaim; an emptyDir re-downloads about 156 GiB on every pod re-creation (field report 11.1).")
+            continue
+        if not model["persistentVolumeClaim"].get("readOnly"):
+            out.append(f"{_name(props)}: model volume claim {model['persistentVolumeClaim'].get('claimName')} is not readOnly at the volume level.")
+        for _, c in containers(ref.template):
+            for m in c.get("volumeMounts") or []:
+                if m.get("name") == "model" and not m.get("readOnly"):
+                    out.append(f"{_name(props)}: container {c.get('name')} mounts the model at {m.get('mountPath')} without readOnly.")
+    return out
+
+
+def gpu_counts_match_parallel_size(resource_type: str, props: dict) -> list[str]:
+    """nvidia.com/gpu requests equal limits equal the parallel size (TP x DP in the engine argv)."""
+    out = []
+    for ref in _templates(resource_type, props):
+        if not _is_engine(ref.template):
+            continue
+        declared = _annotations(ref.template).get(PARALLEL_SIZE)
+        for c in _engine_containers(ref.template):
+            req, lim = gpu_count(c)
+            if req != lim:
+                out.append(f"{_name(props)}: container {c.get('name')} requests {req} {GPU} but limits {lim}; they must be equal.")
+            argv = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
+            size = _flag(argv, "--tensor-parallel-size", "--tp") * _flag(argv, "--data-parallel-size", "--dp")
+            if lim != size:
+                out.append(f"{_name(props)}: container {c.get('name')} has {lim} GPUs but the engine argv asks for a parallel size of {size}.")
+            if declared is None or int(declared) != lim:
+                out.append(f"{_name(props)}: annotation {PARALLEL_SIZE}={declared} does not match the {lim} GPUs of container {c.get('name')}.")
+    return out
+
+
+def _flag(argv: list[str], *names: str) -> int:
+    for i, a in enumerate(argv):
+        for n in names:
+            if a == n and i + 1 < len(argv):
+                return int(argv[i + 1])
+            if a.startswith(n + "="):
+                return int(a.split("=", 1)[1])
+    return 1
+
+
+def shm_is_memory_backed(resource_type: str, props: dict) -> list[str]:
+    """Engine pods get /dev/shm from a Memory emptyDir of at least 8 GiB per GPU (field report 2.1)."""
+    out = []
+    for ref in _templates(resource_type, props):
+        if not _is_engine(ref.template):
+            continue
+        volumes = {v.get("name"): v for v in (ref.template.get("spec") or {}).get("volumes") or []}
+        gpus = pod_gpus(ref.template)
+        for c in _engine_containers(ref.template):
+            shm = next((m for m in c.get("volumeMounts") or [] if m.get("mountPath") == "/dev/shm"), None)
+            src = (volumes.get(shm.get("name")) or {}).get("emptyDir") if shm else None
+            if not src or src.get("medium") != "Memory":
+                out.append(f"{_name(props)}: container {c.get('name')} has no Memory emptyDir at /dev/shm.")
+            elif _quantity_gib(src.get("sizeLimit", 0)) < SHM_GIB_PER_GPU * gpus:
+                out.append(f"{_name(props)}: /dev/shm sizeLimit {src.get('sizeLimit')} is below {SHM_GIB_PER_GPU * gpus}Gi for {gpus} GPUs.")
+    return out
+
+
+def images_pinned_by_digest(resource_type: str, props: dict) -> list[str]:
+    out = []
+    for ref in _templates(resource_type, props):
+        for _, c in containers(ref.template):
+            if not DIGEST.search(str(c.get("image", ""))):
+                out.append(f"{_name(props)}: container {c.get('name')} image {c.get('image')!r} is not pinned by digest.")
+    return out
+
+
+def no_privileged_containers(resource_type: str, props: dict) -> list[str]:
+    out = []
+    for ref in _templates(resource_type, props):
+        for _, c in containers(ref.template):
+            sc = c.get("securityContext") or {}
+            if sc.get("privileged") or sc.get("allowPrivilegeEscalation", True):
+                out.append(f"{_name(props)}: container {c.get('name')} must set privileged false and allowPrivilegeEscalation false.")
+    return out
+
+
+def secrets_only_by_reference(resource_type: str, props: dict) -> list[str]:
+    """Credentials reach containers only through secretKeyRef, never as literal env values."""
+    out = []
+    for ref in _templates(resource_type, props):
+        for _, c in containers(ref.template):
+            for e in c.get("env") or []:
+                if SECRET_NAME.search(e.get("name", "")) and "secretKeyRef" not in (e.get("valueFrom") or {}):
+                    out.append(f"{_name(props)}: container {c.get('name')} env {e.get('name')} looks like a credential but is not a secretKeyRef.")
+    return out
+
+
+def model_sync_stays_off_gpus(resource_type: str, props: dict) -> list[str]:
+    """The sync Job requests no GPU and is kept off GPU nodes (field report 3.2)."""
+    if _kind(resource_type) != "Job":
+        return []
+    out = []
+    for ref in _templates(resource_type, props):
+        spec = ref.template.get("spec") or {}
+        if any(max(gpu_count(c)) for _, c in containers(ref.template)):
+            out.append(f"{_name(props)}: a Job must not request {GPU}; downloads and checks run on CPU nodes.")
+        terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+        if not terms or not all(any(e.get("operator") == "DoesNotExist" for e in t.get("matchExpressions") or []) for t in terms):
+            out.append(f"{_name(props)}: the Job needs a required node affinity that excludes GPU nodes (DoesNotExist on the GPU pool labels).")
+        if any(t.get("key") == GPU for t in spec.get("tolerations") or []):
+            out.append(f"{_name(props)}: the Job tolerates the GPU taint; it must never land on a GPU node.")
+    return out
+
+
+def rollout_never_adds_gpus(resource_type: str, props: dict) -> list[str]:
+    """A GPU Deployment rolls with Recreate or maxSurge 0 and waits at least the startup budget."""
+    if _kind(resource_type) != "Deployment":
+        return []
+    out = []
+    for ref in _templates(resource_type, props):
+        if pod_gpus(ref.template) == 0:
+            continue
+        if ref.surge:
+            out.append(f"{_name(props)}: the rollout may start {ref.surge} extra pod(s) of {pod_gpus(ref.template)} GPUs; use Recreate or maxSurge 0.")
+        budget = _annotations(ref.template).get(STARTUP_BUDGET)
+        deadline = (props.get("spec") or {}).get("progressDeadlineSeconds", 600)
+        if budget is not None and int(deadline) < int(budget):
+            out.append(f"{_name(props)}: progressDeadlineSeconds {deadline} is below the startup budget {budget}s.")
+    return out
+
+
+RESOURCE_POLICIES = [
+    ResourcePolicy("engine-probes-tcp", "Engine startup, readiness and liveness probes are tcpSocket.", engine_probes_are_tcp),
+    ResourcePolicy("startup-allowance", "Startup probe allowance covers the startup budget.", startup_allowance_covers_budget),
+    ResourcePolicy("model-read-only", "The model is mounted read-only at the volume and every mount.", model_mount_read_only),
+    ResourcePolicy("gpu-parallel-size", "GPU requests equal limits equal the engine parallel size.", gpu_counts_match_parallel_size),
+    ResourcePolicy("shm-memory", "/dev/shm is a Memory emptyDir sized per GPU.", shm_is_memory_backed),
+    ResourcePolicy("image-digest", "Every container image is pinned by digest.", images_pinned_by_digest),
+    ResourcePolicy("no-privileged", "No privileged container or privilege escalation.", no_privileged_containers),
+    ResourcePolicy("secret-refs", "Credentials only through secretKeyRef.", secrets_only_by_reference),
+    ResourcePolicy("sync-off-gpu", "The model sync Job stays off GPU nodes.", model_sync_stays_off_gpus),
+    ResourcePolicy("rollout-gpus", "GPU rollouts never add pods and wait for the startup budget.", rollout_never_adds_gpus),
+]
+
+
+# ---- stack rules: every resource, with options ----
+
+@dataclass(frozen=True)
+class StackResource:
+    type: str
+    name: str
+    props: dict
+    options: dict        # protect, retainOnDelete, customTimeouts{create,update}, ...
+    provider: str
+    custom: bool = True
+
+
+def gpu_total(resources: list[StackResource]) -> int:
+    total = 0
+    for r in resources:
+        for ref in _templates(r.type, r.props):
+            total += (ref.replicas + ref.surge) * pod_gpus(ref.template)
+    return total
+
+
+def gpus_within_budget(resources: list[StackResource], budget: int) -> list[str]:
+    total = gpu_total(resources)
+    return [] if total <= budget else [f"The stack needs {total} GPUs at peak (rollouts included) but its budget is {budget}."]
+
+
+def _seconds(duration: str) -> int:
+    m = re.fullmatch(r"(\d+)([smh])", duration or "")
+    return int(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)] if m else 0
+
+
+def await_timeouts_cover_rollout(resources: list[StackResource]) -> list[str]:
+    """Pulumi's 10-minute default await fails a 12-minute cold start: GPU Deployments carry
+    customTimeouts at least their progress deadline."""
+    out = []
+    for r in resources:
+        if _kind(r.type) != "Deployment" or not any(pod_gpus(t.template) for t in _templates(r.type, r.props)):
+            continue
+        deadline = int((r.props.get("spec") or {}).get("progressDeadlineSeconds", 600))
+        timeouts = r.options.get("customTimeouts") or {}
+        for op in ("create", "update"):
+            if _seconds(timeouts.get(op, "")) < deadline:
+                out.append(f"{_name(r.props)}: Pulumi {op} timeout {timeouts.get(op, '10m (default)')} is below progressDeadlineSeconds {deadline}.")
+    return out
+
+
+def data_is_protected(resources: list[StackResource], environment: str) -> list[str]:
+    """Outside dev, the weights bucket survives `pulumi destroy`."""
+    if environment == "dev":
+        return []
+    return [f"Bucket {r.name} must be protected and retained on delete in {environment}."
+            for r in resources if r.type == "aws:s3/bucket:Bucket"
+            and not (r.options.get("protect") and r.options.get("retainOnDelete"))]
+
+
+def explicit_providers_only(resources: list[StackResource]) -> list[str]:
+    """Every custom resource names its provider; default providers are disabled in Pulumi.yaml."""
+    return [f"{r.type} {r.name} has no explicit provider ({r.provider or 'default'}); pass one."
+            for r in resources if r.custom and not r.type.startswith("pulumi:providers:")
+            and (not r.provider or "::default" in r.provider)]

@@ -1,0 +1,47 @@
+"""Offline render: `python -m render --stack dev` writes build/<stack>/ without a cluster or cloud.
+
+Exit codes: 0 rendered, 2 invalid stack configuration (nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m render", description=__doc__)
+    parser.add_argument("--stack", default="dev", help="stack name: reads Pulumi.<stack>.yaml (default dev)")
+    parser.add_argument("--project-dir", type=Path, default=PROJECT_DIR, help="directory holding Pulumi.yaml")
+    parser.add_argument("--out", type=Path, default=None, help="output directory (default <project>/build/<stack>)")
+    args = parser.parse_args(argv)
+
+    sys.path.insert(0, str(PROJECT_DIR))
+    from render import output, runtime, stackfile
+    from stacks.loader import ConfigError
+
+    started = time.perf_counter()
+    try:
+        stack = stackfile.read(args.project_dir, args.stack)
+        rendered = runtime.render(stack)
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except ConfigError as err:
+        print(f"invalid stack configuration ({len(err.problems)} problems):\n{err}", file=sys.stderr)
+        return 2
+    out_dir = args.out or args.project_dir / "build" / args.stack
+    written = output.write(rendered, out_dir)
+    elapsed = (time.perf_counter() - started) * 1000
+    print(f"rendered stack {args.stack}: {len(rendered.resources)} resources in {elapsed:.0f} ms")
+    for path in written:
+        print(f"  {path.relative_to(args.project_dir) if path.is_relative_to(args.project_dir) else path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

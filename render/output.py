@@ -1,0 +1,165 @@
+"""Turn a Rendered stack into the build/<stack>/ files: kubernetes.yaml, resources.json,
+outputs.json and plan.md. Everything is sorted, so the same input gives the same bytes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from policy.workloads import containers, gpu_count, pod_templates
+from render.runtime import Recorded, Rendered
+from render.stackfile import MASK
+
+# Apply order a reviewer expects: what others depend on first.
+KIND_ORDER = ["Namespace", "Secret", "ConfigMap", "PersistentVolume", "PersistentVolumeClaim",
+              "ServiceAccount", "Job", "Deployment", "StatefulSet", "Service"]
+
+
+def is_kubernetes_object(r: Recorded) -> bool:
+    return r.custom and r.type.startswith("kubernetes:") and "kind" in r.inputs
+
+
+def kubernetes_objects(rendered: Rendered) -> list[dict]:
+    objs = [r.inputs for r in rendered.resources if is_kubernetes_object(r)]
+
+    def key(o: dict) -> tuple:
+        kind = o.get("kind", "")
+        meta = o.get("metadata") or {}
+        rank = KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
+        return (rank, kind, meta.get("namespace", ""), meta.get("name", ""))
+
+    return sorted(objs, key=key)
+
+
+class _ManifestDumper(yaml.SafeDumper):
+    """Multi-line strings (the scripts ConfigMap) as literal blocks, readable in review."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value and not any(line.endswith(" ") for line in value.splitlines()) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_ManifestDumper.add_representer(str, _str)
+
+
+def kubernetes_yaml(rendered: Rendered) -> str:
+    docs = [yaml.dump(o, Dumper=_ManifestDumper, sort_keys=True, default_flow_style=False, width=120)
+            for o in kubernetes_objects(rendered)]
+    return "---\n" + "---\n".join(docs)
+
+
+def resources_json(rendered: Rendered) -> str:
+    rows = [{"urn": r.urn, "type": r.type, "name": r.name, "custom": r.custom, "parent": r.parent,
+             "provider": r.provider, "options": r.options, "inputs": r.inputs} for r in rendered.resources]
+    return json.dumps(rows, indent=2, sort_keys=True) + "\n"
+
+
+def outputs_json(rendered: Rendered) -> str:
+    masked = {k: (MASK if k in rendered.secret_outputs else v) for k, v in rendered.outputs.items()}
+    return json.dumps(masked, indent=2, sort_keys=True) + "\n"
+
+
+def _probe_kinds(container: dict) -> str:
+    kinds = []
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        p = container.get(probe)
+        handler = next((h for h in ("tcpSocket", "httpGet", "exec", "grpc") if p and h in p), "none")
+        kinds.append(f"{probe.removesuffix('Probe')}={handler}")
+    return ", ".join(kinds)
+
+
+def _model_mount_mode(template: dict) -> str:
+    """ro/ro means read-only at the volume and at every mount of it."""
+    spec = template.get("spec") or {}
+    claims = {v["name"]: v["persistentVolumeClaim"] for v in spec.get("volumes") or [] if "persistentVolumeClaim" in v}
+    model = claims.get("model")
+    if model is None:
+        return "none"
+    mounts = [m for _, c in containers(template) for m in c.get("volumeMounts") or [] if m.get("name") == "model"]
+    vol = "ro" if model.get("readOnly") else "rw"
+    mnt = "ro" if mounts and all(m.get("readOnly") for m in mounts) else "rw"
+    return f"{vol}/{mnt} ({model.get('claimName')})"
+
+
+def workload_rows(rendered: Rendered) -> list[dict[str, Any]]:
+    rows = []
+    for obj in kubernetes_objects(rendered):
+        kind, name = obj.get("kind", ""), (obj.get("metadata") or {}).get("name", "")
+        for ref in pod_templates(kind, obj):
+            main = [c for g, c in containers(ref.template) if g == "containers"]
+            gpus = sum(max(gpu_count(c)) for c in main)
+            rows.append({
+                "kind": kind, "name": name, "replicas": ref.replicas, "surge": ref.surge, "gpusPerPod": gpus,
+                "peakGpus": (ref.replicas + ref.surge) * gpus,
+                "images": sorted({c.get("image", "") for _, c in containers(ref.template)}),
+                "probes": "; ".join(f"{c['name']}: {_probe_kinds(c)}" for c in main),
+                "modelMount": _model_mount_mode(ref.template),
+            })
+    return rows
+
+
+def plan_md(rendered: Rendered) -> str:
+    out = rendered.outputs
+    rows = workload_rows(rendered)
+    total = sum(r["peakGpus"] for r in rows)
+    budget = out.get("gpuBudget")
+    lines = [
+        f"# Plan: stack `{rendered.stack}`",
+        "",
+        "Offline render under the Pulumi mock runtime: what `pulumi up` would create. Secrets are masked.",
+        "",
+        f"- Namespace: `{out.get('namespace')}`",
+        f"- Endpoint: `{out.get('endpoint')}` (model `{out.get('servedModelName')}`, topology {out.get('topology')})",
+        f"- GPUs at peak, rollouts included: **{total} of budget {budget}**"
+        + ("" if budget is None or total <= budget else "  **OVER BUDGET**"),
+        f"- Resources: {len(rendered.resources)} ({sum(1 for r in rendered.resources if is_kubernetes_object(r))} Kubernetes objects)",
+        "",
+        "## Workloads",
+        "",
+        "| Kind | Name | Replicas | Rollout extra pods | GPUs per pod | Peak GPUs | Images (by digest) | Probes | Model mount (volume/mounts) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        images = "<br>".join(f"`{i}`" for i in r["images"])
+        lines.append(f"| {r['kind']} | {r['name']} | {r['replicas']} | {r['surge']} | {r['gpusPerPod']} | "
+                     f"{r['peakGpus']} | {images} | {r['probes']} | {r['modelMount']} |")
+    lines += ["", "## Resource options that matter on `pulumi up` and `pulumi destroy`", "",
+              "| Resource | Protect | Retain on delete | Custom timeouts | Delete before replace |", "|---|---|---|---|---|"]
+    for r in rendered.resources:
+        o = r.options
+        if o["protect"] or o["retainOnDelete"] or o["customTimeouts"] or o["deleteBeforeReplace"]:
+            timeouts = ", ".join(f"{k} {v}" for k, v in sorted(o["customTimeouts"].items())) or "-"
+            lines.append(f"| `{r.type}` {r.name} | {o['protect']} | {o['retainOnDelete']} | {timeouts} | {o['deleteBeforeReplace']} |")
+    lines += ["", "## Resources by type", "", "| Type | Count |", "|---|---|"]
+    counts: dict[str, int] = {}
+    for r in rendered.resources:
+        counts[r.type] = counts.get(r.type, 0) + 1
+    lines += [f"| `{t}` | {n} |" for t, n in sorted(counts.items())]
+    lines += ["", "## Secrets", ""]
+    if rendered.missing_secrets:
+        lines.append("Not in the stack file yet (masked stand-ins here; `pulumi up` refuses to run without them):")
+        lines += [f"- `pulumi config set --secret llm-serving:{k} <value>`" for k in rendered.missing_secrets]
+    else:
+        lines.append("Every required secret is set in the stack file (encrypted; shown here as `[secret]`).")
+    lines += ["", "## Outputs", "", "```json", outputs_json(rendered).rstrip(), "```", ""]
+    return "\n".join(lines)
+
+
+def write(rendered: Rendered, out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = {
+        "kubernetes.yaml": kubernetes_yaml(rendered),
+        "resources.json": resources_json(rendered),
+        "outputs.json": outputs_json(rendered),
+        "plan.md": plan_md(rendered),
+    }
+    written = []
+    for name, text in files.items():
+        path = out_dir / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written

@@ -1,0 +1,57 @@
+"""Shared fixtures: each stack is rendered once per session under the mock runtime."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT_DIR))
+
+from render import runtime, stackfile  # noqa: E402
+from render.output import is_kubernetes_object  # noqa: E402
+from policy.rules import StackResource  # noqa: E402
+
+STACKS = ("dev", "staging", "prod")
+SHARED = PROJECT_DIR.parent / "shared"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+_cache: dict[str, runtime.Rendered] = {}
+
+
+def render_stack(stack: str) -> runtime.Rendered:
+    if stack not in _cache:
+        _cache[stack] = runtime.render(stackfile.read(PROJECT_DIR, stack))
+    return _cache[stack]
+
+
+def stack_resources(rendered: runtime.Rendered) -> list[StackResource]:
+    return [StackResource(type=r.type, name=r.name, props=r.inputs, options=r.options,
+                          provider=r.provider, custom=r.custom) for r in rendered.resources]
+
+
+def k8s_objects(rendered: runtime.Rendered) -> list[dict]:
+    return [r.inputs for r in rendered.resources if is_kubernetes_object(r)]
+
+
+def shared_dir(*parts: str) -> Path:
+    """A path under ../shared. Missing in CI is a failure, never a skip: CI must check the schemas."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        if IN_CI:
+            pytest.fail(f"{path} is missing; CI runs with ../shared beside the repo")
+        pytest.skip(f"{path} is missing (outside CI only)")
+    return path
+
+
+@pytest.fixture(params=STACKS)
+def stack(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def rendered(stack):
+    return render_stack(stack)

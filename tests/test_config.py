@@ -1,0 +1,200 @@
+"""Bad stack files: every rule has a case, and the message names file, path, value and what is allowed."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from conftest import PROJECT_DIR
+from render import stackfile
+from stacks import loader
+from stacks.config import StackConfig
+from stacks.loader import ConfigError
+
+SECRETS = {"apiKey": True, "objectStoreAccessKeyId": True, "objectStoreSecretAccessKey": True, "cephUserKey": True}
+
+
+def raw_config(stack: str = "dev") -> dict:
+    sf = stackfile.read(PROJECT_DIR, stack)
+    prefix = "llm-serving:"
+    return {k[len(prefix):]: loader._decode(v) for k, v in sf.config.items()
+            if k.startswith(prefix) and k[len(prefix):] not in loader.SECRET_KEYS}
+
+
+def problems(raw: dict, secrets: dict | None = None, stack: str = "dev") -> list[str]:
+    with pytest.raises(ConfigError) as err:
+        loader.validate(raw, stack, SECRETS if secrets is None else secrets)
+    lines = str(err.value).splitlines()
+    assert all(line.startswith(f"Pulumi.{stack}.yaml: llm-serving:") for line in lines), lines
+    return lines
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_committed_stacks_are_valid(stack):
+    cfg = loader.validate(raw_config(stack), stack, SECRETS)
+    assert isinstance(cfg, StackConfig)
+
+
+def test_gpus_per_pod_must_equal_parallel_size():
+    raw = raw_config()
+    raw["models"][0]["gpusPerPod"] = 4
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].gpusPerPod = 4: must equal the parallel "
+                             "size 8 (tensorParallelSize 8 x dataParallelSize 1)"]
+
+
+def test_parallel_size_must_fit_on_one_node():
+    raw = raw_config()
+    raw["models"][0]["vllm"]["dataParallelSize"] = 2
+    raw["gpuBudget"] = 16
+    raw["gpuPool"] = {"shmSizeGiB": 256, "memoryLimitGiB": 512}
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].vllm.tensorParallelSize = 8: one engine pod "
+                             "needs 16 GPUs but gpuPool.gpusPerNode is 8; a pod must fit on one node"]
+
+
+def test_gpu_budget_counts_every_replica():
+    raw = raw_config()
+    raw["models"][0]["replicas"] = 2
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:gpuBudget = 8: the workloads need 16 GPUs at peak, "
+                             "rollouts included (deepseek-v4-flash 16); raise gpuBudget or lower replicas"]
+
+
+def test_rollout_surge_is_refused_and_counted_in_the_budget():
+    raw = raw_config()
+    raw["models"][0]["rollout"] = {"strategy": "RollingUpdate", "maxSurge": 1}
+    lines = problems(raw)
+    assert "Pulumi.dev.yaml: llm-serving:models[0].rollout.maxSurge = 1: must be 0: a surge pod needs another " \
+           "full set of GPUs, so the engine rollout would raise the GPU count (use Recreate or maxUnavailable)" in lines
+    assert any(line.startswith("Pulumi.dev.yaml: llm-serving:gpuBudget = 8: the workloads need 16 GPUs") for line in lines)
+
+
+def test_startup_budget_must_cover_the_cold_start():
+    raw = raw_config()
+    raw["models"][0]["startupBudgetSeconds"] = 600
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].startupBudgetSeconds = 600: must be at least "
+                             "720 (the measured vllm cold start, field report); a shorter budget kills every cold start"]
+
+
+def test_shm_must_be_64_gib_for_tp8():
+    raw = raw_config()
+    raw["gpuPool"] = {"shmSizeGiB": 32}
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:gpuPool.shmSizeGiB = 32: must be at least 64 GiB for "
+                             "models[0] (deepseek-v4-flash) with 8 GPUs per pod (TP=8)"]
+
+
+def test_shm_must_stay_below_the_memory_limit():
+    raw = raw_config()
+    raw["gpuPool"] = {"shmSizeGiB": 128, "memoryLimitGiB": 128, "memoryRequestGiB": 64}
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:gpuPool.shmSizeGiB = 128: must be below "
+                             "gpuPool.memoryLimitGiB 128: a Memory emptyDir counts against the pod's memory"]
+
+
+def test_requests_must_not_exceed_limits():
+    raw = raw_config()
+    raw["gpuPool"] = {"cpuRequest": 200}
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:gpuPool.cpuRequest = 200: must not exceed gpuPool.cpuLimit 128"]
+
+
+@pytest.mark.parametrize("field,value", [("directory", ""), ("servedModelName", "")])
+def test_model_path_and_served_name_must_not_be_empty(field, value):
+    raw = raw_config()
+    raw["models"][0][field] = value
+    (line,) = problems(raw)
+    assert line.startswith(f"Pulumi.dev.yaml: llm-serving:models[0].{field} = '': must match ")
+
+
+def test_missing_required_field_is_named():
+    raw = raw_config()
+    del raw["models"][0]["servedModelName"]
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].servedModelName = (unset): is required"]
+
+
+def test_unknown_key_is_refused():
+    raw = raw_config()
+    raw["gpuBuget"] = 8
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:gpuBuget = 8: is not a known setting "
+                             "(check the spelling against the README config reference)"]
+
+
+def test_tag_only_image_is_refused():
+    raw = raw_config()
+    raw["images"]["vllm"] = "vllm/vllm-openai:v0.26.0-cu129"
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:images.vllm = 'vllm/vllm-openai:v0.26.0-cu129': must be "
+                             "pinned by digest, as repository[:tag]@sha256:<64 hex digits>"]
+
+
+def test_in_tree_cephfs_is_refused_after_1_30():
+    raw = raw_config()
+    raw["modelVolume"]["cephfs"] = {"driver": "in-tree", "monitors": ["10.0.0.1:6789"], "path": "/m", "user": "u"}
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:modelVolume.cephfs.driver = 'in-tree': Kubernetes 1.33 "
+                             "has no in-tree CephFS plugin (removed in 1.31); use 'csi' (ceph-csi)"]
+    raw["cluster"]["kubernetesVersion"] = "1.30"
+    assert isinstance(loader.validate(raw, "dev", SECRETS), StackConfig)
+
+
+def test_volume_section_must_match_kind():
+    raw = raw_config()
+    raw["modelVolume"]["kind"] = "nfs"
+    lines = problems(raw)
+    assert "Pulumi.dev.yaml: llm-serving:modelVolume.nfs = (unset): is required when modelVolume.kind is 'nfs'" in lines
+    assert "Pulumi.dev.yaml: llm-serving:modelVolume.cephfs = '(set)': must be unset when modelVolume.kind is 'nfs'" in lines
+
+
+def test_csi_needs_cluster_id():
+    raw = raw_config()
+    del raw["modelVolume"]["cephfs"]["clusterId"]
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:modelVolume.cephfs.clusterId = (unset): is required for the csi driver"]
+
+
+def test_non_aws_endpoint_cannot_create_iam_credentials_or_buckets():
+    raw = raw_config()
+    raw["objectStore"].update(createCredentials=True, create=True)
+    lines = problems(raw)
+    assert len(lines) == 2
+    assert lines[0].startswith("Pulumi.dev.yaml: llm-serving:objectStore.createCredentials = True: must be false with a non-AWS endpoint")
+    assert lines[1].startswith("Pulumi.dev.yaml: llm-serving:objectStore.create = True: must be false with a non-AWS endpoint")
+
+
+def test_shared_directory_must_hold_the_same_weights():
+    raw = raw_config("staging")
+    raw["models"][1]["revision"] = "0801"
+    assert problems(raw, stack="staging") == [
+        "Pulumi.staging.yaml: llm-serving:models[1].revision = '0801': must equal models[0].revision '0731': "
+        "both models use directory 'DeepSeek-V4-Flash-0731'"]
+
+
+def test_duplicate_names_are_refused():
+    raw = raw_config()
+    raw["models"].append(copy.deepcopy(raw["models"][0]))
+    raw["gpuBudget"] = 16
+    assert problems(raw) == [
+        "Pulumi.dev.yaml: llm-serving:models[1].name = 'deepseek-v4-flash': must be unique; models[0] uses it",
+        "Pulumi.dev.yaml: llm-serving:models[1].servedModelName = 'DeepSeek-V4-Flash': must be unique; models[0] uses it"]
+
+
+def test_missing_secret_names_the_command():
+    lines = problems(raw_config(), secrets={k: True for k in SECRETS if k != "cephUserKey"})
+    assert lines == ["Pulumi.dev.yaml: llm-serving:cephUserKey = (unset): is required (Key of the Ceph user of "
+                     "modelVolume.cephfs.user.); set it with pulumi config set --secret llm-serving:cephUserKey <value>"]
+
+
+def test_plaintext_secret_is_refused():
+    lines = problems(raw_config(), secrets={**SECRETS, "apiKey": False})
+    assert lines == ["Pulumi.dev.yaml: llm-serving:apiKey = '(plaintext)': must be stored encrypted: "
+                     "pulumi config set --secret llm-serving:apiKey <value>"]
+
+
+def test_several_problems_are_reported_together():
+    raw = raw_config()
+    raw["models"][0]["startupBudgetSeconds"] = 100
+    raw["gpuPool"] = {"shmSizeGiB": 16}
+    raw["gpuBudget"] = 4
+    assert len(problems(raw)) == 3
+
+
+def test_stack_file_keys_keep_the_gib_unit():
+    keys = json.dumps(StackConfig.model_json_schema(by_alias=True))
+    for key in ("capacityGiB", "shmSizeGiB", "memoryLimitGiB", "memoryRequestGiB", "sizeGiB"):
+        assert f'"{key}"' in keys
+    assert "Gib" not in keys

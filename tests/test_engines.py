@@ -1,0 +1,84 @@
+"""The vLLM argv builder against the field report's validated command (section 5)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+import pytest
+
+from components import engines
+from conftest import shared_dir
+from stacks.config import ServedModel, Vllm
+
+REPORT = "000_238c050cad1f662b.txt"
+
+
+def report_command() -> list[str]:
+    """The `vllm serve` command of section 5, tokenized as a shell would."""
+    text = (shared_dir("seed") / REPORT).read_text(encoding="utf-8")
+    section = text[text.index("5. vLLM Startup"):text.index("6. Why the Service")]
+    match = re.search(r"^vllm serve .*?(?=\n\n)", section, flags=re.S | re.M)
+    assert match, "section 5 command not found"
+    return shlex.split(match.group(0).replace("\\\n", " "))
+
+
+def flags(argv: list[str]) -> dict[str, str | None]:
+    """--flag value pairs; value None for switches."""
+    out: dict[str, str | None] = {}
+    i = 0
+    while i < len(argv):
+        if argv[i].startswith("--"):
+            has_value = i + 1 < len(argv) and not argv[i + 1].startswith("--")
+            out[argv[i]] = argv[i + 1] if has_value else None
+            i += 2 if has_value else 1
+        else:
+            i += 1
+    return out
+
+
+def model(**vllm) -> ServedModel:
+    return ServedModel(name="deepseek-v4-flash", served_model_name="DeepSeek-V4-Flash",
+                       directory="DeepSeek-V4-Flash-0731", object_prefix="models/x", revision="0731",
+                       vllm=Vllm(**vllm))
+
+
+def test_defaults_are_the_report_command_without_dspark_plus_max_num_seqs():
+    report = report_command()
+    expected = flags(report[2:])
+    expected.pop("--speculative-config")  # section 5: first baseline is target-only
+    ours = engines.vllm_args(report[2], "DeepSeek-V4-Flash", 8000, model().vllm)
+    assert ours[:2] == ["serve", report[2]]
+    got = flags(ours[2:])
+    assert got.pop("--max-num-seqs") == "64"  # section 5 asks for an explicit value
+    assert got == expected
+
+
+def test_dspark_switch_gives_the_report_speculative_config():
+    report = flags(report_command()[2:])
+    ours = flags(engines.vllm_args("/m", "DeepSeek-V4-Flash", 8000, Vllm(speculative_decoding="dspark")))
+    assert json.loads(ours["--speculative-config"]) == json.loads(report["--speculative-config"])
+
+
+def test_enforce_eager_and_data_parallel_switches():
+    argv = engines.vllm_args("/m", "m", 8000, Vllm(enforce_eager=True, tensor_parallel_size=4, data_parallel_size=2))
+    f = flags(argv[2:])
+    assert "--enforce-eager" in f and f["--tensor-parallel-size"] == "4" and f["--data-parallel-size"] == "2"
+    assert "--enforce-eager" not in engines.vllm_args("/m", "m", 8000, Vllm())
+
+
+def test_api_key_never_in_argv():
+    argv = engines.vllm_args("/m", "m", 8000, Vllm())
+    assert not any("api-key" in a for a in argv)
+
+
+@pytest.mark.parametrize("value,text", [(0.88, "0.88"), (0.9, "0.9"), (0.875, "0.875")])
+def test_gpu_memory_utilization_has_no_float_noise(value, text):
+    f = flags(engines.vllm_args("/m", "m", 8000, Vllm(gpu_memory_utilization=value))[2:])
+    assert f["--gpu-memory-utilization"] == text
+
+
+def test_parallel_size_and_cold_start_estimates():
+    assert engines.parallel_size(model(tensor_parallel_size=4, data_parallel_size=2)) == 8
+    assert engines.COLD_START_ESTIMATE_SECONDS == {"vllm": 720, "sglang": 1380}

@@ -1,0 +1,189 @@
+"""Policy rules on every stack, and proof that each rule catches what it is for."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from conftest import k8s_objects, render_stack, stack_resources
+from policy import rules
+from policy.workloads import pod_templates
+from stacks.config import Environment
+
+
+def _deployment(stack="dev") -> dict:
+    return copy.deepcopy(next(o for o in k8s_objects(render_stack(stack)) if o["kind"] == "Deployment"))
+
+
+def _job(stack="dev") -> dict:
+    return copy.deepcopy(next(o for o in k8s_objects(render_stack(stack)) if o["kind"] == "Job"))
+
+
+def _engine(dep: dict) -> dict:
+    return next(c for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == "engine")
+
+
+def _violations(policy_name: str, obj: dict) -> list[str]:
+    policy = next(p for p in rules.RESOURCE_POLICIES if p.name == policy_name)
+    api = obj["apiVersion"]
+    group_version = api if "/" in api else f"core/{api}"
+    return policy.check(f"kubernetes:{group_version}:{obj['kind']}", obj)
+
+
+@pytest.mark.parametrize("policy", rules.RESOURCE_POLICIES, ids=lambda p: p.name)
+def test_every_resource_of_every_stack_passes(rendered, policy):
+    for r in rendered.resources:
+        assert policy.check(r.type, r.inputs) == [], r.name
+
+
+def test_stack_rules_pass(rendered, stack):
+    resources = stack_resources(rendered)
+    assert rules.gpus_within_budget(resources, rendered.outputs["gpuBudget"]) == []
+    assert rules.await_timeouts_cover_rollout(resources) == []
+    assert rules.data_is_protected(resources, stack) == []
+    assert rules.explicit_providers_only(resources) == []
+
+
+def test_every_stack_has_a_gpu_workload_checked(rendered):
+    """The policies above are not vacuous: each stack has engine pods for them to inspect."""
+    engines = [ref for o in k8s_objects(rendered) for ref in pod_templates(o["kind"], o)
+               if (ref.template["metadata"].get("annotations") or {}).get(rules.ROLE) == "engine"]
+    assert engines and all(rules.pod_gpus(ref.template) == 8 for ref in engines)
+
+
+def test_gpu_total_matches_the_exported_total(rendered):
+    assert rules.gpu_total(stack_resources(rendered)) == rendered.outputs["gpuTotal"]
+
+
+@pytest.mark.parametrize("probe", rules.PROBES)
+def test_http_health_probe_is_refused(probe):
+    dep = _deployment()
+    _engine(dep)[probe] = {"httpGet": {"path": "/health", "port": "engine"}, "periodSeconds": 10}
+    assert any(probe in v and "tcpSocket" in v for v in _violations("engine-probes-tcp", dep))
+
+
+def test_missing_probe_is_refused():
+    dep = _deployment()
+    del _engine(dep)["livenessProbe"]
+    assert any("no livenessProbe" in v for v in _violations("engine-probes-tcp", dep))
+
+
+def test_short_startup_allowance_is_refused():
+    dep = _deployment()
+    _engine(dep)["startupProbe"]["failureThreshold"] = 30
+    assert any("startup allowance 300s" in v for v in _violations("startup-allowance", dep))
+
+
+def test_writable_model_mount_is_refused():
+    dep = _deployment()
+    next(m for m in _engine(dep)["volumeMounts"] if m["name"] == "model")["readOnly"] = False
+    assert any("without readOnly" in v for v in _violations("model-read-only", dep))
+
+
+def test_writable_model_claim_is_refused():
+    dep = _deployment()
+    vol = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "model")
+    vol["persistentVolumeClaim"]["readOnly"] = False
+    assert any("not readOnly at the volume level" in v for v in _violations("model-read-only", dep))
+
+
+def test_empty_dir_model_is_refused():
+    dep = _deployment()
+    vol = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "model")
+    vol.pop("persistentVolumeClaim")
+    vol["emptyDir"] = {}
+    assert any("re-downloads" in v for v in _violations("model-read-only", dep))
+
+
+def test_gpu_request_limit_mismatch_is_refused():
+    dep = _deployment()
+    _engine(dep)["resources"]["requests"]["nvidia.com/gpu"] = "4"
+    assert any("requests 4 nvidia.com/gpu but limits 8" in v for v in _violations("gpu-parallel-size", dep))
+
+
+def test_gpus_not_matching_tensor_parallel_size_are_refused():
+    dep = _deployment()
+    args = _engine(dep)["args"]
+    args[args.index("--tensor-parallel-size") + 1] = "4"
+    assert any("parallel size of 4" in v for v in _violations("gpu-parallel-size", dep))
+
+
+def test_small_shm_is_refused():
+    dep = _deployment()
+    shm = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "shm")
+    shm["emptyDir"]["sizeLimit"] = "32Gi"
+    assert any("below 64Gi" in v for v in _violations("shm-memory", dep))
+
+
+def test_tag_only_image_is_refused():
+    dep = _deployment()
+    _engine(dep)["image"] = "vllm/vllm-openai:v0.26.0-cu129"
+    assert any("not pinned by digest" in v for v in _violations("image-digest", dep))
+
+
+def test_privileged_container_is_refused():
+    dep = _deployment()
+    _engine(dep)["securityContext"]["privileged"] = True
+    assert _violations("no-privileged", dep)
+
+
+def test_literal_api_key_is_refused():
+    dep = _deployment()
+    _engine(dep)["env"].append({"name": "VLLM_API_KEY", "value": "plaintext"})
+    assert any("VLLM_API_KEY" in v for v in _violations("secret-refs", dep))
+
+
+def test_sync_job_on_gpu_is_refused():
+    job = _job()
+    spec = job["spec"]["template"]["spec"]
+    spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1"
+    spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+    del spec["affinity"]
+    found = _violations("sync-off-gpu", job)
+    assert len(found) == 3
+
+
+def test_surge_rollout_is_refused():
+    dep = _deployment("prod")
+    dep["spec"]["strategy"]["rollingUpdate"]["maxSurge"] = 1
+    assert any("extra pod" in v for v in _violations("rollout-gpus", dep))
+
+
+def test_default_surge_percentage_counts_as_a_pod():
+    dep = _deployment("prod")
+    dep["spec"]["strategy"] = {"type": "RollingUpdate"}
+    assert pod_templates("Deployment", dep)[0].surge == 1
+
+
+def test_budget_overrun_is_reported_with_rollout_pods():
+    resources = stack_resources(render_stack("prod"))
+    dep = next(r for r in resources if r.props.get("kind") == "Deployment")
+    dep.props["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    try:
+        assert rules.gpus_within_budget(resources, 16) == [
+            "The stack needs 24 GPUs at peak (rollouts included) but its budget is 16."]
+    finally:
+        dep.props["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+
+
+def test_short_await_timeout_is_refused():
+    resources = [copy.deepcopy(r) for r in stack_resources(render_stack("dev"))]
+    dep = next(r for r in resources if r.props.get("kind") == "Deployment")
+    dep.options["customTimeouts"] = {"create": "10m"}
+    found = rules.await_timeouts_cover_rollout(resources)
+    assert any("create timeout 10m" in v for v in found) and any("update timeout" in v for v in found)
+
+
+def test_unprotected_bucket_outside_dev_is_refused():
+    resources = [copy.deepcopy(r) for r in stack_resources(render_stack("prod"))]
+    bucket = next(r for r in resources if r.type == "aws:s3/bucket:Bucket")
+    bucket.options["protect"] = False
+    assert rules.data_is_protected(resources, Environment.prod.value)
+    assert rules.data_is_protected(resources, "dev") == []
+
+
+def test_default_provider_is_refused():
+    resources = [copy.deepcopy(r) for r in stack_resources(render_stack("dev"))]
+    resources[0] = rules.StackResource(type="kubernetes:core/v1:Service", name="x", props={}, options={}, provider="")
+    assert rules.explicit_providers_only(resources)

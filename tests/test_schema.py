@@ -1,0 +1,78 @@
+"""Every rendered object passes its schema: built-in kinds with kubernetes-validate's strict
+schemas for the oldest and newest supported Kubernetes versions (and the stack's own), custom
+resources against their CRDs in ../shared/crds."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+
+import kubernetes_validate
+import pytest
+
+from conftest import PROJECT_DIR, k8s_objects, render_stack, shared_dir
+from crd_schemas import load_crd_index, validate_custom_resource
+from k8s_schemas import is_builtin, strict_errors
+from render import stackfile
+
+OLDEST, NEWEST = "1.29", "1.37"
+
+
+@functools.lru_cache(maxsize=1)
+def crd_index():
+    return load_crd_index(shared_dir("crds"))
+
+
+def cluster_version(stack: str) -> str:
+    return json.loads(stackfile.read(PROJECT_DIR, stack).config["llm-serving:cluster"])["kubernetesVersion"]
+
+
+@pytest.mark.parametrize("version", [OLDEST, NEWEST, "stack"])
+def test_builtin_objects_pass_strict_validation(rendered, stack, version):
+    version = cluster_version(stack) if version == "stack" else version
+    builtin = [o for o in k8s_objects(rendered) if is_builtin(o, version)]
+    assert len(builtin) >= 10
+    for obj in builtin:
+        assert strict_errors(obj, version) == [], f"{obj['kind']} {obj['metadata']['name']}"
+
+
+def test_every_object_is_builtin_or_has_a_crd(rendered):
+    index = crd_index()
+    for obj in k8s_objects(rendered):
+        if not is_builtin(obj, NEWEST):
+            assert validate_custom_resource(obj, index) == [], obj["metadata"]["name"]
+
+
+def test_cached_validator_agrees_with_kubernetes_validate():
+    """Our cache resolves the same schema files as the library's own API."""
+    objs = k8s_objects(render_stack("dev"))
+    dep = copy.deepcopy(next(o for o in objs if o["kind"] == "Deployment"))
+    kubernetes_validate.validate(dep, NEWEST, strict=True)
+    assert strict_errors(dep, NEWEST) == []
+    dep["spec"]["template"]["spec"]["containers"][0]["readinessProbes"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(dep, NEWEST, strict=True)
+    assert strict_errors(dep, NEWEST)
+
+
+def test_crd_index_covers_the_upstream_kinds_we_target():
+    index = crd_index()
+    for key in [("orchestration.aibrix.ai/v1alpha1", "StormService"),
+                ("orchestration.aibrix.ai/v1alpha1", "RayClusterFleet"),
+                ("workloads.x-k8s.io/v1alpha2", "RoleBasedGroup"),
+                ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+                ("gateway.networking.k8s.io/v1beta1", "ReferenceGrant"),
+                ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")]:
+        assert key in index, key
+
+
+def test_crd_validation_accepts_a_good_route_and_rejects_a_bad_one():
+    route = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+             "metadata": {"name": "r", "namespace": "n"},
+             "spec": {"parentRefs": [{"name": "aibrix-eg", "namespace": "aibrix-system"}],
+                      "rules": [{"backendRefs": [{"name": "svc", "port": 8000}]}]}}
+    assert validate_custom_resource(route, crd_index()) == []
+    route["spec"]["rules"][0]["backendRefs"][0]["port"] = "eight-thousand"
+    assert validate_custom_resource(route, crd_index())
+    assert validate_custom_resource({"apiVersion": "x/v1", "kind": "Nope"}, crd_index()) == ["no CRD serves x/v1 Nope"]
