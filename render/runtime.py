@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import pulumi
 from google.protobuf import json_format
@@ -121,29 +121,18 @@ class Rendered:
     missing_secrets: list[str] = field(default_factory=list)
 
 
-def _start(stack_file: StackFile, config: dict[str, str], secret_keys: list[str]) -> RecordingMonitor:
-    settings.ROOT.set(None)  # a fresh root stack per render, so several renders share a process
+def _start(stack: str, config: dict[str, str], secret_keys: list[str]) -> RecordingMonitor:
+    settings.ROOT.set(None)  # a fresh root stack per run, so several renders share a process
     pulumi.runtime.set_all_config(config, secret_keys)
     monitor = RecordingMonitor(MockResources())
-    pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack_file.stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
     return monitor
 
 
-def render(stack_file: StackFile) -> Rendered:
-    """Validate, then run the program. Raises loader.ConfigError before anything is registered."""
-    config, secret_keys = dict(stack_file.config), list(stack_file.secret_keys)
-    _start(stack_file, config, secret_keys)
-    cfg = loader.from_pulumi(require_secrets=False)
-    # Secrets the stack file does not hold yet are masked stand-ins here and listed in the plan;
-    # `pulumi up` refuses to run without them.
-    missing = [k for k in required_secret_keys(cfg) if f"{loader.NAMESPACE}:{k}" not in config]
-    for key in missing:
-        config[f"{loader.NAMESPACE}:{key}"] = MASK
-        secret_keys.append(f"{loader.NAMESPACE}:{key}")
-    monitor = _start(stack_file, config, secret_keys)
-
-    from stacks import program
-
+def record(stack: str, program: Callable[[], dict[str, pulumi.Input]],
+           config: dict[str, str] | None = None, secret_keys: list[str] | None = None) -> Rendered:
+    """Run `program` under the mock runtime; return what it registered and its resolved outputs."""
+    monitor = _start(stack, config or {}, secret_keys or [])
     resolved: dict[str, Any] = {}
     secret_outputs: set[str] = set()
 
@@ -154,11 +143,24 @@ def render(stack_file: StackFile) -> Rendered:
             if await out.is_secret():
                 secret_outputs.add(key)
 
-    def body():
-        outputs = program.run()
-        return asyncio.ensure_future(collect(outputs))
+    _sync_await(run_pulumi_func(lambda: _sync_await(asyncio.ensure_future(collect(program() or {})))))
+    return Rendered(stack=stack, resources=sorted(monitor.recorded, key=lambda r: r.urn),
+                    outputs={k: normalize(v) for k, v in resolved.items()}, secret_outputs=secret_outputs)
 
-    _sync_await(run_pulumi_func(lambda: _sync_await(body())))
-    return Rendered(stack=stack_file.stack, resources=sorted(monitor.recorded, key=lambda r: r.urn),
-                    outputs={k: normalize(v) for k, v in resolved.items()},
-                    secret_outputs=secret_outputs, missing_secrets=missing)
+
+def render(stack_file: StackFile) -> Rendered:
+    """Validate, then run the program. Raises loader.ConfigError before anything is registered."""
+    from stacks import program
+
+    config, secret_keys = dict(stack_file.config), list(stack_file.secret_keys)
+    _start(stack_file.stack, config, secret_keys)
+    cfg = loader.from_pulumi(require_secrets=False)
+    # Secrets the stack file does not hold yet are masked stand-ins here and listed in the plan;
+    # `pulumi up` refuses to run without them.
+    missing = [k for k in required_secret_keys(cfg) if f"{loader.NAMESPACE}:{k}" not in config]
+    for key in missing:
+        config[f"{loader.NAMESPACE}:{key}"] = MASK
+        secret_keys.append(f"{loader.NAMESPACE}:{key}")
+    rendered = record(stack_file.stack, program.run, config, secret_keys)
+    rendered.missing_secrets = missing
+    return rendered

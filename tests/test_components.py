@@ -1,0 +1,252 @@
+"""Each component on its own, under the mock runtime with the recording monitor."""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pytest
+
+from components import pod_template
+from components.combined import CombinedEngine, CombinedEngineArgs
+from components.secrets import SecretsArgs, ServingSecrets
+from components.storage import ModelStore, ModelStoreArgs, read_only_policy
+from components.sync_job import ModelSyncArgs, ModelSyncJob, job_name
+from components.volume import ModelVolumeArgs, ModelVolumeClaims
+from render.runtime import record
+from render.stackfile import MASK
+from stacks.config import (CephFsVolume, CompileCache, ExistingClaim, GpuPool, ModelSync, ModelVolume, NfsVolume,
+                           ObjectStore, Rollout, ServedModel)
+
+DIGEST = "@sha256:" + "a" * 64
+
+
+def by_type(rendered, type_: str) -> list:
+    return [r for r in rendered.resources if r.type == type_]
+
+
+def served(**kw) -> ServedModel:
+    base = dict(name="dsv4", served_model_name="DeepSeek-V4-Flash", directory="DeepSeek-V4-Flash-0731",
+                object_prefix="models/DeepSeek-V4-Flash-0731", revision="0731")
+    return ServedModel(**{**base, **kw})
+
+
+# ---- ModelStore ----
+
+def store_run(protect: bool, **store):
+    def program():
+        s = ModelStore("store", ModelStoreArgs(store=ObjectStore(bucket_name="weights", **store),
+                                               model_prefixes=["models/a"], protect_data=protect, name_prefix="t"))
+        return {"bucket": s.bucket_name, "keyId": s.access_key_id, "secret": s.secret_access_key}
+    return record("test", program)
+
+
+def test_created_bucket_is_versioned_encrypted_private_and_protected_outside_dev():
+    r = store_run(protect=True)
+    (bucket,) = by_type(r, "aws:s3/bucket:Bucket")
+    assert bucket.options["protect"] and bucket.options["retainOnDelete"]
+    assert bucket.inputs["bucket"] == "weights" and bucket.inputs["forceDestroy"] is False
+    (ver,) = by_type(r, "aws:s3/bucketVersioning:BucketVersioning")
+    assert ver.inputs["versioningConfiguration"] == {"status": "Enabled"}
+    (sse,) = by_type(r, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")
+    assert sse.inputs["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "AES256"
+    (pab,) = by_type(r, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
+    assert all(pab.inputs[k] for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"))
+    assert r.outputs["bucket"] == "weights"
+
+
+def test_dev_bucket_is_not_protected():
+    (bucket,) = by_type(store_run(protect=False), "aws:s3/bucket:Bucket")
+    assert not bucket.options["protect"] and not bucket.options["retainOnDelete"]
+
+
+def test_credentials_are_scoped_and_secret():
+    r = store_run(protect=True)
+    (policy,) = by_type(r, "aws:iam/userPolicy:UserPolicy")
+    assert json.loads(policy.inputs["policy"]) == json.loads(read_only_policy("weights", ["models/a"]))
+    assert {"keyId", "secret"} <= r.secret_outputs
+    (key,) = by_type(r, "aws:iam/accessKey:AccessKey")
+    assert key.parent == "llm-serving:storage:ModelStore::store"
+
+
+def test_read_only_policy_allows_nothing_but_list_and_get_on_the_prefix():
+    doc = json.loads(read_only_policy("weights", ["models/a"]))
+    actions = sorted(a for s in doc["Statement"] for a in s["Action"])
+    assert actions == ["s3:GetObject", "s3:ListBucket"]
+    get = next(s for s in doc["Statement"] if s["Action"] == ["s3:GetObject"])
+    assert get["Resource"] == ["arn:aws:s3:::weights/models/a/*"]
+    lst = next(s for s in doc["Statement"] if s["Action"] == ["s3:ListBucket"])
+    assert lst["Condition"]["StringLike"]["s3:prefix"] == ["models/a", "models/a/", "models/a/*"]
+
+
+def test_adopted_bucket_without_created_credentials_registers_nothing():
+    r = store_run(protect=True, create=False, create_credentials=False, endpoint="https://cos.example.com")
+    assert [x.type for x in r.resources] == ["llm-serving:storage:ModelStore"]
+    assert r.outputs["bucket"] == "weights"
+
+
+# ---- ModelVolume ----
+
+def volume_run(vol: ModelVolume):
+    def program():
+        v = ModelVolumeClaims("vol", ModelVolumeArgs(volume=vol, namespace="ns", ceph_secret_name="ceph"))
+        return {"serving": v.serving_claim_name, "sync": v.sync_claim_name}
+    return record("test", program)
+
+
+def pvs(r) -> dict[str, dict]:
+    return {x.name: x.inputs["spec"] for x in by_type(r, "kubernetes:core/v1:PersistentVolume")}
+
+
+def test_cephfs_csi_serving_volume_is_read_only_many_and_read_only():
+    r = volume_run(ModelVolume(kind="cephfs", cephfs=CephFsVolume(cluster_id="c", fs_name="fs", path="/m", user="u")))
+    spec = pvs(r)
+    ro, rw = spec["vol-pv-ro"], spec["vol-pv-rw"]
+    assert ro["accessModes"] == ["ReadOnlyMany"] and ro["csi"]["readOnly"] is True
+    assert rw["accessModes"] == ["ReadWriteMany"] and rw["csi"]["readOnly"] is False
+    assert ro["csi"]["volumeAttributes"] == {"clusterID": "c", "fsName": "fs", "staticVolume": "true", "rootPath": "/m"}
+    assert ro["csi"]["nodeStageSecretRef"] == {"name": "ceph", "namespace": "ns"}
+    assert ro["csi"]["volumeHandle"] != rw["csi"]["volumeHandle"]
+    assert all(s["persistentVolumeReclaimPolicy"] == "Retain" for s in spec.values())
+    claims = {x.inputs["metadata"]["name"]: x.inputs["spec"] for x in by_type(r, "kubernetes:core/v1:PersistentVolumeClaim")}
+    assert claims["model-store"]["volumeName"] == "ns-model-store" and claims["model-store"]["storageClassName"] == ""
+    assert r.outputs == {"serving": "model-store", "sync": "model-store-sync"}
+
+
+def test_in_tree_cephfs_carries_the_report_fields():
+    ceph = CephFsVolume(driver="in-tree", monitors=["m1:6789", "m2:6789"], path="/m", user="u")
+    ro = pvs(volume_run(ModelVolume(kind="cephfs", cephfs=ceph)))["vol-pv-ro"]["cephfs"]
+    assert ro == {"monitors": ["m1:6789", "m2:6789"], "path": "/m", "user": "u",
+                  "secretRef": {"name": "ceph", "namespace": "ns"}, "readOnly": True}
+
+
+def test_nfs_serving_volume_is_read_only():
+    spec = pvs(volume_run(ModelVolume(kind="nfs", nfs=NfsVolume(server="nfs", path="/e"))))
+    assert spec["vol-pv-ro"]["nfs"] == {"server": "nfs", "path": "/e", "readOnly": True}
+    assert spec["vol-pv-rw"]["nfs"]["readOnly"] is False
+
+
+def test_existing_claim_is_used_as_is():
+    r = volume_run(ModelVolume(kind="existingClaim", existing_claim=ExistingClaim(claim_name="weights")))
+    assert [x.type for x in r.resources] == ["llm-serving:volume:ModelVolume"]
+    assert r.outputs == {"serving": "weights", "sync": "weights"}
+
+
+# ---- Secrets ----
+
+@pytest.mark.parametrize("driver,keys", [("csi", {"userID", "userKey"}), ("in-tree", {"key"})])
+def test_secrets_are_masked_and_shaped_for_the_ceph_driver(driver, keys):
+    def program():
+        s = pulumi.Output.secret
+        ServingSecrets("sec", SecretsArgs(namespace="ns", api_key=s("k"), object_store_access_key_id=s("i"),
+                                          object_store_secret_access_key=s("x"), ceph=("u", s("c"), driver)))
+        return {}
+    r = record("test", program)
+    data = {x.inputs["metadata"]["name"]: x.inputs["stringData"] for x in by_type(r, "kubernetes:core/v1:Secret")}
+    assert set(data["llm-serving-ceph"]) == keys
+    assert data["llm-serving-api-key"] == {"api-key": MASK}
+    assert data["llm-serving-object-store"] == {"AWS_ACCESS_KEY_ID": MASK, "AWS_SECRET_ACCESS_KEY": MASK}
+
+
+# ---- Model sync Job ----
+
+def sync_args(model: ServedModel | None = None, **store) -> ModelSyncArgs:
+    return ModelSyncArgs(namespace="ns", model=model or served(), store=ObjectStore(bucket_name="weights", **store),
+                         sync=ModelSync(), gpu_pool=GpuPool(), bucket_name="weights", sync_claim_name="model-store-sync",
+                         credentials_secret="creds", scripts_config_map="scripts",
+                         sync_image="aws" + DIGEST, verify_image="py" + DIGEST)
+
+
+def test_sync_job_is_cpu_only_off_gpu_and_verifies():
+    r = record("test", lambda: ModelSyncJob("sync", sync_args(endpoint="https://cos.example.com", create=False,
+                                                                  create_credentials=False)) and {})
+    (job,) = by_type(r, "kubernetes:batch/v1:Job")
+    pod = job.inputs["spec"]["template"]["spec"]
+    assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
+        {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]}]
+    assert "tolerations" not in pod
+    for c in pod["initContainers"] + pod["containers"]:
+        assert "nvidia.com/gpu" not in json.dumps(c["resources"])
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in pod["initContainers"][0]["env"]}
+    assert env["ENDPOINT_URL"] == "https://cos.example.com" and env["ADDRESSING_STYLE"] == "virtual"
+    assert env["MAX_CONCURRENT_REQUESTS"] == "20" and env["AWS_EC2_METADATA_DISABLED"] == "true"
+    assert env["AWS_SECRET_ACCESS_KEY"] == {"secretKeyRef": {"name": "creds", "key": "AWS_SECRET_ACCESS_KEY"}}
+    verify = pod["containers"][0]
+    assert verify["args"][verify["args"].index("--expected-shards") + 1] == "48"
+    assert job.options["deleteBeforeReplace"] is True
+    assert job.options["customTimeouts"] == {"create": "7500s", "update": "7500s"}
+    assert pod["volumes"][0] == {"name": "model", "persistentVolumeClaim": {"claimName": "model-store-sync"}}
+
+
+def test_new_revision_is_a_new_job():
+    assert job_name(served()) != job_name(served(revision="0801"))
+    assert job_name(served()) == job_name(served(name="other-name"))  # keyed by directory, not model
+    assert len(job_name(served(directory="D" * 200))) <= 63
+
+
+# ---- Combined engine and the pod template ----
+
+def combined_run(model: ServedModel, cache: CompileCache | None = None):
+    args = CombinedEngineArgs(namespace="ns", model=model, gpu_pool=GpuPool(), compile_cache=cache or CompileCache(),
+                              image="vllm" + DIGEST, model_claim_name="model-store", model_mount_path="/models",
+                              api_key_secret="api", scripts_config_map="scripts")
+    return record("test", lambda: {"endpoint": CombinedEngine(model.name, args).endpoint})
+
+
+def test_combined_deployment_waits_for_the_cold_start():
+    r = combined_run(served(startup_budget_seconds=1800))
+    (dep,) = by_type(r, "kubernetes:apps/v1:Deployment")
+    assert dep.inputs["spec"]["strategy"] == {"type": "Recreate"}
+    assert dep.inputs["spec"]["progressDeadlineSeconds"] == 2400
+    assert dep.options["customTimeouts"] == {"create": "2400s", "update": "2400s"}
+    engine = dep.inputs["spec"]["template"]["spec"]["containers"][0]
+    startup = engine["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 1800
+    assert r.outputs["endpoint"] == "http://dsv4.ns.svc.cluster.local:8000/v1"
+
+
+def test_rolling_update_never_surges():
+    r = combined_run(served(replicas=2, rollout=Rollout(strategy="RollingUpdate", max_unavailable=1)))
+    (dep,) = by_type(r, "kubernetes:apps/v1:Deployment")
+    assert dep.inputs["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+
+
+def test_service_carries_the_aibrix_labels_on_port_8000():
+    (svc,) = by_type(combined_run(served()), "kubernetes:core/v1:Service")
+    labels = svc.inputs["metadata"]["labels"]
+    assert labels["model.aibrix.ai/name"] == "DeepSeek-V4-Flash"
+    assert labels["model.aibrix.ai/port"] == "8000" and labels["model.aibrix.ai/engine"] == "vllm"
+    assert svc.inputs["spec"]["type"] == "ClusterIP"
+    assert svc.inputs["spec"]["ports"][0]["port"] == 8000 and svc.inputs["spec"]["ports"][0]["targetPort"] == "engine"
+
+
+def test_compile_cache_is_separate_writable_and_keyed():
+    r = combined_run(served(), CompileCache(kind="existingClaim", claim_name="cache"))
+    (dep,) = by_type(r, "kubernetes:apps/v1:Deployment")
+    spec = dep.inputs["spec"]["template"]["spec"]
+    cache = next(v for v in spec["volumes"] if v["name"] == "compile-cache")
+    assert cache == {"name": "compile-cache", "persistentVolumeClaim": {"claimName": "cache"}}
+    mount = next(m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "compile-cache")
+    assert "readOnly" not in mount and mount["subPath"] == dep.inputs["spec"]["template"]["metadata"]["annotations"][
+        pod_template.ANN_CACHE_KEY]
+
+
+def test_cache_key_changes_with_image_architecture_and_arguments():
+    key = pod_template.compile_cache_key
+    base = key("i" + DIGEST, "sm90", ["vllm"], ["serve", "--tp", "8"], {})
+    assert base.startswith("sm90-aaaaaaaaaaaa-")
+    assert key("i@sha256:" + "b" * 64, "sm90", ["vllm"], ["serve", "--tp", "8"], {}) != base
+    assert key("i" + DIGEST, "sm100", ["vllm"], ["serve", "--tp", "8"], {}) != base
+    assert key("i" + DIGEST, "sm90", ["vllm"], ["serve", "--tp", "4"], {}) != base
+    assert key("i" + DIGEST, "sm90", ["vllm"], ["serve", "--tp", "8"], {}) == base
+
+
+def test_engine_gets_the_api_key_only_by_reference_and_gates_on_the_model():
+    (dep,) = by_type(combined_run(served()), "kubernetes:apps/v1:Deployment")
+    spec = dep.inputs["spec"]["template"]["spec"]
+    env = {e["name"]: e for e in spec["containers"][0]["env"]}
+    assert env["VLLM_API_KEY"] == {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "api", "key": "api-key"}}}
+    (gate,) = spec["initContainers"]
+    assert gate["command"] == ["python3", "/opt/llm-serving/model_gate.py"]
+    assert gate["args"][:4] == ["--model-dir", "/models/DeepSeek-V4-Flash-0731", "--revision", "0731"]
+    assert all(m["readOnly"] for m in gate["volumeMounts"])

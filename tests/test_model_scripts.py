@@ -1,0 +1,179 @@
+"""The scripts the sync Job and the gate run, exercised on a small fake model directory."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "components" / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import model_gate  # noqa: E402
+import verify_model  # noqa: E402
+
+MARKER = ".llm-serving-ready.json"
+
+
+def make_model(root: Path, shards: int = 3, checksums: bool = True) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
+    for n in names:
+        (root / n).write_bytes(os.urandom(64))
+    (root / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {f"layer.{i}.w": n for i, n in enumerate(names + names)}}))
+    for f in ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json"):
+        (root / f).write_text("{}")
+    if checksums:
+        lines = [f"{hashlib.sha256((root / n).read_bytes()).hexdigest()}  {n}" for n in sorted(os.listdir(root))]
+        (root / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def verify(model: Path, shards: int = 3, revision: str = "r1") -> int:
+    return verify_model.main(["--model-dir", str(model), "--revision", revision,
+                              "--expected-shards", str(shards), "--marker", MARKER, "--workers", "2"])
+
+
+def gate(model: Path, shards: int = 3, revision: str = "r1") -> int:
+    return model_gate.main(["--model-dir", str(model), "--revision", revision,
+                            "--expected-shards", str(shards), "--marker", MARKER])
+
+
+def test_complete_model_is_verified_and_marked(tmp_path):
+    model = make_model(tmp_path / "m")
+    assert verify(model) == 0
+    assert json.loads((model / MARKER).read_text()) == {"revision": "r1", "shards": 3}
+    assert gate(model) == 0
+
+
+def test_missing_shard_is_named(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    (model / "model-00002-of-00003.safetensors").unlink()
+    assert verify(model) == 1
+    assert "missing shard model-00002-of-00003.safetensors" in capsys.readouterr().err
+    assert not (model / MARKER).exists()
+
+
+def test_wrong_shard_count_is_named(tmp_path, capsys):
+    model = make_model(tmp_path / "m", shards=3)
+    assert verify(model, shards=48) == 1
+    assert "weight index names 3 shards, expected 48" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["config.json", "generation_config.json", "tokenizer_config.json",
+                                  "model.safetensors.index.json"])
+def test_missing_required_file_is_named(tmp_path, capsys, name):
+    model = make_model(tmp_path / "m")
+    (model / name).unlink()
+    assert verify(model) == 1
+    assert f"missing {name}" in capsys.readouterr().err
+
+
+def test_missing_tokenizer_payload_is_named(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    (model / "tokenizer.json").unlink()
+    assert verify(model) == 1
+    assert "missing tokenizer (tokenizer.json or tokenizer.model)" in capsys.readouterr().err
+
+
+def test_corrupt_shard_fails_the_checksum(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    shard = model / "model-00001-of-00003.safetensors"
+    shard.write_bytes(b"x" + shard.read_bytes()[1:])
+    assert verify(model) == 1
+    assert "sha256 mismatch for model-00001-of-00003.safetensors" in capsys.readouterr().err
+
+
+def test_missing_checksum_manifest_fails(tmp_path, capsys):
+    model = make_model(tmp_path / "m", checksums=False)
+    assert verify(model) == 1
+    assert "missing checksum manifest SHA256SUMS" in capsys.readouterr().err
+
+
+def test_shard_without_checksum_entry_fails(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    manifest = model / "SHA256SUMS"
+    manifest.write_text("".join(l + "\n" for l in manifest.read_text().splitlines() if "00003" not in l))
+    assert verify(model) == 1
+    assert "shard model-00003-of-00003.safetensors has no entry in SHA256SUMS" in capsys.readouterr().err
+
+
+def test_gate_without_marker_explains(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    assert gate(model) == 1
+    assert "the model sync Job has not verified this directory yet" in capsys.readouterr().err
+
+
+def test_gate_refuses_another_revision(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    assert verify(model, revision="old") == 0
+    assert gate(model, revision="new") == 1
+    assert "ready marker names revision 'old', this pod expects 'new'" in capsys.readouterr().err
+
+
+def test_gate_notices_a_shard_removed_after_verification(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    assert verify(model) == 0
+    (model / "model-00003-of-00003.safetensors").unlink()
+    assert gate(model) == 1
+    assert "missing shard model-00003-of-00003.safetensors" in capsys.readouterr().err
+
+
+# ---- sync_model.sh with a stand-in `aws` on PATH ----
+
+FAKE_AWS = """#!/bin/sh
+echo "$*" >> "$AWS_LOG"
+case "$1" in configure) exit 0;; esac
+n=$(cat "$AWS_COUNT" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "$AWS_COUNT"
+[ "$n" -ge "$AWS_SUCCEED_ON" ] && exit 0 || exit 1
+"""
+
+
+def run_sync(tmp_path: Path, succeed_on: int, attempts: int = 3, endpoint: str | None = None):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    aws = bin_dir / "aws"
+    aws.write_text(FAKE_AWS)
+    aws.chmod(aws.stat().st_mode | stat.S_IEXEC)
+    dest = tmp_path / "models" / "m"
+    dest.mkdir(parents=True)
+    (dest / MARKER).write_text("{}")
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "AWS_LOG": str(tmp_path / "log"),
+           "AWS_COUNT": str(tmp_path / "count"), "AWS_SUCCEED_ON": str(succeed_on),
+           "BUCKET": "b", "PREFIX": "models/m", "DEST": str(dest), "MARKER": MARKER,
+           "ADDRESSING_STYLE": "virtual", "MAX_CONCURRENT_REQUESTS": "32", "SYNC_ATTEMPTS": str(attempts),
+           "RETRY_DELAY_SECONDS": "0"}
+    if endpoint:
+        env["ENDPOINT_URL"] = endpoint
+    proc = subprocess.run(["/bin/sh", str(SCRIPTS / "sync_model.sh")], env=env, capture_output=True, text=True)
+    return proc, (tmp_path / "log").read_text().splitlines(), dest
+
+
+def test_sync_sets_addressing_and_concurrency_and_drops_the_marker(tmp_path):
+    proc, calls, dest = run_sync(tmp_path, succeed_on=1, endpoint="https://cos.example.com")
+    assert proc.returncode == 0, proc.stderr
+    assert calls[:2] == ["configure set default.s3.addressing_style virtual",
+                         "configure set default.s3.max_concurrent_requests 32"]
+    assert calls[2] == f"--endpoint-url https://cos.example.com s3 sync s3://b/models/m/ {dest}/ --delete --only-show-errors"
+    assert not (dest / MARKER).exists()
+
+
+def test_sync_retries_with_backoff_then_succeeds(tmp_path):
+    proc, calls, _ = run_sync(tmp_path, succeed_on=3, attempts=3)
+    assert proc.returncode == 0
+    assert sum(1 for c in calls if " sync " in f" {c} ") == 3
+    assert "sync attempt 2 failed" in proc.stderr
+
+
+def test_sync_gives_up_after_the_configured_attempts(tmp_path):
+    proc, calls, _ = run_sync(tmp_path, succeed_on=99, attempts=2)
+    assert proc.returncode == 1
+    assert sum(1 for c in calls if " sync " in f" {c} ") == 2
+    assert "sync failed after 2 attempts" in proc.stderr
