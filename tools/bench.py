@@ -1,0 +1,112 @@
+"""Render benchmark: each stack, a synthetic stack of 64 combined models, and the floor.
+
+The floor is the bare mock runtime (same recording monitor) registering the same number of plain
+ConfigMaps, so "ms per resource above the floor" is what the program itself costs. Import time is
+measured in fresh processes. Results go to stdout and build/bench.json.
+
+    make bench            # or: .venv/bin/python tools/bench.py --repeat 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT_DIR))
+
+import pulumi_kubernetes as k8s  # noqa: E402
+
+from render import runtime, stackfile  # noqa: E402
+
+SYNTHETIC_MODELS = 64
+
+
+def synthetic_stack(models: int) -> stackfile.StackFile:
+    """The dev stack with `models` combined TP=8 models, each in its own directory."""
+    sf = stackfile.read(PROJECT_DIR, "dev")
+    base = json.loads(sf.config["llm-serving:models"])[0]
+    sf.config["llm-serving:models"] = json.dumps([
+        {**base, "name": f"model-{i:03d}", "servedModelName": f"Model-{i:03d}",
+         "directory": f"Model-{i:03d}", "objectPrefix": f"models/Model-{i:03d}"} for i in range(models)])
+    sf.config["llm-serving:gpuBudget"] = str(models * 8)
+    sf.stack = f"synthetic-{models}"
+    return sf
+
+
+def floor_program(count: int):
+    def program():
+        for i in range(count):
+            k8s.core.v1.ConfigMap(f"plain-{i}", metadata={"name": f"plain-{i}", "namespace": "bench"}, data={"k": "v"})
+        return {}
+    return program
+
+
+def timed(fn, repeat: int) -> tuple[float, object]:
+    samples, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples), result
+
+
+def import_ms(code: str, repeat: int) -> float:
+    samples = []
+    for _ in range(repeat):
+        out = subprocess.run([sys.executable, "-c", f"import time; t=time.perf_counter(); {code}; "
+                              "print((time.perf_counter()-t)*1000)"], cwd=PROJECT_DIR, capture_output=True,
+                             text=True, check=True)
+        samples.append(float(out.stdout.strip()))
+    return statistics.median(samples)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+
+    imports = import_ms("import stacks.program, render.runtime", args.repeat)
+    bare_imports = import_ms("import pulumi, pulumi_kubernetes, pulumi_aws", args.repeat)
+    cases = [(s, stackfile.read(PROJECT_DIR, s)) for s in ("dev", "staging", "prod")]
+    cases.append((f"synthetic-{SYNTHETIC_MODELS}", synthetic_stack(SYNTHETIC_MODELS)))
+    runtime.render(cases[0][1])  # warm caches shared by every case (first registration, schema loads)
+
+    rows = []
+    for name, sf in cases:
+        render_ms, rendered = timed(lambda sf=sf: runtime.render(sf), args.repeat)
+        n = len(rendered.resources)
+        floor_ms, _ = timed(lambda n=n: runtime.record("bench", floor_program(n)), args.repeat)
+        rows.append({
+            "stack": name, "resources": n, "render_ms": round(render_ms, 1), "floor_ms": round(floor_ms, 1),
+            "ms_per_resource_above_floor": round((render_ms - floor_ms) / n, 3),
+            "render_plus_imports_over_floor_plus_imports": round((render_ms + imports) / (floor_ms + imports), 2),
+        })
+
+    print(f"imports: program {imports:.0f} ms (pulumi SDKs alone {bare_imports:.0f} ms), median of {args.repeat} runs")
+    print(f"{'stack':<14}{'resources':>10}{'render ms':>11}{'floor ms':>10}{'ms/res above floor':>20}{'(render+imp)/(floor+imp)':>26}")
+    for r in rows:
+        print(f"{r['stack']:<14}{r['resources']:>10}{r['render_ms']:>11}{r['floor_ms']:>10}"
+              f"{r['ms_per_resource_above_floor']:>20}{r['render_plus_imports_over_floor_plus_imports']:>26}")
+    prod = next(r for r in rows if r["stack"] == "prod")
+    synth = rows[-1]
+    growth = synth["render_ms"] / synth["resources"] / (prod["render_ms"] / prod["resources"])
+    floor_growth = synth["floor_ms"] / synth["resources"] / (prod["floor_ms"] / prod["resources"])
+    print(f"prod within 1.5x of floor plus imports: {prod['render_plus_imports_over_floor_plus_imports'] <= 1.5}")
+    print(f"per-resource time, synthetic-{SYNTHETIC_MODELS} vs prod: render {growth:.2f}x, "
+          f"floor {floor_growth:.2f}x (1.0 = linear; the program is linear when the two match)")
+    out = PROJECT_DIR / "build" / "bench.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"imports_ms": round(imports, 1), "sdk_imports_ms": round(bare_imports, 1),
+                               "rows": rows, "per_resource_growth": round(growth, 2),
+                               "floor_per_resource_growth": round(floor_growth, 2)}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
