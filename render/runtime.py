@@ -8,6 +8,8 @@ retainOnDelete, customTimeouts, deleteBeforeReplace, dependencies).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -129,6 +131,21 @@ def _start(stack: str, config: dict[str, str], secret_keys: list[str]) -> Record
     return monitor
 
 
+@contextlib.contextmanager
+def _without_cycle_collection():
+    """The render is a short batch run over the SDK's many long-lived objects; every full cycle
+    collection re-scans them, which made render time per resource grow with stack size (measured
+    with tools/bench.py: 2.4 ms at 55 resources, 3.6 ms at 335; 2.5 ms with collection paused).
+    Memory use is unchanged at these sizes; collection resumes when the render ends."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def record(stack: str, program: Callable[[], dict[str, pulumi.Input]],
            config: dict[str, str] | None = None, secret_keys: list[str] | None = None) -> Rendered:
     """Run `program` under the mock runtime; return what it registered and its resolved outputs."""
@@ -143,7 +160,8 @@ def record(stack: str, program: Callable[[], dict[str, pulumi.Input]],
             if await out.is_secret():
                 secret_outputs.add(key)
 
-    _sync_await(run_pulumi_func(lambda: _sync_await(asyncio.ensure_future(collect(program() or {})))))
+    with _without_cycle_collection():
+        _sync_await(run_pulumi_func(lambda: _sync_await(asyncio.ensure_future(collect(program() or {})))))
     return Rendered(stack=stack, resources=sorted(monitor.recorded, key=lambda r: r.urn),
                     outputs={k: normalize(v) for k, v in resolved.items()}, secret_outputs=secret_outputs)
 

@@ -198,7 +198,7 @@ class Vllm(Model):
     data_parallel_size: int = Field(1, ge=1, le=16, description="--data-parallel-size (1 omits the flag).")
     kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"] = Field("fp8", description="--kv-cache-dtype.")
     block_size: int = Field(256, ge=1, le=256, description="--block-size (DeepSeek V4 pages are 256 tokens).")
-    gpu_memory_utilization: float = Field(0.88, gt=0, le=0.95, description="--gpu-memory-utilization (0.88 left about 3 GiB headroom on H20).")
+    gpu_memory_utilization: float = Field(0.88, gt=0, le=0.95, description="--gpu-memory-utilization; at 0.88 the report saw about 93 GiB used per H20 card, little headroom (section 1).")
     max_model_len: int = Field(204800, ge=1024, description="--max-model-len in tokens.")
     max_num_seqs: int = Field(64, ge=1, le=1024, description="--max-num-seqs, set explicitly so CUDA Graphs are not captured for unused shapes (section 5).")
     tokenizer_mode: NonEmpty = Field("deepseek_v4", description="--tokenizer-mode.")
