@@ -297,6 +297,27 @@ def data_is_protected(resources: list[StackResource], environment: str) -> list[
             and not (r.options.get("protect") and r.options.get("retainOnDelete"))]
 
 
+def only_sync_jobs_write_models(resources: list[StackResource]) -> list[str]:
+    """A model claim (any claim of the model-volume component, or any volume named `model`) is
+    mounted writable only by Jobs; everything else reads it read-only at volume and mount."""
+    model_claims = {(r.props.get("metadata") or {}).get("name") for r in resources
+                    if _kind(r.type) == "PersistentVolumeClaim"
+                    and ((r.props.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/component") == "model-volume"}
+    out = []
+    for r in resources:
+        if _kind(r.type) == "Job":
+            continue
+        for ref in _templates(r.type, r.props):
+            for v in (ref.template.get("spec") or {}).get("volumes") or []:
+                claim = v.get("persistentVolumeClaim")
+                if claim is None or not (v.get("name") == "model" or claim.get("claimName") in model_claims):
+                    continue
+                mounts = [m for _, c in containers(ref.template) for m in c.get("volumeMounts") or [] if m.get("name") == v.get("name")]
+                if not claim.get("readOnly") or not all(m.get("readOnly") for m in mounts):
+                    out.append(f"{_name(r.props)}: mounts model claim {claim.get('claimName')} writable; only the sync Job may write the model path.")
+    return out
+
+
 def explicit_providers_only(resources: list[StackResource]) -> list[str]:
     """Every custom resource names its provider; default providers are disabled in Pulumi.yaml."""
     return [f"{r.type} {r.name} has no explicit provider ({r.provider or 'default'}); pass one."

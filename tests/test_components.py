@@ -250,3 +250,48 @@ def test_engine_gets_the_api_key_only_by_reference_and_gates_on_the_model():
     assert gate["command"] == ["python3", "/opt/llm-serving/model_gate.py"]
     assert gate["args"][:4] == ["--model-dir", "/models/DeepSeek-V4-Flash-0731", "--revision", "0731"]
     assert all(m["readOnly"] for m in gate["volumeMounts"])
+
+
+# ---- Scripts ConfigMap and providers ----
+
+def test_scripts_config_map_ships_the_tested_scripts_verbatim():
+    from components.scripts import SCRIPTS_DIR, ModelScripts
+    r = record("test", lambda: ModelScripts("scripts", "ns") and {})
+    (cm,) = by_type(r, "kubernetes:core/v1:ConfigMap")
+    assert set(cm.inputs["data"]) == {"model_files.py", "model_gate.py", "sync_model.sh", "verify_model.py"}
+    for name, text in cm.inputs["data"].items():
+        assert text == (SCRIPTS_DIR / name).read_text()
+
+
+def providers_run(store: ObjectStore, kubeconfig=None):
+    from components.providers import make_providers
+    from stacks.config import Cluster, StackConfig
+    cfg = StackConfig.model_construct(namespace="ns", cluster=Cluster(context="gpu"), object_store=store)
+    s = pulumi.Output.secret
+    return record("test", lambda: make_providers(cfg, kubeconfig, s("id"), s("key")) and {})
+
+
+def test_cos_provider_skips_aws_only_checks_and_keeps_keys_secret():
+    r = providers_run(ObjectStore(bucket_name="bkt", region="ap-shanghai", endpoint="https://cos.ap-shanghai.myqcloud.com",
+                                  create=False, create_credentials=False))
+    (aws_p,) = by_type(r, "pulumi:providers:aws")
+    for flag in ("skipCredentialsValidation", "skipRequestingAccountId", "skipMetadataApiCheck", "skipRegionValidation"):
+        assert aws_p.inputs[flag] in (True, "true"), flag
+    assert aws_p.inputs["s3UsePathStyle"] in (False, "false")
+    assert "https://cos.ap-shanghai.myqcloud.com" in json.dumps(aws_p.inputs["endpoints"])
+    assert aws_p.inputs["accessKey"] == MASK and aws_p.inputs["secretKey"] == MASK
+
+
+def test_aws_provider_keeps_the_default_checks():
+    (aws_p,) = by_type(providers_run(ObjectStore(bucket_name="bkt", region="us-west-2")), "pulumi:providers:aws")
+    assert aws_p.inputs["skipCredentialsValidation"] in (False, "false")  # the SDK's default, kept
+    assert "skipRequestingAccountId" not in aws_p.inputs and "endpoints" not in aws_p.inputs
+    assert "accessKey" not in aws_p.inputs  # AWS credentials come from the ambient chain
+    assert aws_p.inputs["region"] == "us-west-2"
+
+
+def test_kubernetes_provider_pins_context_namespace_and_identity():
+    r = providers_run(ObjectStore(bucket_name="bkt"), kubeconfig=pulumi.Output.secret("apiVersion: v1"))
+    (k,) = by_type(r, "pulumi:providers:kubernetes")
+    assert k.inputs["context"] == "gpu" and k.inputs["namespace"] == "ns" and k.inputs["clusterIdentifier"] == "gpu"
+    assert k.inputs["kubeconfig"] == MASK

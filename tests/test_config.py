@@ -198,3 +198,27 @@ def test_stack_file_keys_keep_the_gib_unit():
     for key in ("capacityGiB", "shmSizeGiB", "memoryLimitGiB", "memoryRequestGiB", "sizeGiB"):
         assert f'"{key}"' in keys
     assert "Gib" not in keys
+
+
+def test_config_from_the_language_host_environment(monkeypatch):
+    """Under `pulumi up` the Python host passes config as PULUMI_CONFIG JSON plus a secret key list."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+    from render.runtime import record
+
+    sf = stackfile.read(PROJECT_DIR, "dev")
+    env = dict(sf.config)
+    for key in SECRETS:
+        env[f"llm-serving:{key}"] = "x"
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps(env))
+    monkeypatch.setenv("PULUMI_CONFIG_SECRET_KEYS", json.dumps([f"llm-serving:{k}" for k in SECRETS]))
+    seen = {}
+
+    def program():
+        runtime_config.set_all_config({}, [])
+        seen["cfg"] = loader.from_pulumi()
+        seen["stack"] = pulumi.get_stack()
+        return {}
+
+    record("dev", program)
+    assert seen["cfg"].gpu_budget == 8 and seen["cfg"].models[0].served_model_name == "DeepSeek-V4-Flash"

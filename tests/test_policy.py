@@ -43,6 +43,7 @@ def test_stack_rules_pass(rendered, stack):
     assert rules.await_timeouts_cover_rollout(resources) == []
     assert rules.data_is_protected(resources, stack) == []
     assert rules.explicit_providers_only(resources) == []
+    assert rules.only_sync_jobs_write_models(resources) == []
 
 
 def test_every_stack_has_a_gpu_workload_checked(rendered):
@@ -187,3 +188,13 @@ def test_default_provider_is_refused():
     resources = [copy.deepcopy(r) for r in stack_resources(render_stack("dev"))]
     resources[0] = rules.StackResource(type="kubernetes:core/v1:Service", name="x", props={}, options={}, provider="")
     assert rules.explicit_providers_only(resources)
+
+
+def test_writable_sync_claim_outside_a_job_is_refused():
+    resources = [copy.deepcopy(r) for r in stack_resources(render_stack("dev"))]
+    dep = next(r for r in resources if r.props.get("kind") == "Deployment")
+    dep.props["spec"]["template"]["spec"]["volumes"].append(
+        {"name": "weights", "persistentVolumeClaim": {"claimName": "model-store-sync"}})
+    assert rules.only_sync_jobs_write_models(resources) == [
+        "Deployment llm-serving-dev/deepseek-v4-flash: mounts model claim model-store-sync writable; "
+        "only the sync Job may write the model path."]

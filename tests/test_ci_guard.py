@@ -1,0 +1,40 @@
+"""Without ../shared, schema tests fail under CI=true and only skip on a developer machine."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+from conftest import PROJECT_DIR
+
+SELECT = ["tests/test_schema.py", "-k", "crd_index_covers", "-p", "no:cacheprovider", "-q"]
+
+
+def lone_copy(tmp_path):
+    """The repo alone in a folder with no shared/ beside it."""
+    dest = tmp_path / "repo"
+    files = subprocess.run(["git", "ls-files"], cwd=PROJECT_DIR, capture_output=True, text=True, check=True).stdout.split()
+    for name in files + [str(p.relative_to(PROJECT_DIR)) for p in (PROJECT_DIR / "tests").glob("*.py")]:
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(PROJECT_DIR / name, target)
+    return dest
+
+
+def run(repo, ci: str | None):
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    if ci is not None:
+        env["CI"] = ci
+    return subprocess.run([sys.executable, "-m", "pytest", *SELECT], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_missing_shared_fails_in_ci_and_skips_elsewhere(tmp_path):
+    repo = lone_copy(tmp_path)
+    assert not (repo.parent / "shared").exists()
+    in_ci = run(repo, "true")
+    assert in_ci.returncode == 1 and "is missing; CI runs with ../shared beside the repo" in in_ci.stdout
+    local = run(repo, None)
+    assert local.returncode == 0 and "1 skipped" in local.stdout
