@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from policy.workloads import GPU, PodTemplateRef, containers, gpu_count, pod_gpus, pod_templates
 
@@ -49,12 +49,23 @@ def _annotations(template: dict) -> dict:
     return (template.get("metadata") or {}).get("annotations") or {}
 
 
+def _volumes(template: dict) -> dict[str, dict]:
+    return {v.get("name"): v for v in (template.get("spec") or {}).get("volumes") or []}
+
+
 def _is_engine(template: dict) -> bool:
     return _annotations(template).get(ROLE) == "engine" or pod_gpus(template) > 0
 
 
 def _engine_containers(template: dict) -> list[dict]:
     return [c for g, c in containers(template) if g == "containers" and (max(gpu_count(c)) > 0 or c.get("name") == "engine")]
+
+
+def _engine_pods(resource_type: str, props: dict) -> Iterator[tuple[PodTemplateRef, list[dict]]]:
+    """Engine pod templates of a workload, with their engine containers."""
+    for ref in _templates(resource_type, props):
+        if _is_engine(ref.template):
+            yield ref, _engine_containers(ref.template)
 
 
 def _quantity_gib(q: Any) -> float:
@@ -68,10 +79,8 @@ def engine_probes_are_tcp(resource_type: str, props: dict) -> list[str]:
     """Engine probes are tcpSocket: an HTTP /health may run a real generation each period and
     pollute TTFT and throughput (field report 12.4)."""
     out = []
-    for ref in _templates(resource_type, props):
-        if not _is_engine(ref.template):
-            continue
-        for c in _engine_containers(ref.template):
+    for _, engine_containers in _engine_pods(resource_type, props):
+        for c in engine_containers:
             for probe in PROBES:
                 p = c.get(probe)
                 if not p:
@@ -84,11 +93,11 @@ def engine_probes_are_tcp(resource_type: str, props: dict) -> list[str]:
 def startup_allowance_covers_budget(resource_type: str, props: dict) -> list[str]:
     """startupProbe periodSeconds x failureThreshold is at least the startup budget."""
     out = []
-    for ref in _templates(resource_type, props):
+    for ref, engine_containers in _engine_pods(resource_type, props):
         budget = _annotations(ref.template).get(STARTUP_BUDGET)
-        if not _is_engine(ref.template) or budget is None:
+        if budget is None:
             continue
-        for c in _engine_containers(ref.template):
+        for c in engine_containers:
             p = c.get("startupProbe") or {}
             allowance = int(p.get("periodSeconds", 10)) * int(p.get("failureThreshold", 3))
             if allowance < int(budget):
@@ -99,11 +108,8 @@ def startup_allowance_covers_budget(resource_type: str, props: dict) -> list[str
 def model_mount_read_only(resource_type: str, props: dict) -> list[str]:
     """Engine pods mount the model from a claim, read-only at the volume and at every mount."""
     out = []
-    for ref in _templates(resource_type, props):
-        if not _is_engine(ref.template):
-            continue
-        volumes = {v.get("name"): v for v in (ref.template.get("spec") or {}).get("volumes") or []}
-        model = volumes.get("model")
+    for ref, _ in _engine_pods(resource_type, props):
+        model = _volumes(ref.template).get("model")
         if model is None or "persistentVolumeClaim" not in model:
             out.append(f"{_name(props)}: the engine pod has no model volume from a PersistentVolumeClaim; an emptyDir re-downloads about 156 GiB on every pod re-creation (field report 11.1).")
             continue
@@ -119,11 +125,9 @@ def model_mount_read_only(resource_type: str, props: dict) -> list[str]:
 def gpu_counts_match_parallel_size(resource_type: str, props: dict) -> list[str]:
     """nvidia.com/gpu requests equal limits equal the parallel size (TP x DP in the engine argv)."""
     out = []
-    for ref in _templates(resource_type, props):
-        if not _is_engine(ref.template):
-            continue
+    for ref, engine_containers in _engine_pods(resource_type, props):
         declared = _annotations(ref.template).get(PARALLEL_SIZE)
-        for c in _engine_containers(ref.template):
+        for c in engine_containers:
             req, lim = gpu_count(c)
             if req != lim:
                 out.append(f"{_name(props)}: container {c.get('name')} requests {req} {GPU} but limits {lim}; they must be equal.")
@@ -149,12 +153,10 @@ def _flag(argv: list[str], *names: str) -> int:
 def shm_is_memory_backed(resource_type: str, props: dict) -> list[str]:
     """Engine pods get /dev/shm from a Memory emptyDir of at least 8 GiB per GPU (field report 2.1)."""
     out = []
-    for ref in _templates(resource_type, props):
-        if not _is_engine(ref.template):
-            continue
-        volumes = {v.get("name"): v for v in (ref.template.get("spec") or {}).get("volumes") or []}
+    for ref, engine_containers in _engine_pods(resource_type, props):
+        volumes = _volumes(ref.template)
         gpus = pod_gpus(ref.template)
-        for c in _engine_containers(ref.template):
+        for c in engine_containers:
             shm = next((m for m in c.get("volumeMounts") or [] if m.get("mountPath") == "/dev/shm"), None)
             src = (volumes.get(shm.get("name")) or {}).get("emptyDir") if shm else None
             if not src or src.get("medium") != "Memory":
@@ -308,7 +310,7 @@ def only_sync_jobs_write_models(resources: list[StackResource]) -> list[str]:
         if _kind(r.type) == "Job":
             continue
         for ref in _templates(r.type, r.props):
-            for v in (ref.template.get("spec") or {}).get("volumes") or []:
+            for v in _volumes(ref.template).values():
                 claim = v.get("persistentVolumeClaim")
                 if claim is None or not (v.get("name") == "model" or claim.get("claimName") in model_claims):
                     continue

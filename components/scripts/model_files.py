@@ -5,8 +5,10 @@ Plain standard library only: it runs in the verify image and in the engine image
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 
 INDEX_FILE = "model.safetensors.index.json"
 REQUIRED_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", INDEX_FILE)
@@ -42,3 +44,23 @@ def shard_names(index_path: str) -> list[str]:
     with open(index_path, encoding="utf-8") as f:
         index = json.load(f)
     return sorted(set(index.get("weight_map", {}).values()))
+
+
+def model_arguments(description: str) -> argparse.ArgumentParser:
+    """The arguments the verifier and the gate share."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--model-dir", required=True)
+    p.add_argument("--revision", required=True)
+    p.add_argument("--expected-shards", type=int, required=True)
+    p.add_argument("--marker", required=True)
+    return p
+
+
+def report_problems(header: str, problems: list[str]) -> int:
+    """Print one line per problem under a header to stderr; exit status 1 if any, else 0."""
+    if not problems:
+        return 0
+    print(header, file=sys.stderr)
+    for line in problems:
+        print(f"  - {line}", file=sys.stderr)
+    return 1

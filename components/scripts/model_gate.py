@@ -7,13 +7,12 @@ so the pod stays in Init and the GPUs load nothing half-synced.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_files import missing_files  # noqa: E402
+from model_files import missing_files, model_arguments, report_problems  # noqa: E402
 
 
 def gate_problems(model_dir: str, revision: str, expected_shards: int, marker: str) -> list[str]:
@@ -32,17 +31,9 @@ def gate_problems(model_dir: str, revision: str, expected_shards: int, marker: s
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--model-dir", required=True)
-    p.add_argument("--revision", required=True)
-    p.add_argument("--expected-shards", type=int, required=True)
-    p.add_argument("--marker", required=True)
-    a = p.parse_args(argv)
+    a = model_arguments(__doc__).parse_args(argv)
     problems = gate_problems(a.model_dir, a.revision, a.expected_shards, a.marker)
-    if problems:
-        print(f"model gate: {a.model_dir} is not ready:", file=sys.stderr)
-        for line in problems:
-            print(f"  - {line}", file=sys.stderr)
+    if report_problems(f"model gate: {a.model_dir} is not ready:", problems):
         return 1
     print(f"model gate: {a.model_dir} revision {a.revision} is ready")
     return 0

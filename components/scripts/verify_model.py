@@ -8,7 +8,6 @@ Exit code 1 with one line per problem otherwise.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -17,7 +16,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_files import CHECKSUM_FILE, INDEX_FILE, missing_files, shard_names  # noqa: E402
+from model_files import (CHECKSUM_FILE, INDEX_FILE, missing_files, model_arguments,  # noqa: E402
+                         report_problems, shard_names)
 
 CHUNK = 8 * 1024 * 1024
 
@@ -79,21 +79,11 @@ def write_marker(model_dir: str, marker: str, revision: str, shards: int) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--model-dir", required=True)
-    p.add_argument("--revision", required=True)
-    p.add_argument("--expected-shards", type=int, required=True)
-    p.add_argument("--marker", required=True)
+    p = model_arguments(__doc__)
     p.add_argument("--workers", type=int, default=4)
     a = p.parse_args(argv)
-
-    problems = missing_files(a.model_dir, a.expected_shards)
-    if not problems:
-        problems = checksum_problems(a.model_dir, a.workers)
-    if problems:
-        print(f"model at {a.model_dir} is NOT ready ({len(problems)} problems):", file=sys.stderr)
-        for line in problems:
-            print(f"  - {line}", file=sys.stderr)
+    problems = missing_files(a.model_dir, a.expected_shards) or checksum_problems(a.model_dir, a.workers)
+    if report_problems(f"model at {a.model_dir} is NOT ready:", problems):
         return 1
     write_marker(a.model_dir, a.marker, a.revision, a.expected_shards)
     print(f"model at {a.model_dir} verified: revision {a.revision}, {a.expected_shards} shards")
