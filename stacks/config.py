@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 from pydantic.alias_generators import to_camel
@@ -20,7 +20,17 @@ from pydantic.alias_generators import to_camel
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 # A Kubernetes label value, non-empty.
 LABEL_VALUE = r"^[A-Za-z0-9]([A-Za-z0-9._\-]{0,61}[A-Za-z0-9])?$"
-DnsLabel = Annotated[str, StringConstraints(pattern=DNS_LABEL)]
+# Pattern -> what it allows, in words, for error messages (stacks/loader.py).
+PATTERN_MEANING: dict[str, str] = {}
+
+
+def text(pattern: str, meaning: str) -> Any:
+    """A string type constrained by `pattern`, whose error message says `meaning`."""
+    PATTERN_MEANING[pattern] = meaning
+    return Annotated[str, StringConstraints(pattern=pattern)]
+
+
+DnsLabel = text(DNS_LABEL, "a DNS label: 1-63 lowercase letters, digits or '-', alphanumeric at both ends")
 NonEmpty = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
 # `repository[:tag]@sha256:<64 hex>`: a tag alone is mutable, so it is never accepted.
 IMAGE_BY_DIGEST = re.compile(r"^[a-z0-9][a-z0-9._\-/:]*@sha256:[0-9a-f]{64}$")
@@ -57,7 +67,7 @@ class Cluster(Model):
         None, description="Path to a kubeconfig file; unset means the secret llm-serving:kubeconfig, "
         "or the ambient kubeconfig when neither is set.")
     context: str | None = Field(None, description="kubeconfig context to use.")
-    kubernetes_version: Annotated[str, StringConstraints(pattern=r"^1\.(2[9]|3[0-7])$")] = Field(
+    kubernetes_version: text(r"^1\.(2[9]|3[0-7])$", "a supported minor version, '1.29' to '1.37' (quoted)") = Field(
         "1.33", description="Minor version of the cluster (1.29 to 1.37 are supported); decides "
         "which volume drivers are allowed and which schema the manifests are validated against.")
     create_namespace: bool = Field(True, description="Create the namespace; false adopts an existing one.")
@@ -66,12 +76,12 @@ class Cluster(Model):
 class ObjectStore(Model):
     """The bucket that holds the weights (field report 3.2)."""
 
-    bucket_name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")] = Field(
+    bucket_name: text(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$", "an S3 bucket name: 3-63 lowercase letters, digits, '.' or '-'") = Field(
         ..., description="Bucket name (S3 naming rules).")
     create: bool = Field(True, description="Create and manage the bucket; false adopts an existing "
                          "bucket by name without managing it (the usual choice for non-AWS endpoints).")
     region: NonEmpty = Field("us-east-1", description="Region of the bucket or of the S3-compatible service.")
-    endpoint: Annotated[str, StringConstraints(pattern=r"^https://[^\s/]+/?$")] | None = Field(
+    endpoint: text(r"^https://[^\s/]+/?$", "an https:// endpoint without a path") | None = Field(
         None, description="S3-compatible endpoint (for example Tencent COS), https only. Unset means AWS S3. "
         "With virtual-hosted addressing give the service endpoint; the bucket is prefixed by the client.")
     addressing_style: Literal["virtual", "path"] = Field(
@@ -92,13 +102,13 @@ class CephFsVolume(Model):
     monitors: list[NonEmpty] = Field(default_factory=list, description="Ceph monitors host:port (in-tree only; ceph-csi reads them from its cluster config).")
     cluster_id: str | None = Field(None, description="ceph-csi clusterID (csi only).")
     fs_name: str | None = Field(None, description="CephFS file system name (csi only).")
-    path: Annotated[str, StringConstraints(pattern=r"^/")] = Field(..., description="Absolute path of the model root inside CephFS.")
+    path: text(r"^/", "an absolute path") = Field(..., description="Absolute path of the model root inside CephFS.")
     user: NonEmpty = Field(..., description="Ceph user; its key is the secret llm-serving:cephUserKey.")
 
 
 class NfsVolume(Model):
     server: NonEmpty = Field(..., description="NFS server host name or address.")
-    path: Annotated[str, StringConstraints(pattern=r"^/")] = Field(..., description="Exported path of the model root.")
+    path: text(r"^/", "an absolute path") = Field(..., description="Exported path of the model root.")
 
 
 class ExistingClaim(Model):
@@ -112,7 +122,7 @@ class ModelVolume(Model):
 
     kind: Literal["cephfs", "nfs", "existingClaim"] = Field(..., description="Volume source of the model root.")
     capacity_gib: int = Field(400, gt=0, description="Capacity of the static volumes in GiB (the default model is about 156 GiB).")
-    mount_path: Annotated[str, StringConstraints(pattern=r"^/[^\s]*$")] = Field(
+    mount_path: text(r"^/[^\s]*$", "an absolute path without spaces") = Field(
         "/models", description="Where serving pods see the model root.")
     cephfs: CephFsVolume | None = Field(None, description="Settings when kind is cephfs.")
     nfs: NfsVolume | None = Field(None, description="Settings when kind is nfs.")
@@ -136,7 +146,7 @@ class GpuPool(Model):
         default_factory=lambda: [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
         description="Tolerations for the GPU node taints.")
     gpus_per_node: int = Field(8, ge=1, le=16, description="GPUs on one node of the pool.")
-    gpu_architecture: Annotated[str, StringConstraints(pattern=r"^sm[0-9]{2,3}a?$")] = Field(
+    gpu_architecture: text(r"^sm[0-9]{2,3}a?$", "a CUDA architecture such as 'sm90'") = Field(
         "sm90", description="CUDA architecture of the pool (H20 is Hopper, sm90); part of the JIT cache key.")
     cpu_request: int = Field(64, ge=1, description="CPU cores requested per engine pod (field report 2.1).")
     cpu_limit: int = Field(128, ge=1, description="CPU core limit per engine pod.")
@@ -215,14 +225,14 @@ class ServedModel(Model):
     """One served model: where its weights are and how its combined engine runs."""
 
     name: DnsLabel = Field(..., description="Kubernetes name of the model's workloads and Service.")
-    served_model_name: Annotated[str, StringConstraints(pattern=LABEL_VALUE)] = Field(
+    served_model_name: text(LABEL_VALUE, "a Kubernetes label value: 1-63 letters, digits, '.', '_' or '-', alphanumeric at both ends") = Field(
         ..., description="--served-model-name; what clients put in `model`. It is also the AIBrix "
         "label model.aibrix.ai/name, so it must be a valid label value.")
-    directory: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")] = Field(
+    directory: text(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$", "a non-empty directory name: letters, digits, '.', '_' or '-', no '/'") = Field(
         ..., description="Directory of the weights under the model root.")
-    object_prefix: Annotated[str, StringConstraints(pattern=r"^[^/\s][^\s]*[^/\s]$|^[^/\s]$")] = Field(
+    object_prefix: text(r"^[^/\s][^\s]*[^/\s]$|^[^/\s]$", "a non-empty key prefix without spaces or leading/trailing '/'") = Field(
         ..., description="Key prefix of the weights in the bucket, without leading or trailing slash.")
-    revision: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._\-]+$")] = Field(
+    revision: text(r"^[A-Za-z0-9._\-]+$", "a non-empty revision: letters, digits, '.', '_' or '-'") = Field(
         ..., description="Model revision; the sync Job writes it into the ready marker and pods refuse another.")
     expected_shard_count: int = Field(48, ge=1, description="Safetensors shards the weight index must name (48 for DeepSeek-V4-Flash, field report 3.1).")
     engine: Literal["vllm"] = Field("vllm", description="Serving engine.")

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from stacks import rules
-from stacks.config import SECRET_KEYS, StackConfig, required_secret_keys
+from stacks.config import PATTERN_MEANING, SECRET_KEYS, StackConfig, required_secret_keys
 from stacks.rules import Problem
 
 NAMESPACE = "llm-serving"
@@ -52,7 +52,8 @@ def _problems_from_validation(err: ValidationError) -> list[Problem]:
         elif e["type"] == "missing":
             allowed = "is required"
         elif e["type"] == "string_pattern_mismatch":
-            allowed = f"must match {e['ctx']['pattern']}"
+            pattern = e["ctx"]["pattern"]
+            allowed = f"must be {PATTERN_MEANING[pattern]}" if pattern in PATTERN_MEANING else f"must match {pattern}"
         value = None if e["type"] == "missing" else e.get("input")
         if isinstance(value, (dict, list)):
             value = json.dumps(value, sort_keys=True)

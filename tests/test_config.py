@@ -96,12 +96,20 @@ def test_requests_must_not_exceed_limits():
     assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:gpuPool.cpuRequest = 200: must not exceed gpuPool.cpuLimit 128"]
 
 
-@pytest.mark.parametrize("field,value", [("directory", ""), ("servedModelName", "")])
-def test_model_path_and_served_name_must_not_be_empty(field, value):
+@pytest.mark.parametrize("field,allowed", [
+    ("directory", "a non-empty directory name: letters, digits, '.', '_' or '-', no '/'"),
+    ("servedModelName", "a Kubernetes label value: 1-63 letters, digits, '.', '_' or '-', alphanumeric at both ends")])
+def test_model_path_and_served_name_must_not_be_empty(field, allowed):
     raw = raw_config()
-    raw["models"][0][field] = value
-    (line,) = problems(raw)
-    assert line.startswith(f"Pulumi.dev.yaml: llm-serving:models[0].{field} = '': must match ")
+    raw["models"][0][field] = ""
+    assert problems(raw) == [f"Pulumi.dev.yaml: llm-serving:models[0].{field} = '': must be {allowed}"]
+
+
+def test_names_must_be_dns_labels():
+    raw = raw_config()
+    raw["models"][0]["name"] = "DeepSeek_V4"
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].name = 'DeepSeek_V4': must be a DNS label: "
+                             "1-63 lowercase letters, digits or '-', alphanumeric at both ends"]
 
 
 def test_missing_required_field_is_named():
