@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import pytest
 
@@ -230,3 +231,44 @@ def test_config_from_the_language_host_environment(monkeypatch):
 
     record("dev", program)
     assert seen["cfg"].gpu_budget == 8 and seen["cfg"].models[0].served_model_name == "DeepSeek-V4-Flash"
+
+
+def _sections(model=StackConfig, seen=None):
+    import typing
+
+    from pydantic import BaseModel
+    seen = seen if seen is not None else set()
+    if model in seen:
+        return seen
+    seen.add(model)
+    for field in model.model_fields.values():
+        stack = [field.annotation]
+        while stack:
+            t = stack.pop()
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                _sections(t, seen)
+            stack.extend(typing.get_args(t))
+    return seen
+
+
+def test_every_field_has_a_description_and_sizes_and_times_carry_units():
+    for model in _sections():
+        for name, field in model.model_fields.items():
+            assert field.description, f"{model.__name__}.{name} has no description"
+            if re.search(r"memory|shm|capacity|^size", name) and "utilization" not in name:
+                assert name.endswith("_gib"), f"{model.__name__}.{name} needs a GiB unit in its name"
+            if any(w in name for w in ("deadline", "budget", "grace", "timeout")) and name != "gpu_budget":
+                assert name.endswith("_seconds"), f"{model.__name__}.{name} needs a seconds unit in its name"
+
+
+def test_scalar_keys_are_typed_in_the_project_file():
+    import yaml
+    project = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())["config"]
+    types = {str: "string", int: "integer", bool: "boolean"}
+    for name, field in StackConfig.model_fields.items():
+        annotation = field.annotation
+        scalar = annotation in types or (isinstance(annotation, type) and issubclass(annotation, str))
+        if scalar:
+            key = field.alias or name
+            expected = types.get(annotation, "string")
+            assert project.get(key, {}).get("type") == expected, f"{key} must be typed {expected} in Pulumi.yaml"
