@@ -1,17 +1,31 @@
-"""Combined serving: one engine pod does prefill and decode (field report 5 and 7), as a
-Deployment plus a ClusterIP Service carrying the AIBrix discovery labels."""
+"""Combined serving: one engine pod does prefill and decode (field report 5, 7, 11.1, 12).
+
+One typed switch picks the orchestrator: a Deployment, an AIBrix StormService or an RBG
+RoleBasedGroup. Each embeds the same pod template from pod_template.engine_pod_template, so probes,
+mounts and GPUs are decided in one place. Every workload gets its own ClusterIP Service with the
+AIBrix labels: AIBrix v0.7.0 makes no HTTPRoute for a StormService or an RBG (11.1), so routes need
+a Service of ours to point at.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
-from components.engines import ENGINE_PORT, gpus_per_pod, parallel_size, vllm_command
+from components.engines import (API_KEY_ENV, ENGINE_PORT, engine_command, gpus_per_pod, parallel_size,
+                                startup_budget_seconds)
 from components.pod_template import PRE_START_ALLOWANCE_SECONDS, EnginePodSpec, ModelMount, engine_pod_template
 from stacks.config import CompileCache, GpuPool, ServedModel
+
+ANN_AB_BASELINE = "llm-serving.io/ab-baseline"
+# Custom resources are not awaited by Pulumi unless told what "ready" means; both StormService
+# and RoleBasedGroup set a Ready condition.
+WAIT_FOR_READY = {"pulumi.com/waitFor": "condition=Ready"}
+ROLE_NAME = "server"
 
 
 def aibrix_labels(model: ServedModel) -> dict[str, str]:
@@ -27,74 +41,120 @@ class CombinedEngineArgs:
     model: ServedModel
     gpu_pool: GpuPool
     compile_cache: CompileCache
-    image: str
+    image: Any                    # pulumi.Input[str]
+    image_digest: str
+    image_cuda_version: str | None
     model_claim_name: str
     model_mount_path: str
     api_key_secret: str
     scripts_config_map: str
+    image_pull_secrets: tuple[str, ...] = ()
+    ab_baseline: str | None = None   # name of the target-only workload this one is the DSpark arm of
 
 
 def rollout_deadline_seconds(model: ServedModel) -> int:
-    """Deployment progress deadline and Pulumi await timeout: the startup budget plus image pull
-    and model gate. Pulumi's 10-minute default would fail every 12-minute cold start."""
-    return model.startup_budget_seconds + PRE_START_ALLOWANCE_SECONDS
+    """Progress deadline and Pulumi await timeout: the startup budget plus image pull and model
+    gate. Pulumi's 10-minute default would fail every 12-minute cold start."""
+    return startup_budget_seconds(model) + PRE_START_ALLOWANCE_SECONDS
 
 
-def strategy(model: ServedModel) -> dict:
-    if model.rollout.strategy == "Recreate":
-        return {"type": "Recreate"}
-    # maxSurge 0: a rollout takes a pod down before it starts one, so the GPU count never rises.
-    return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": model.rollout.max_unavailable}}
+def rollout_strategy(model: ServedModel) -> str:
+    if model.rollout.strategy is not None:
+        return model.rollout.strategy
+    return "Recreate" if model.orchestrator == "deployment" else "RollingUpdate"
 
 
 def pod_spec(args: CombinedEngineArgs) -> EnginePodSpec:
     m = args.model
     mount = ModelMount(claim_name=args.model_claim_name, mount_path=args.model_mount_path,
                        directory=m.directory, revision=m.revision, expected_shard_count=m.expected_shard_count)
-    cmd = vllm_command(mount.model_path, m)
+    cmd = engine_command(mount.model_path, m)
+    annotations = {"llm-serving.io/model-revision": m.revision}
+    if args.ab_baseline:
+        annotations[ANN_AB_BASELINE] = args.ab_baseline
     return EnginePodSpec(
         name=m.name,
         labels={**labels(m.name, "engine"), **aibrix_labels(m)},
-        image=args.image, command=cmd.command, args=cmd.args, env=cmd.env,
+        image=args.image, image_digest=args.image_digest, cuda_version=args.image_cuda_version,
+        command=cmd.command, args=cmd.args, env=cmd.env,
         port=ENGINE_PORT[m.engine], gpus=gpus_per_pod(m), parallel_size=parallel_size(m),
         gpu_pool=args.gpu_pool, model=mount, compile_cache=args.compile_cache,
-        startup_budget_seconds=m.startup_budget_seconds,
+        startup_budget_seconds=startup_budget_seconds(m),
         termination_grace_seconds=m.termination_grace_seconds,
-        api_key_secret=args.api_key_secret, api_key_env="VLLM_API_KEY",
+        api_key_secret=args.api_key_secret, api_key_env=API_KEY_ENV[m.engine],
         scripts_config_map=args.scripts_config_map,
-        annotations={"llm-serving.io/model-revision": m.revision},
+        annotations=annotations, image_pull_secrets=list(args.image_pull_secrets),
     )
+
+
+def selector(model: ServedModel) -> dict[str, str]:
+    return {"app.kubernetes.io/name": model.name, "app.kubernetes.io/component": "engine"}
+
+
+def deployment_spec(model: ServedModel, template: dict) -> dict:
+    if rollout_strategy(model) == "Recreate":
+        strategy: dict = {"type": "Recreate"}
+    else:
+        # maxSurge 0: a pod goes down before its replacement starts, so the GPU count never rises.
+        strategy = {"type": "RollingUpdate",
+                    "rollingUpdate": {"maxSurge": 0, "maxUnavailable": model.rollout.max_unavailable}}
+    return {"replicas": model.replicas, "selector": {"matchLabels": selector(model)}, "strategy": strategy,
+            "progressDeadlineSeconds": rollout_deadline_seconds(model), "revisionHistoryLimit": 5,
+            "template": template}
+
+
+def stormservice_spec(model: ServedModel, template: dict) -> dict:
+    """One RoleSet (pooled mode, replicas 1) with one role serving the whole model per pod."""
+    no_surge = {"maxSurge": 0, "maxUnavailable": model.rollout.max_unavailable}
+    return {
+        "replicas": 1,
+        "selector": {"matchLabels": selector(model)},
+        "updateStrategy": {"type": "RollingUpdate", **no_surge},
+        "template": {"metadata": {"labels": selector(model)}, "spec": {"roles": [{
+            "name": ROLE_NAME, "replicas": model.replicas, "stateful": False,
+            "updateStrategy": no_surge, "template": template}]}},
+    }
+
+
+def rolebasedgroup_spec(model: ServedModel, template: dict) -> dict:
+    """The storage version v1alpha2: one `server` role, standalone pattern (field report 12)."""
+    return {"roles": [{
+        "name": ROLE_NAME, "replicas": model.replicas,
+        "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdate": {
+            "maxSurge": 0, "maxUnavailable": model.rollout.max_unavailable}},
+        "standalonePattern": {"template": template}}]}
 
 
 class CombinedEngine(Component):
     service_name: str
     endpoint: str
+    workload: pulumi.CustomResource
 
     def __init__(self, name: str, args: CombinedEngineArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:combined:CombinedEngine", name, opts)
         m, ns = args.model, args.namespace
-        selector = {"app.kubernetes.io/name": m.name, "app.kubernetes.io/component": "engine"}
-        deadline = rollout_deadline_seconds(m)
-        timeout = f"{deadline}s"
-        self.deployment = k8s.apps.v1.Deployment(
-            f"{name}-deployment",
-            metadata=metadata(m.name, ns, "engine", aibrix_labels(m)),
-            spec={
-                "replicas": m.replicas,
-                "selector": {"matchLabels": selector},
-                "strategy": strategy(m),
-                "progressDeadlineSeconds": deadline,
-                "revisionHistoryLimit": 5,
-                "template": engine_pod_template(pod_spec(args)),
-            },
-            opts=self.child_opts(custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)),
-        )
+        template = engine_pod_template(pod_spec(args))
+        timeout = f"{rollout_deadline_seconds(m)}s"
+        wait = pulumi.CustomTimeouts(create=timeout, update=timeout)
+        meta = metadata(m.name, ns, "engine", aibrix_labels(m))
+        if m.orchestrator == "deployment":
+            self.workload = k8s.apps.v1.Deployment(
+                f"{name}-deployment", metadata=meta, spec=deployment_spec(m, template),
+                opts=self.child_opts(custom_timeouts=wait))
+        else:
+            api, kind, spec = (("orchestration.aibrix.ai/v1alpha1", "StormService", stormservice_spec(m, template))
+                               if m.orchestrator == "stormservice" else
+                               ("workloads.x-k8s.io/v1alpha2", "RoleBasedGroup", rolebasedgroup_spec(m, template)))
+            self.workload = k8s.apiextensions.CustomResource(
+                f"{name}-{m.orchestrator}", api_version=api, kind=kind,
+                metadata={**meta, "annotations": dict(WAIT_FOR_READY)}, spec=spec,
+                opts=self.child_opts(custom_timeouts=wait))
         self.service_name = m.name
         port = ENGINE_PORT[m.engine]
         self.service = k8s.core.v1.Service(
             f"{name}-service",
-            metadata=metadata(m.name, ns, "engine", aibrix_labels(m)),
-            spec={"type": "ClusterIP", "selector": selector,
+            metadata=meta,
+            spec={"type": "ClusterIP", "selector": selector(m),
                   "ports": [{"name": "http", "port": port, "targetPort": "engine", "protocol": "TCP",
                              "appProtocol": "http"}]},
             opts=self.child_opts(),

@@ -8,14 +8,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from stacks.config import ServedModel, Vllm
+from stacks.config import ServedModel, Sglang, Vllm
 
 # Measured cold starts, pod creation to Ready, on 8 x H20. vLLM TP=8: about 12 min (field report 6
-# and 9.3); SGLang TP=8 with DSpark: about 23 min (field report 12.2). A startup budget below the
-# estimate makes Kubernetes kill every cold start.
+# and 9.3); SGLang TP=8 with DSpark: about 23 min, of which 854 s engine start with 394 + 123 s of
+# graph capture (field report 12.2). A startup budget below the estimate kills every cold start.
 COLD_START_ESTIMATE_SECONDS = {"vllm": 12 * 60, "sglang": 23 * 60}
+DEFAULT_STARTUP_BUDGET_SECONDS = {"vllm": 30 * 60, "sglang": 45 * 60}
 
 ENGINE_PORT = {"vllm": 8000, "sglang": 30000}
+API_KEY_ENV = {"vllm": "VLLM_API_KEY", "sglang": "SGLANG_API_KEY"}
 
 
 @dataclass(frozen=True)
@@ -28,12 +30,35 @@ class EngineCommand:
 
 
 def parallel_size(model: ServedModel) -> int:
-    """GPUs one engine pod drives: TP x DP for vLLM."""
+    """GPUs one engine pod drives: TP x DP for vLLM, TP for SGLang."""
+    if model.engine == "sglang":
+        return model.sglang.tensor_parallel_size
     return model.vllm.tensor_parallel_size * model.vllm.data_parallel_size
 
 
 def gpus_per_pod(model: ServedModel) -> int:
     return model.gpus_per_pod if model.gpus_per_pod is not None else parallel_size(model)
+
+
+def startup_budget_seconds(model: ServedModel) -> int:
+    if model.startup_budget_seconds is not None:
+        return model.startup_budget_seconds
+    return DEFAULT_STARTUP_BUDGET_SECONDS[model.engine]
+
+
+def speculative_decoding(model: ServedModel) -> bool:
+    if model.engine == "sglang":
+        return model.sglang.speculative_algorithm != "off"
+    return model.vllm.speculative_decoding != "off"
+
+
+def with_speculative_decoding(model: ServedModel, on: bool) -> ServedModel:
+    """The same model with DSpark switched on or off and nothing else changed."""
+    if model.engine == "sglang":
+        section = {"sglang": model.sglang.model_copy(update={"speculative_algorithm": "DSPARK" if on else "off"})}
+    else:
+        section = {"vllm": model.vllm.model_copy(update={"speculative_decoding": "dspark" if on else "off"})}
+    return model.model_copy(update=section)
 
 
 def vllm_args(model_path: str, served_model_name: str, port: int, vllm: Vllm) -> list[str]:
@@ -75,14 +100,57 @@ def vllm_args(model_path: str, served_model_name: str, port: int, vllm: Vllm) ->
     return args
 
 
-def vllm_command(model_path: str, model: ServedModel) -> EngineCommand:
-    return EngineCommand(
-        command=["vllm"],
-        args=vllm_args(model_path, model.served_model_name, ENGINE_PORT["vllm"], model.vllm),
-        # Weights come only from the read-only volume; a hub download would bypass the integrity
-        # check and the ready marker.
-        env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
-    )
+def sglang_args(model_path: str, served_model_name: str, port: int, sglang: Sglang, api_key_env: str) -> list[str]:
+    """`sglang serve` arguments, the validated H20 command of field report 12.1, in its order.
+
+    The API key is passed as `$(VAR)`, which Kubernetes expands from the Secret-backed env var, so
+    the manifest never holds it.
+    """
+    args = [
+        "serve",
+        "--trust-remote-code",
+        "--model-path", model_path,
+        "--served-model-name", served_model_name,
+        "--tp", str(sglang.tensor_parallel_size),
+        "--moe-runner-backend", sglang.moe_runner_backend,
+    ]
+    if sglang.speculative_algorithm != "off":
+        args += ["--speculative-algorithm", sglang.speculative_algorithm]
+    args += [
+        "--mem-fraction-static", _decimal(sglang.mem_fraction_static),
+        "--chunked-prefill-size", str(sglang.chunked_prefill_size),
+        "--swa-full-tokens-ratio", _decimal(sglang.swa_full_tokens_ratio),
+        "--reasoning-parser", sglang.reasoning_parser,
+        "--tool-call-parser", sglang.tool_call_parser,
+        "--host", "0.0.0.0",
+        "--port", str(port),
+    ]
+    if sglang.max_running_requests is not None:
+        args += ["--max-running-requests", str(sglang.max_running_requests)]
+    if sglang.cuda_graph_max_bs is not None:
+        args += ["--cuda-graph-max-bs", str(sglang.cuda_graph_max_bs)]
+    return args + ["--api-key", f"$({api_key_env})"]
+
+
+# Weights come only from the read-only volume; a hub download would bypass the integrity check and
+# the ready marker.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+# /health only checks the process instead of running a one-token generation every probe period
+# (field report 12.4). Not configurable: the probes are TCP anyway, and this keeps any other /health
+# caller from injecting prefill traffic into the engine.
+SGLANG_ENV = {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0"}
+
+
+def engine_command(model_path: str, model: ServedModel) -> EngineCommand:
+    port = ENGINE_PORT[model.engine]
+    if model.engine == "sglang":
+        return EngineCommand(
+            command=["sglang"],
+            args=sglang_args(model_path, model.served_model_name, port, model.sglang, API_KEY_ENV["sglang"]),
+            env={**OFFLINE_ENV, **SGLANG_ENV},
+        )
+    return EngineCommand(command=["vllm"], args=vllm_args(model_path, model.served_model_name, port, model.vllm),
+                         env=dict(OFFLINE_ENV))
 
 
 def _decimal(value: float) -> str:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from stacks.config import CompileCache, GpuPool
 
@@ -46,7 +47,9 @@ class ModelMount:
 class EnginePodSpec:
     name: str
     labels: dict[str, str]
-    image: str
+    image: Any                 # pulumi.Input[str]: a mirror reference may only be known at deploy time
+    image_digest: str          # sha256:..., what the image reference resolves to
+    cuda_version: str | None
     command: list[str]
     args: list[str]
     env: dict[str, str]
@@ -62,14 +65,17 @@ class EnginePodSpec:
     api_key_env: str
     scripts_config_map: str
     annotations: dict[str, str] = field(default_factory=dict)
+    image_pull_secrets: list[str] = field(default_factory=list)
 
 
-def compile_cache_key(image: str, gpu_architecture: str, command: list[str], args: list[str], env: dict[str, str]) -> str:
-    """Directory name of the JIT cache: a cache built by another image, GPU architecture or set of
-    engine arguments is not reusable and may be wrong (field report 12.2)."""
-    digest = image.rsplit("@sha256:", 1)[1][:12]
-    engine = hashlib.sha256(json.dumps([command, args, sorted(env.items())]).encode()).hexdigest()[:12]
-    return f"{gpu_architecture}-{digest}-{engine}"
+def compile_cache_key(image_digest: str, gpu_architecture: str, cuda_version: str | None, driver_version: str | None,
+                      command: list[str], args: list[str], env: dict[str, str]) -> str:
+    """Directory name of the JIT cache. A cache built by another image, CUDA, driver, GPU
+    architecture or set of startup parameters is not reusable and may be wrong (field report 12.2)."""
+    digest = image_digest.removeprefix("sha256:")[:12]
+    rest = hashlib.sha256(json.dumps([cuda_version, driver_version, command, args, sorted(env.items())])
+                          .encode()).hexdigest()[:12]
+    return f"{gpu_architecture}-{digest}-{rest}"
 
 
 def startup_failure_threshold(budget_seconds: int) -> int:
@@ -84,9 +90,17 @@ def tcp_probe(failure_threshold: int, period: int = PROBE_PERIOD_SECONDS, timeou
             "failureThreshold": failure_threshold, "successThreshold": 1}
 
 
-def _container_security() -> dict:
+def container_security() -> dict:
+    """Every container: never privileged, no escalation, no capabilities."""
     return {"privileged": False, "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"]}}
+
+
+def off_gpu_affinity(pool: GpuPool) -> dict:
+    """For CPU Jobs: nodes lacking the GPU pool's selector labels, so never a GPU node."""
+    keys = sorted(pool.node_selector) or ["nvidia.com/gpu.present"]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": k, "operator": "DoesNotExist"} for k in keys]}]}}}
 
 
 def _gib(n: int) -> str:
@@ -108,6 +122,8 @@ def cache_env() -> dict[str, str]:
         "TORCHINDUCTOR_CACHE_DIR": f"{CACHE_MOUNT}/inductor",
         "DG_JIT_CACHE_DIR": f"{CACHE_MOUNT}/deep_gemm",
         "VLLM_CACHE_ROOT": f"{CACHE_MOUNT}/vllm",
+        "SGLANG_JIT_CACHE_ROOT": f"{CACHE_MOUNT}/sglang",
+        "FLASHINFER_WORKSPACE_BASE": f"{CACHE_MOUNT}/flashinfer",
     }
 
 
@@ -124,7 +140,7 @@ def model_gate_container(spec: EnginePodSpec, model_volume_mount: dict) -> dict:
                  "--expected-shards", str(m.expected_shard_count), "--marker", READY_MARKER],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
                       "limits": {"cpu": "1", "memory": "512Mi"}},
-        "securityContext": _container_security(),
+        "securityContext": container_security(),
         "volumeMounts": [model_volume_mount,
                          {"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True}],
     }
@@ -132,7 +148,8 @@ def model_gate_container(spec: EnginePodSpec, model_volume_mount: dict) -> dict:
 
 def engine_pod_template(spec: EnginePodSpec) -> dict:
     pool = spec.gpu_pool
-    cache_key = compile_cache_key(spec.image, pool.gpu_architecture, spec.command, spec.args, spec.env)
+    cache_key = compile_cache_key(spec.image_digest, pool.gpu_architecture, spec.cuda_version, pool.driver_version,
+                                  spec.command, spec.args, spec.env)
     model_mount = {"name": "model", "mountPath": spec.model.mount_path, "readOnly": True}
     env = [{"name": k, "value": v} for k, v in sorted({**cache_env(), **spec.env}.items())]
     env.append({"name": spec.api_key_env,
@@ -155,7 +172,7 @@ def engine_pod_template(spec: EnginePodSpec) -> dict:
         "livenessProbe": tcp_probe(4, period=15, timeout=5),
         # Give endpoints time to drop the pod before the engine stops taking requests.
         "lifecycle": {"preStop": {"exec": {"command": ["sleep", "10"]}}},
-        "securityContext": _container_security(),
+        "securityContext": container_security(),
         "volumeMounts": [
             model_mount,
             {"name": "shm", "mountPath": "/dev/shm"},
@@ -186,4 +203,6 @@ def engine_pod_template(spec: EnginePodSpec) -> dict:
             {"name": "scripts", "configMap": {"name": spec.scripts_config_map, "defaultMode": 0o555}},
         ],
     }
+    if spec.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.image_pull_secrets]
     return {"metadata": {"labels": dict(spec.labels), "annotations": annotations}, "spec": pod_spec}

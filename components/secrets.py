@@ -13,6 +13,7 @@ from components.base import Component, metadata
 API_KEY_SECRET = "llm-serving-api-key"
 OBJECT_STORE_SECRET = "llm-serving-object-store"
 CEPH_SECRET = "llm-serving-ceph"
+REGISTRY_SECRET = "llm-serving-registry"
 
 
 @dataclass(frozen=True)
@@ -23,12 +24,15 @@ class SecretsArgs:
     object_store_secret_access_key: pulumi.Output[str]
     # (ceph user, key, driver) when the model volume is CephFS.
     ceph: tuple[str, pulumi.Output[str], str] | None = None
+    # Docker config JSON for the internal registry mirror.
+    registry_docker_config: pulumi.Output[str] | None = None
 
 
 class ServingSecrets(Component):
     api_key_secret_name: str = API_KEY_SECRET
     object_store_secret_name: str = OBJECT_STORE_SECRET
     ceph_secret_name: str | None = None
+    registry_secret_name: str | None = None
 
     def __init__(self, name: str, args: SecretsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:secrets:ServingSecrets", name, opts)
@@ -44,13 +48,19 @@ class ServingSecrets(Component):
             # ceph-csi reads userID/userKey; the in-tree plugin reads `key`.
             data = {"userID": pulumi.Output.secret(user), "userKey": key} if driver == "csi" else {"key": key}
             self.ceph = self._secret(f"{name}-ceph", CEPH_SECRET, ns, data)
+        if args.registry_docker_config is not None:
+            self.registry_secret_name = REGISTRY_SECRET
+            self.registry = self._secret(f"{name}-registry", REGISTRY_SECRET, ns,
+                                         {".dockerconfigjson": args.registry_docker_config},
+                                         type_="kubernetes.io/dockerconfigjson")
         self.register_outputs({"apiKeySecretName": API_KEY_SECRET, "objectStoreSecretName": OBJECT_STORE_SECRET})
 
-    def _secret(self, logical: str, name: str, namespace: str, data: dict[str, pulumi.Output[str]]) -> k8s.core.v1.Secret:
+    def _secret(self, logical: str, name: str, namespace: str, data: dict[str, pulumi.Output[str]],
+                type_: str = "Opaque") -> k8s.core.v1.Secret:
         return k8s.core.v1.Secret(
             logical,
             metadata=metadata(name, namespace, "credentials"),
-            type="Opaque",
+            type=type_,
             string_data={k: pulumi.Output.secret(v) for k, v in data.items()},
             opts=self.child_opts(),
         )

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
-from components.pod_template import READY_MARKER, SCRIPTS_MOUNT
+from components.pod_template import READY_MARKER, SCRIPTS_MOUNT, container_security, off_gpu_affinity
 from stacks.config import GpuPool, ModelSync, ObjectStore, ServedModel
 
 WORK_DIR = "/work"
@@ -36,8 +37,9 @@ class ModelSyncArgs:
     sync_claim_name: str
     credentials_secret: str
     scripts_config_map: str
-    sync_image: str
-    verify_image: str
+    sync_image: Any             # pulumi.Input[str], a mirror reference may be an Output
+    verify_image: Any
+    image_pull_secrets: list[str] = field(default_factory=list)
 
 
 def job_name(model: ServedModel) -> str:
@@ -45,17 +47,6 @@ def job_name(model: ServedModel) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", model.directory.lower()).strip("-")[:40].rstrip("-")
     tag = hashlib.sha256(f"{model.directory}:{model.object_prefix}@{model.revision}".encode()).hexdigest()[:8]
     return f"sync-{slug}-{tag}"
-
-
-def off_gpu_affinity(pool: GpuPool) -> dict:
-    """Nodes lacking the GPU pool's selector labels: never a GPU node."""
-    keys = sorted(pool.node_selector) or ["nvidia.com/gpu.present"]
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": k, "operator": "DoesNotExist"} for k in keys]}]}}}
-
-
-def _security() -> dict:
-    return {"privileged": False, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 def sync_pod_spec(args: ModelSyncArgs) -> dict:
@@ -87,7 +78,7 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         "command": ["/bin/sh", f"{SCRIPTS_MOUNT}/sync_model.sh"],
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())] + secret_env,
         "resources": resources,
-        "securityContext": _security(),
+        "securityContext": container_security(),
         "volumeMounts": mounts,
     }
     verify = {
@@ -97,7 +88,7 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         "args": ["--model-dir", dest, "--revision", m.revision, "--expected-shards", str(m.expected_shard_count),
                  "--marker", READY_MARKER, "--workers", str(max(1, sync.cpu_request))],
         "resources": resources,
-        "securityContext": _security(),
+        "securityContext": container_security(),
         "volumeMounts": mounts,
     }
     pod: dict = {
@@ -116,6 +107,8 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
     }
     if sync.node_selector:
         pod["nodeSelector"] = dict(sorted(sync.node_selector.items()))
+    if args.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": n} for n in args.image_pull_secrets]
     return pod
 
 

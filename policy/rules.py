@@ -215,19 +215,53 @@ def model_sync_stays_off_gpus(resource_type: str, props: dict) -> list[str]:
 
 
 def rollout_never_adds_gpus(resource_type: str, props: dict) -> list[str]:
-    """A GPU Deployment rolls with Recreate or maxSurge 0 and waits at least the startup budget."""
-    if _kind(resource_type) != "Deployment":
-        return []
+    """A GPU workload of any kind rolls without surge pods; a Deployment also waits at least the
+    startup budget before declaring the rollout stuck."""
     out = []
     for ref in _templates(resource_type, props):
         if pod_gpus(ref.template) == 0:
             continue
         if ref.surge:
-            out.append(f"{_name(props)}: the rollout may start {ref.surge} extra pod(s) of {pod_gpus(ref.template)} GPUs; use Recreate or maxSurge 0.")
+            out.append(f"{_name(props)}: the rollout at {ref.path or 'the pod'} may start {ref.surge} extra pod(s) of "
+                       f"{pod_gpus(ref.template)} GPUs; use Recreate or maxSurge 0.")
         budget = _annotations(ref.template).get(STARTUP_BUDGET)
-        deadline = (props.get("spec") or {}).get("progressDeadlineSeconds", 600)
-        if budget is not None and int(deadline) < int(budget):
-            out.append(f"{_name(props)}: progressDeadlineSeconds {deadline} is below the startup budget {budget}s.")
+        if _kind(resource_type) == "Deployment" and budget is not None:
+            deadline = (props.get("spec") or {}).get("progressDeadlineSeconds", 600)
+            if int(deadline) < int(budget):
+                out.append(f"{_name(props)}: progressDeadlineSeconds {deadline} is below the startup budget {budget}s.")
+    return out
+
+
+BUILTIN_WORKLOADS = {"Deployment", "StatefulSet", "ReplicaSet", "Job", "Pod"}
+
+
+def custom_workloads_are_awaited(resource_type: str, props: dict) -> list[str]:
+    """Pulumi does not wait for a custom resource unless it carries pulumi.com/waitFor; without it
+    `pulumi up` would report success while the engine is still cold."""
+    if _kind(resource_type) in BUILTIN_WORKLOADS or not any(pod_gpus(r.template) for r in _templates(resource_type, props)):
+        return []
+    annotations = (props.get("metadata") or {}).get("annotations") or {}
+    if "pulumi.com/waitFor" not in annotations:
+        return [f"{_name(props)}: a GPU custom resource needs a pulumi.com/waitFor annotation (e.g. condition=Ready)."]
+    if "pulumi.com/skipAwait" in annotations:
+        return [f"{_name(props)}: pulumi.com/skipAwait makes `pulumi up` return before the engine is ready."]
+    return []
+
+
+SGLANG_HEALTH = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"
+
+
+def no_generative_health_checks(resource_type: str, props: dict) -> list[str]:
+    """An SGLang engine runs with /health generation off (field report 12.4), whatever probes say."""
+    out = []
+    for _, engine_containers in _engine_pods(resource_type, props):
+        for c in engine_containers:
+            argv = " ".join(str(a) for a in (c.get("command") or []) + (c.get("args") or []))
+            if "sglang" not in argv:
+                continue
+            env = {e.get("name"): e for e in c.get("env") or []}
+            if (env.get(SGLANG_HEALTH) or {}).get("value") != "0":
+                out.append(f"{_name(props)}: SGLang container {c.get('name')} must set {SGLANG_HEALTH}=0.")
     return out
 
 
@@ -242,6 +276,8 @@ RESOURCE_POLICIES = [
     ResourcePolicy("secret-refs", "Credentials only through secretKeyRef.", secrets_only_by_reference),
     ResourcePolicy("sync-off-gpu", "The model sync Job stays off GPU nodes.", model_sync_stays_off_gpus),
     ResourcePolicy("rollout-gpus", "GPU rollouts never add pods and wait for the startup budget.", rollout_never_adds_gpus),
+    ResourcePolicy("custom-resources-awaited", "GPU custom resources carry pulumi.com/waitFor.", custom_workloads_are_awaited),
+    ResourcePolicy("no-generative-health", "SGLang runs with /health generation disabled.", no_generative_health_checks),
 ]
 
 
@@ -276,17 +312,22 @@ def _seconds(duration: str) -> int:
 
 
 def await_timeouts_cover_rollout(resources: list[StackResource]) -> list[str]:
-    """Pulumi's 10-minute default await fails a 12-minute cold start: GPU Deployments carry
-    customTimeouts at least their progress deadline."""
+    """Pulumi's 10-minute default await fails a 12-minute cold start: every GPU workload carries
+    customTimeouts covering its progress deadline (Deployment) or its startup budget (others)."""
     out = []
     for r in resources:
-        if _kind(r.type) != "Deployment" or not any(pod_gpus(t.template) for t in _templates(r.type, r.props)):
+        refs = [t for t in _templates(r.type, r.props) if pod_gpus(t.template)]
+        if not refs or _kind(r.type) == "Job":
             continue
-        deadline = int((r.props.get("spec") or {}).get("progressDeadlineSeconds", 600))
+        if _kind(r.type) == "Deployment":
+            need, what = int((r.props.get("spec") or {}).get("progressDeadlineSeconds", 600)), "progressDeadlineSeconds"
+        else:
+            need = max(int(_annotations(t.template).get(STARTUP_BUDGET, 600)) for t in refs)
+            what = "the startup budget"
         timeouts = r.options.get("customTimeouts") or {}
         for op in ("create", "update"):
-            if _seconds(timeouts.get(op, "")) < deadline:
-                out.append(f"{_name(r.props)}: Pulumi {op} timeout {timeouts.get(op, '10m (default)')} is below progressDeadlineSeconds {deadline}.")
+            if _seconds(timeouts.get(op, "")) < need:
+                out.append(f"{_name(r.props)}: Pulumi {op} timeout {timeouts.get(op, '10m (default)')} is below {what} {need}.")
     return out
 
 

@@ -24,15 +24,54 @@ def _int(value: Any, default: int) -> int:
     return default if value is None else int(value)
 
 
+def _surge(value: Any, replicas: int) -> int:
+    """maxSurge as pods: an int, or a percentage of replicas rounded up (as Kubernetes does)."""
+    if isinstance(value, str):
+        percent = int(value.rstrip("%"))
+        return -(-replicas * percent // 100)
+    return int(value)
+
+
 def _deployment_surge(spec: dict) -> int:
     strategy = spec.get("strategy") or {}
     if strategy.get("type") == "Recreate":
         return 0
-    surge = (strategy.get("rollingUpdate") or {}).get("maxSurge", "25%")
-    if isinstance(surge, str):
-        # A percentage rounds up to at least one pod.
-        return max(1, -(-_int(spec.get("replicas"), 1) * int(surge.rstrip("%")) // 100)) if surge != "0%" else 0
-    return int(surge)
+    replicas = _int(spec.get("replicas"), 1)
+    return _surge((strategy.get("rollingUpdate") or {}).get("maxSurge", "25%"), replicas)
+
+
+def _stormservice_templates(spec: dict) -> list[PodTemplateRef]:
+    """Roles of spec.template; a missing role or top-level maxSurge is counted as one pod, since
+    the AIBrix CRD sets no default and its controller was seen to overshoot (field report 11.2)."""
+    role_sets = _int(spec.get("replicas"), 1)
+    top_surge = (spec.get("updateStrategy") or {}).get("maxSurge", 1)
+    refs = []
+    roles = ((spec.get("template") or {}).get("spec") or {}).get("roles") or []
+    for i, role in enumerate(roles):
+        replicas = _int(role.get("replicas"), 1)
+        role_surge = (role.get("updateStrategy") or {}).get("maxSurge", 1)
+        surge = _surge(role_surge, replicas) * role_sets + _surge(top_surge, role_sets) * replicas
+        refs.append(PodTemplateRef(f"spec.template.spec.roles[{i}].template", role.get("template") or {},
+                                   replicas * role_sets, surge))
+    return refs
+
+
+def _rolebasedgroup_templates(spec: dict) -> list[PodTemplateRef]:
+    """Standalone and leader-worker roles; the CRD defaults maxSurge to 0."""
+    refs = []
+    for i, role in enumerate(spec.get("roles") or []):
+        replicas = _int(role.get("replicas"), 1)
+        rolling = (role.get("rolloutStrategy") or {}).get("rollingUpdate") or {}
+        surge = _surge(rolling.get("maxSurge", 0), replicas)
+        if "standalonePattern" in role:
+            refs.append(PodTemplateRef(f"spec.roles[{i}].standalonePattern.template",
+                                       (role["standalonePattern"] or {}).get("template") or {}, replicas, surge))
+        elif "leaderWorkerPattern" in role:
+            lwp = role["leaderWorkerPattern"] or {}
+            size = _int(lwp.get("size"), 1)
+            refs.append(PodTemplateRef(f"spec.roles[{i}].leaderWorkerPattern.template",
+                                       lwp.get("template") or {}, replicas * size, surge * size))
+    return refs
 
 
 def pod_templates(kind: str, manifest: dict) -> list[PodTemplateRef]:
@@ -44,6 +83,10 @@ def pod_templates(kind: str, manifest: dict) -> list[PodTemplateRef]:
         return [PodTemplateRef("spec.template", spec.get("template") or {}, _int(spec.get("parallelism"), 1), 0)]
     if kind == "Pod":
         return [PodTemplateRef("", {"metadata": manifest.get("metadata") or {}, "spec": spec}, 1, 0)]
+    if kind == "StormService":
+        return _stormservice_templates(spec)
+    if kind == "RoleBasedGroup":
+        return _rolebasedgroup_templates(spec)
     return []
 
 

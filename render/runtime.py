@@ -70,11 +70,21 @@ class Recorded:
     options: dict
 
 
+MOCK_ACCOUNT = "000000000000"
+
+
 class MockResources(pulumi.runtime.Mocks):
-    """Gives each resource a stable id and the outputs the program reads."""
+    """Gives each resource a stable id and the outputs the program reads, shaped like the real ones
+    (a mock AWS account id makes them recognisable in the render)."""
+
+    def __init__(self, aws_region: str = "us-east-1"):
+        self.aws_region = aws_region
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         state = dict(args.inputs)
+        if args.typ == "aws:ecr/repository:Repository":
+            state["repositoryUrl"] = f"{MOCK_ACCOUNT}.dkr.ecr.{self.aws_region}.amazonaws.com/{state['name']}"
+            return state["name"], state
         if args.typ == "aws:iam/accessKey:AccessKey":
             state["secret"] = "mock-secret-access-key"
             return "AKIAMOCKACCESSKEYID0", state
@@ -123,10 +133,10 @@ class Rendered:
     missing_secrets: list[str] = field(default_factory=list)
 
 
-def _start(stack: str, config: dict[str, str], secret_keys: list[str]) -> RecordingMonitor:
+def _start(stack: str, config: dict[str, str], secret_keys: list[str], aws_region: str = "us-east-1") -> RecordingMonitor:
     settings.ROOT.set(None)  # a fresh root stack per run, so several renders share a process
     pulumi.runtime.set_all_config(config, secret_keys)
-    monitor = RecordingMonitor(MockResources())
+    monitor = RecordingMonitor(MockResources(aws_region))
     pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
     return monitor
 
@@ -147,9 +157,10 @@ def _without_cycle_collection():
 
 
 def record(stack: str, program: Callable[[], dict[str, pulumi.Input]],
-           config: dict[str, str] | None = None, secret_keys: list[str] | None = None) -> Rendered:
+           config: dict[str, str] | None = None, secret_keys: list[str] | None = None,
+           aws_region: str = "us-east-1") -> Rendered:
     """Run `program` under the mock runtime; return what it registered and its resolved outputs."""
-    monitor = _start(stack, config or {}, secret_keys or [])
+    monitor = _start(stack, config or {}, secret_keys or [], aws_region)
     resolved: dict[str, Any] = {}
     secret_outputs: set[str] = set()
 
@@ -179,6 +190,6 @@ def render(stack_file: StackFile) -> Rendered:
     for key in missing:
         config[f"{loader.NAMESPACE}:{key}"] = MASK
         secret_keys.append(f"{loader.NAMESPACE}:{key}")
-    rendered = record(stack_file.stack, program.run, config, secret_keys)
+    rendered = record(stack_file.stack, program.run, config, secret_keys, cfg.object_store.region)
     rendered.missing_secrets = missing
     return rendered

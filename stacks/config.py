@@ -14,7 +14,7 @@ import re
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -32,8 +32,6 @@ def text(pattern: str, meaning: str) -> Any:
 
 DnsLabel = text(DNS_LABEL, "a DNS label: 1-63 lowercase letters, digits or '-', alphanumeric at both ends")
 NonEmpty = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
-# `repository[:tag]@sha256:<64 hex>`: a tag alone is mutable, so it is never accepted.
-IMAGE_BY_DIGEST = re.compile(r"^[a-z0-9][a-z0-9._\-/:]*@sha256:[0-9a-f]{64}$")
 
 
 def stack_key(field_name: str) -> str:
@@ -148,6 +146,8 @@ class GpuPool(Model):
     gpus_per_node: int = Field(8, ge=1, le=16, description="GPUs on one node of the pool.")
     gpu_architecture: text(r"^sm[0-9]{2,3}a?$", "a CUDA architecture such as 'sm90'") = Field(
         "sm90", description="CUDA architecture of the pool (H20 is Hopper, sm90); part of the JIT cache key.")
+    driver_version: text(r"^[0-9][0-9.]*$", "an NVIDIA driver version such as '570.133.20' (quoted)") | None = Field(
+        None, description="NVIDIA driver on the pool's nodes; part of the JIT cache key (field report 12.2).")
     cpu_request: int = Field(64, ge=1, description="CPU cores requested per engine pod (field report 2.1).")
     cpu_limit: int = Field(128, ge=1, description="CPU core limit per engine pod.")
     memory_request_gib: int = Field(320, ge=1, description="Memory requested per engine pod in GiB.")
@@ -155,20 +155,64 @@ class GpuPool(Model):
     shm_size_gib: int = Field(128, ge=1, description="Size of /dev/shm (a Memory emptyDir) in GiB; at least 8 GiB per GPU.")
 
 
+IMAGE_UPSTREAM = text(r"^[a-z0-9][A-Za-z0-9._\-/:]*$",
+                      "an image reference registry/repository[:tag] without a digest, e.g. vllm/vllm-openai:v0.26.0-cu129")
+SHA256_DIGEST = text(r"^sha256:[0-9a-f]{64}$", "a digest: sha256: and 64 lowercase hex digits")
+
+
+class ImageRef(Model):
+    """An upstream image and the digest it must resolve to. The tag documents; the digest pins."""
+
+    upstream: IMAGE_UPSTREAM = Field(..., description="Upstream reference, repository[:tag], no digest.")
+    digest: SHA256_DIGEST = Field(..., description="sha256 digest the image is pinned to (field report 11.3: verify it, then pin it).")
+    cuda_version: text(r"^[0-9]+\.[0-9]+$", "a CUDA version such as '12.9' (quoted)") | None = Field(
+        None, description="CUDA runtime inside the image; part of the JIT cache key (field report 12.2).")
+
+
+class RayImageRef(ImageRef):
+    """The Ray-enabled vLLM image P/D on RayClusterFleet needs: an image of its own, with Ray
+    installed at build time rather than pip-installed at every start (field report 11.3)."""
+
+    ray_version: text(r"^[0-9]+\.[0-9]+\.[0-9]+$", "a Ray version such as '2.47.1' (quoted)") = Field(
+        ..., description="The ray[default] version baked into the image (2.47.1 in the field report).")
+
+
+class EcrMirror(Model):
+    repository_prefix: DnsLabel = Field("llm-serving", description="Prefix of the ECR repositories and pull-through cache rules.")
+    upstream_credential_arns: dict[NonEmpty, NonEmpty] = Field(
+        default_factory=dict, description="Secrets Manager ARN (name prefixed ecr-pullthroughcache/) per upstream registry "
+        "that needs one for pull-through caching, keyed by registry host (docker.io, ghcr.io).")
+    keep_images: int = Field(30, ge=5, le=1000, description="Images kept per repository by the lifecycle policy.")
+
+
+class RegistryMirror(Model):
+    host: text(r"^[a-z0-9][a-z0-9.\-]*(:[0-9]+)?$", "a registry host[:port]") = Field(..., description="Internal registry host, e.g. registry.internal:5000.")
+    repository_prefix: text(r"^[a-z0-9][a-z0-9._\-/]*[a-z0-9]$", "a repository path prefix") = Field(
+        "llm-serving", description="Path under the host where mirrored repositories live.")
+    copy_image: ImageRef = Field(..., description="Image with skopeo for the copy Job; pulled from upstream, not the mirror.")
+
+
+class Mirror(Model):
+    kind: Literal["none", "ecr", "registry"] = Field("none", description="none pulls from upstream; ecr or registry pulls from a mirror.")
+    ecr: EcrMirror | None = Field(None, description="Settings when kind is ecr.")
+    registry: RegistryMirror | None = Field(None, description="Settings when kind is registry (credentials: secret llm-serving:registryDockerConfigJson).")
+
+
 class Images(Model):
-    """Container images, each pinned by digest (`repo[:tag]@sha256:...`): a tag can move under a
+    """Container images, each an upstream reference plus a sha256 digest: a tag can move under a
     running fleet, a digest cannot (field report 11.3)."""
 
-    vllm: str = Field(..., description="vLLM OpenAI server image (needs DeepSeek V4 support, field report 2.2).")
-    model_sync: str = Field(..., description="Image with the AWS CLI, for the model sync Job.")
-    model_verify: str = Field(..., description="Image with python3, for the integrity check and ready marker.")
+    vllm: ImageRef = Field(..., description="vLLM OpenAI server image (needs DeepSeek V4 support, field report 2.2).")
+    sglang: ImageRef | None = Field(None, description="SGLang image, required by sglang models (field report 12: v0.5.17, CUDA 13.0).")
+    vllm_ray: RayImageRef | None = Field(None, description="Ray-enabled vLLM image for RayClusterFleet P/D.")
+    model_sync: ImageRef = Field(..., description="Image with the AWS CLI, for the model sync Job.")
+    model_verify: ImageRef = Field(..., description="Image with python3, for the integrity check and ready marker.")
+    mirror: Mirror = Field(default_factory=Mirror, description="Where pods pull the images from.")
 
-    @field_validator("vllm", "model_sync", "model_verify")
-    @classmethod
-    def _pinned(cls, value: str) -> str:
-        if not IMAGE_BY_DIGEST.match(value):
-            raise ValueError("must be pinned by digest, as repository[:tag]@sha256:<64 hex digits>")
-        return value
+    def named(self) -> dict[str, ImageRef]:
+        """Every configured image by its stack-file key."""
+        return {stack_key(name): ref for name in type(self).model_fields
+                if isinstance(ref := getattr(self, name), ImageRef)}
 
 
 class CompileCache(Model):
@@ -193,10 +237,12 @@ class ModelSync(Model):
 
 
 class Rollout(Model):
-    """How the serving Deployment replaces pods. A surge pod would need 8 more GPUs that the budget
-    does not have, so surge is fixed at 0 (field report 11.2 saw the count overshoot)."""
+    """How engine pods are replaced. A surge pod would need a full set of GPUs that the budget does
+    not have, so surge is fixed at 0 (field report 11.2 saw the count overshoot)."""
 
-    strategy: Literal["Recreate", "RollingUpdate"] = Field("Recreate", description="Recreate, or RollingUpdate with maxSurge 0.")
+    strategy: Literal["Recreate", "RollingUpdate"] | None = Field(
+        None, description="Recreate (Deployment only) or RollingUpdate with maxSurge 0; unset means Recreate for a "
+        "Deployment and RollingUpdate for StormService and RoleBasedGroup, which have no Recreate.")
     max_unavailable: int = Field(1, ge=1, description="Pods taken down at once by a RollingUpdate.")
     max_surge: int = Field(0, ge=0, description="Extra pods during a rollout. Must be 0: the engine rollout never raises the GPU count.")
 
@@ -221,6 +267,22 @@ class Vllm(Model):
     enforce_eager: bool = Field(False, description="--enforce-eager: skip CUDA Graphs (faster start, slower steady state).")
 
 
+class Sglang(Model):
+    """SGLang server arguments; defaults are the validated H20 command of field report 12.1.
+    SGLang spells the parsers differently from vLLM (deepseek-v4, deepseekv4): kept as SGLang spells them."""
+
+    tensor_parallel_size: int = Field(8, ge=1, le=16, description="--tp.")
+    moe_runner_backend: NonEmpty = Field("marlin", description="--moe-runner-backend; marlin is the MXFP4 path on Hopper/H20 (FlashInfer MXFP4 is for Blackwell).")
+    speculative_algorithm: Literal["off", "DSPARK"] = Field("off", description="--speculative-algorithm; DSPARK uses the checkpoint's built-in DSpark head.")
+    mem_fraction_static: float = Field(0.82, gt=0, le=0.95, description="--mem-fraction-static.")
+    chunked_prefill_size: int = Field(4096, ge=-1, description="--chunked-prefill-size in tokens (-1 disables).")
+    swa_full_tokens_ratio: float = Field(0.1, gt=0, le=1, description="--swa-full-tokens-ratio.")
+    reasoning_parser: NonEmpty = Field("deepseek-v4", description="--reasoning-parser (SGLang spelling).")
+    tool_call_parser: NonEmpty = Field("deepseekv4", description="--tool-call-parser (SGLang spelling).")
+    max_running_requests: int | None = Field(None, ge=1, description="--max-running-requests; lower it with cudaGraphMaxBs to capture fewer graph shapes (section 12.2), re-benchmark after.")
+    cuda_graph_max_bs: int | None = Field(None, ge=1, description="--cuda-graph-max-bs.")
+
+
 class ServedModel(Model):
     """One served model: where its weights are and how its combined engine runs."""
 
@@ -235,16 +297,23 @@ class ServedModel(Model):
     revision: text(r"^[A-Za-z0-9._\-]+$", "a non-empty revision: letters, digits, '.', '_' or '-'") = Field(
         ..., description="Model revision; the sync Job writes it into the ready marker and pods refuse another.")
     expected_shard_count: int = Field(48, ge=1, description="Safetensors shards the weight index must name (48 for DeepSeek-V4-Flash, field report 3.1).")
-    engine: Literal["vllm"] = Field("vllm", description="Serving engine.")
+    engine: Literal["vllm", "sglang"] = Field("vllm", description="Serving engine.")
+    orchestrator: Literal["deployment", "stormservice", "rolebasedgroup"] = Field(
+        "deployment", description="What runs the engine pod: a Deployment, an AIBrix StormService (11.1) or an RBG RoleBasedGroup (12).")
     topology: Literal["combined"] = Field("combined", description="combined: one engine does prefill and decode (field report 7).")
+    dspark_of: DnsLabel | None = Field(
+        None, description="Makes this model the DSpark arm of an A/B pair: the name of the target-only model it must "
+        "equal in everything but speculative decoding, name and served name (field report 5, 8.1, 12.5).")
     replicas: int = Field(1, ge=0, le=64, description="Engine pods.")
     gpus_per_pod: int | None = Field(None, ge=1, description="GPUs per engine pod; unset means the parallel size. When set it must equal it.")
-    startup_budget_seconds: int = Field(
-        1800, ge=60, description="Time from pod start to a port that accepts connections, in seconds; "
-        "must cover the measured cold start (about 12 min for vLLM TP=8, field report 6).")
+    startup_budget_seconds: int | None = Field(
+        None, ge=60, description="Time from pod start to a port that accepts connections, in seconds; unset means "
+        "1800 for vLLM and 2700 for SGLang. It must cover the measured cold start: about 12 min for vLLM TP=8 "
+        "(field report 6) and 23 min for SGLang (12.2).")
     termination_grace_seconds: int = Field(120, ge=10, le=3600, description="Grace period to drain in-flight requests, in seconds.")
-    rollout: Rollout = Field(default_factory=Rollout, description="Rollout of the engine Deployment.")
-    vllm: Vllm = Field(default_factory=Vllm, description="vLLM arguments.")
+    rollout: Rollout = Field(default_factory=Rollout, description="Rollout of the engine pods.")
+    vllm: Vllm = Field(default_factory=Vllm, description="vLLM arguments (engine vllm).")
+    sglang: Sglang = Field(default_factory=Sglang, description="SGLang arguments (engine sglang).")
 
 
 class StackConfig(Model):
@@ -270,6 +339,7 @@ SECRET_KEYS = {
     "objectStoreAccessKeyId": "Read-only access key id for a non-AWS object store.",
     "objectStoreSecretAccessKey": "Secret access key for a non-AWS object store.",
     "cephUserKey": "Key of the Ceph user of modelVolume.cephfs.user.",
+    "registryDockerConfigJson": "Docker config JSON with credentials for images.mirror.registry.host (pods pull with it, the copy Job pushes with it).",
 }
 
 
@@ -280,4 +350,6 @@ def required_secret_keys(cfg: StackConfig) -> list[str]:
         keys += ["objectStoreAccessKeyId", "objectStoreSecretAccessKey"]
     if cfg.model_volume.kind == "cephfs":
         keys.append("cephUserKey")
+    if cfg.images.mirror.kind == "registry":
+        keys.append("registryDockerConfigJson")
     return keys

@@ -10,6 +10,8 @@ import pulumi_kubernetes as k8s
 
 from components.base import labels
 from components.combined import CombinedEngine, CombinedEngineArgs
+from components.engines import with_speculative_decoding
+from components.images import ImageMirror, ImageMirrorArgs
 from components.providers import make_providers
 from components.scripts import ModelScripts
 from components.secrets import SecretsArgs, ServingSecrets
@@ -17,7 +19,18 @@ from components.storage import ModelStore, ModelStoreArgs
 from components.sync_job import ModelSyncArgs, ModelSyncJob
 from components.volume import ModelVolumeArgs, ModelVolumeClaims
 from stacks import loader, rules
-from stacks.config import Environment, StackConfig
+from stacks.config import Environment, ServedModel, StackConfig
+
+
+def engine_models(cfg: StackConfig) -> list[ServedModel]:
+    """The models as the engines are built. The DSpark arm of an A/B pair is the target-only arm
+    with DSpark switched on and its own name: both arms come from the same arguments, so they can
+    differ in nothing else (field report 5, 8.1, 12.5). The config rules have already refused a
+    declared arm that differs in more."""
+    by_name = {m.name: m for m in cfg.models}
+    return [m if m.dspark_of is None else with_speculative_decoding(by_name[m.dspark_of], on=True).model_copy(
+        update={"name": m.name, "served_model_name": m.served_model_name, "dspark_of": m.dspark_of})
+        for m in cfg.models]
 
 
 @dataclass(frozen=True)
@@ -27,6 +40,7 @@ class StackSecrets:
     object_store_access_key_id: pulumi.Output[str] | None = None
     object_store_secret_access_key: pulumi.Output[str] | None = None
     ceph_user_key: pulumi.Output[str] | None = None
+    registry_docker_config: pulumi.Output[str] | None = None
 
 
 def read_secrets() -> StackSecrets:
@@ -37,6 +51,7 @@ def read_secrets() -> StackSecrets:
         object_store_access_key_id=c.get_secret("objectStoreAccessKeyId"),
         object_store_secret_access_key=c.get_secret("objectStoreSecretAccessKey"),
         ceph_user_key=c.get_secret("cephUserKey"),
+        registry_docker_config=c.get_secret("registryDockerConfigJson"),
     )
 
 
@@ -68,35 +83,51 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     assert access_key_id is not None and secret_access_key is not None
     serving_secrets = ServingSecrets("secrets", SecretsArgs(
         namespace=ns, api_key=secrets.api_key, object_store_access_key_id=access_key_id,
-        object_store_secret_access_key=secret_access_key, ceph=ceph), opts)
+        object_store_secret_access_key=secret_access_key, ceph=ceph,
+        registry_docker_config=secrets.registry_docker_config if cfg.images.mirror.kind == "registry" else None), opts)
 
     volume = ModelVolumeClaims("model-volume", ModelVolumeArgs(
         volume=cfg.model_volume, namespace=ns, ceph_secret_name=serving_secrets.ceph_secret_name),
         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets])))
     scripts = ModelScripts("model-scripts", ns, opts)
+    images = ImageMirror("images", ImageMirrorArgs(
+        images=cfg.images, namespace=ns, gpu_pool=cfg.gpu_pool,
+        pull_secret_name=serving_secrets.registry_secret_name, scripts_config_map=scripts.config_map_name),
+        pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets, scripts])))
+    pull_secrets = images.pull_secrets
 
     engines: list[CombinedEngine] = []
     syncs: dict[str, ModelSyncJob] = {}
     sync_opts = pulumi.ResourceOptions.merge(
-        opts, pulumi.ResourceOptions(depends_on=[volume, scripts, serving_secrets, store]))
-    for m in cfg.models:
+        opts, pulumi.ResourceOptions(depends_on=[volume, scripts, serving_secrets, store, images]))
+    workload_images: dict[str, dict[str, pulumi.Input[str]]] = {}
+    for m in engine_models(cfg):
         if m.directory not in syncs:
-            syncs[m.directory] = ModelSyncJob(f"sync-{m.name}", ModelSyncArgs(
+            syncs[m.directory] = sync = ModelSyncJob(f"sync-{m.name}", ModelSyncArgs(
                 namespace=ns, model=m, store=cfg.object_store, sync=cfg.model_sync, gpu_pool=cfg.gpu_pool,
                 bucket_name=cfg.object_store.bucket_name, sync_claim_name=volume.sync_claim_name,
                 credentials_secret=serving_secrets.object_store_secret_name,
                 scripts_config_map=scripts.config_map_name,
-                sync_image=cfg.images.model_sync, verify_image=cfg.images.model_verify), sync_opts)
-        sync = syncs[m.directory]
+                sync_image=images.references["modelSync"], verify_image=images.references["modelVerify"],
+                image_pull_secrets=pull_secrets), sync_opts)
+            workload_images[sync.job_name] = {"download": images.references["modelSync"],
+                                              "verify": images.references["modelVerify"]}
+        image_ref = cfg.images.sglang if m.engine == "sglang" else cfg.images.vllm
+        assert image_ref is not None
         # GPU pods are created only after the weights are verified: no GPU idles through a download
         # (field report 3.2, optimization 3).
-        engines.append(CombinedEngine(m.name, CombinedEngineArgs(
+        engine = CombinedEngine(m.name, CombinedEngineArgs(
             namespace=ns, model=m, gpu_pool=cfg.gpu_pool, compile_cache=cfg.compile_cache,
-            image=cfg.images.vllm, model_claim_name=volume.serving_claim_name,
+            image=images.references[m.engine], image_digest=image_ref.digest,
+            image_cuda_version=image_ref.cuda_version, model_claim_name=volume.serving_claim_name,
             model_mount_path=cfg.model_volume.mount_path,
             api_key_secret=serving_secrets.api_key_secret_name,
-            scripts_config_map=scripts.config_map_name),
-            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[sync]))))
+            scripts_config_map=scripts.config_map_name, image_pull_secrets=tuple(pull_secrets),
+            ab_baseline=m.dspark_of),
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory], images])))
+        engines.append(engine)
+        # The engine image also runs the model gate init container.
+        workload_images[m.name] = {"engine": images.references[m.engine], "model-gate": images.references[m.engine]}
 
     primary = cfg.models[0]
     return {
@@ -107,9 +138,11 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         "namespace": ns,
         "bucketName": store.bucket_name,
         "modelClaimName": volume.serving_claim_name,
-        "engineImage": cfg.images.vllm,
-        "modelSyncImage": cfg.images.model_sync,
-        "modelVerifyImage": cfg.images.model_verify,
+        "engineImage": images.references[primary.engine],
+        "modelSyncImage": images.references["modelSync"],
+        "modelVerifyImage": images.references["modelVerify"],
+        "vllmRayImage": images.references.get("vllmRay"),
+        "workloadImages": workload_images,
         "gpuTotal": rules.gpu_total(cfg),
         "gpuBudget": cfg.gpu_budget,
     }

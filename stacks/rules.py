@@ -9,14 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from components.engines import COLD_START_ESTIMATE_SECONDS, gpus_per_pod, parallel_size
-from stacks.config import StackConfig
+from components.engines import (COLD_START_ESTIMATE_SECONDS, gpus_per_pod, parallel_size, speculative_decoding,
+                                startup_budget_seconds)
+from components.image_refs import PULL_THROUGH_UPSTREAMS, parse_upstream
+from stacks.config import ServedModel, StackConfig
 
 # /dev/shm per GPU: NCCL and the engine's worker queues live there; the field report asks for
 # 64-128 GiB on an 8-GPU pod (section 2.1), i.e. at least 8 GiB per GPU.
 SHM_GIB_PER_GPU = 8
 # Kubernetes removed the in-tree CephFS volume plugin in 1.31.
 IN_TREE_CEPHFS_LAST_MINOR = 30
+# The combinations the field report validated: vLLM on a plain pod (5) and on a StormService
+# (11.1), SGLang on a RoleBasedGroup (12).
+SUPPORTED_PAIRS = {("vllm", "deployment"), ("vllm", "stormservice"), ("sglang", "rolebasedgroup")}
 
 
 @dataclass(frozen=True)
@@ -38,7 +43,8 @@ def _show(value: Any) -> str:
 
 
 def rollout_extra_pods(cfg: StackConfig, index: int) -> int:
-    """Pods a rollout of models[index] may start on top of its replicas."""
+    """Pods a rollout of models[index] may start on top of its replicas: none for Recreate, maxSurge
+    for every rolling strategy (Deployment, StormService role, RoleBasedGroup role)."""
     rollout = cfg.models[index].rollout
     return 0 if rollout.strategy == "Recreate" else rollout.max_surge
 
@@ -82,16 +88,17 @@ def _models(cfg: StackConfig) -> Iterator[Problem]:
 
         size = parallel_size(m)
         if m.gpus_per_pod is not None and m.gpus_per_pod != size:
-            yield Problem(f"{at}.gpusPerPod", m.gpus_per_pod,
-                          f"must equal the parallel size {size} (tensorParallelSize "
-                          f"{m.vllm.tensor_parallel_size} x dataParallelSize {m.vllm.data_parallel_size})")
+            how = (f"sglang.tensorParallelSize {size}" if m.engine == "sglang" else
+                   f"tensorParallelSize {m.vllm.tensor_parallel_size} x dataParallelSize {m.vllm.data_parallel_size}")
+            yield Problem(f"{at}.gpusPerPod", m.gpus_per_pod, f"must equal the parallel size {size} ({how})")
         if gpus_per_pod(m) > cfg.gpu_pool.gpus_per_node:
-            yield Problem(f"{at}.vllm.tensorParallelSize", m.vllm.tensor_parallel_size,
+            section = m.sglang if m.engine == "sglang" else m.vllm
+            yield Problem(f"{at}.{m.engine}.tensorParallelSize", section.tensor_parallel_size,
                           f"one engine pod needs {gpus_per_pod(m)} GPUs but gpuPool.gpusPerNode is "
                           f"{cfg.gpu_pool.gpus_per_node}; a pod must fit on one node")
 
         estimate = COLD_START_ESTIMATE_SECONDS[m.engine]
-        if m.startup_budget_seconds < estimate:
+        if startup_budget_seconds(m) < estimate:
             yield Problem(f"{at}.startupBudgetSeconds", m.startup_budget_seconds,
                           f"must be at least {estimate} (the measured {m.engine} cold start, "
                           f"field report); a shorter budget kills every cold start")
@@ -100,12 +107,101 @@ def _models(cfg: StackConfig) -> Iterator[Problem]:
         if cfg.gpu_pool.shm_size_gib < need_shm:
             yield Problem("gpuPool.shmSizeGiB", cfg.gpu_pool.shm_size_gib,
                           f"must be at least {need_shm} GiB for {at} ({m.name}) with "
-                          f"{gpus_per_pod(m)} GPUs per pod (TP={m.vllm.tensor_parallel_size})")
+                          f"{gpus_per_pod(m)} GPUs per pod (TP={parallel_size(m)})")
 
+        yield from _engine_and_orchestrator(cfg, i, m)
         if m.rollout.max_surge != 0:
             yield Problem(f"{at}.rollout.maxSurge", m.rollout.max_surge,
                           "must be 0: a surge pod needs another full set of GPUs, so the engine "
                           "rollout would raise the GPU count (use Recreate or maxUnavailable)")
+
+
+def _engine_and_orchestrator(cfg: StackConfig, i: int, m: ServedModel) -> Iterator[Problem]:
+    at = f"models[{i}]"
+    if (m.engine, m.orchestrator) not in SUPPORTED_PAIRS:
+        pairs = ", ".join(f"{e}+{o}" for e, o in sorted(SUPPORTED_PAIRS))
+        yield Problem(f"{at}.orchestrator", m.orchestrator,
+                      f"engine {m.engine!r} on {m.orchestrator!r} is not a combination this program supports; "
+                      f"supported (validated in the field report): {pairs}")
+    other = "sglang" if m.engine == "vllm" else "vllm"
+    if other in m.model_fields_set:
+        yield Problem(f"{at}.{other}", "(set)", f"must be unset for engine {m.engine!r}: only the {m.engine} section applies")
+    if m.orchestrator != "deployment" and m.rollout.strategy == "Recreate":
+        yield Problem(f"{at}.rollout.strategy", "Recreate",
+                      f"{m.orchestrator} has no Recreate; it rolls with RollingUpdate, maxSurge 0")
+    if m.engine == "sglang":
+        if cfg.images.sglang is None:
+            yield Problem("images.sglang", None, f"is required: {at} runs SGLang")
+        if cfg.compile_cache.kind != "existingClaim":
+            yield Problem("compileCache.kind", cfg.compile_cache.kind,
+                          f"must be 'existingClaim' for SGLang ({at}): its JIT and graph capture are most of a "
+                          "23-minute cold start and must survive the pod (field report 12.2)")
+
+
+# What may differ inside a DSpark A/B pair: identity and the speculative switch, nothing else.
+_AB_IDENTITY = {"name", "served_model_name", "dspark_of"}
+
+
+def _comparable(m: ServedModel) -> dict:
+    data = m.model_dump(exclude=_AB_IDENTITY)
+    data["vllm"].pop("speculative_decoding")
+    data["sglang"].pop("speculative_algorithm")
+    return data
+
+
+def _flatten(data: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _dspark_pairs(cfg: StackConfig) -> Iterator[Problem]:
+    by_name = {m.name: (i, m) for i, m in enumerate(cfg.models)}
+    for i, m in enumerate(cfg.models):
+        if m.dspark_of is None:
+            continue
+        at = f"models[{i}].dsparkOf"
+        if m.dspark_of not in by_name or m.dspark_of == m.name:
+            yield Problem(at, m.dspark_of, "must name another model of this stack (the target-only arm)")
+            continue
+        j, base = by_name[m.dspark_of]
+        if base.dspark_of is not None or speculative_decoding(base):
+            yield Problem(at, m.dspark_of, f"models[{j}] must be target-only (speculative decoding off, no dsparkOf)")
+        if not speculative_decoding(m):
+            yield Problem(at, m.dspark_of, f"models[{i}] must turn DSpark on: it is the DSpark arm of the pair")
+        mine, theirs = _flatten(_comparable(m)), _flatten(_comparable(base))
+        differing = sorted(k for k in mine if mine[k] != theirs.get(k))
+        if differing:
+            yield Problem(at, m.dspark_of, "an A/B pair may differ only in speculative decoding, name and served "
+                          f"name; models[{i}] and models[{j}] also differ in: {', '.join(differing)}")
+
+
+def _images(cfg: StackConfig) -> Iterator[Problem]:
+    mirror = cfg.images.mirror
+    section = {"ecr": mirror.ecr, "registry": mirror.registry}
+    if mirror.kind in section and section[mirror.kind] is None:
+        yield Problem(f"images.mirror.{mirror.kind}", None, f"is required when images.mirror.kind is {mirror.kind!r}")
+    for other, value in section.items():
+        if other != mirror.kind and value is not None:
+            yield Problem(f"images.mirror.{other}", "(set)", f"must be unset when images.mirror.kind is {mirror.kind!r}")
+    if mirror.kind == "ecr" and mirror.ecr is not None:
+        if cfg.object_store.endpoint:
+            yield Problem("images.mirror.kind", "ecr", "needs AWS, but this stack's aws provider points at the "
+                          f"non-AWS endpoint {cfg.object_store.endpoint}; use kind 'registry'")
+        for key, ref in sorted(cfg.images.named().items()):
+            registry = parse_upstream(ref.upstream).registry
+            if registry not in PULL_THROUGH_UPSTREAMS:
+                yield Problem(f"images.{key}.upstream", ref.upstream,
+                              f"ECR cannot pull-through-cache {registry}; supported: "
+                              f"{', '.join(sorted(PULL_THROUGH_UPSTREAMS))}. Use images.mirror.kind 'registry'")
+            elif PULL_THROUGH_UPSTREAMS[registry][2] and registry not in mirror.ecr.upstream_credential_arns:
+                yield Problem(f"images.mirror.ecr.upstreamCredentialArns", mirror.ecr.upstream_credential_arns,
+                              f"needs a Secrets Manager ARN for {registry} (used by images.{key}): ECR caches "
+                              f"{registry} only with credentials")
 
 
 def _budget(cfg: StackConfig) -> Iterator[Problem]:
@@ -173,7 +269,7 @@ def _compile_cache(cfg: StackConfig) -> Iterator[Problem]:
 
 
 RULES: list[Callable[[StackConfig], Iterator[Problem]]] = [
-    _models, _budget, _gpu_pool, _model_volume, _object_store, _compile_cache,
+    _models, _dspark_pairs, _budget, _gpu_pool, _model_volume, _object_store, _compile_cache, _images,
 ]
 
 

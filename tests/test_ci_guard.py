@@ -15,8 +15,11 @@ SELECT = ["tests/test_schema.py", "-k", "crd_index_covers", "-p", "no:cacheprovi
 def lone_copy(tmp_path):
     """The repo alone in a folder with no shared/ beside it."""
     dest = tmp_path / "repo"
-    files = subprocess.run(["git", "ls-files"], cwd=PROJECT_DIR, capture_output=True, text=True, check=True).stdout.split()
-    for name in files + [str(p.relative_to(PROJECT_DIR)) for p in (PROJECT_DIR / "tests").glob("*.py")]:
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=PROJECT_DIR,
+                           capture_output=True, text=True, check=True).stdout.split()
+    for name in files:
+        if not (PROJECT_DIR / name).is_file():
+            continue
         target = dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(PROJECT_DIR / name, target)

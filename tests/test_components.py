@@ -188,7 +188,8 @@ def test_new_revision_is_a_new_job():
 
 def combined_run(model: ServedModel, cache: CompileCache | None = None):
     args = CombinedEngineArgs(namespace="ns", model=model, gpu_pool=GpuPool(), compile_cache=cache or CompileCache(),
-                              image="vllm" + DIGEST, model_claim_name="model-store", model_mount_path="/models",
+                              image="vllm" + DIGEST, image_digest=DIGEST[1:], image_cuda_version="12.9",
+                              model_claim_name="model-store", model_mount_path="/models",
                               api_key_secret="api", scripts_config_map="scripts")
     return record("test", lambda: {"endpoint": CombinedEngine(model.name, args).endpoint})
 
@@ -231,14 +232,17 @@ def test_compile_cache_is_separate_writable_and_keyed():
         pod_template.ANN_CACHE_KEY]
 
 
-def test_cache_key_changes_with_image_architecture_and_arguments():
-    key = pod_template.compile_cache_key
-    base = key("i" + DIGEST, "sm90", ["vllm"], ["serve", "--tp", "8"], {})
+def test_cache_key_changes_with_image_cuda_driver_architecture_and_arguments():
+    def key(digest="sha256:" + "a" * 64, arch="sm90", cuda="12.9", driver="570.1", args=("serve", "--tp", "8")):
+        return pod_template.compile_cache_key(digest, arch, cuda, driver, ["vllm"], list(args), {})
+    base = key()
     assert base.startswith("sm90-aaaaaaaaaaaa-")
-    assert key("i@sha256:" + "b" * 64, "sm90", ["vllm"], ["serve", "--tp", "8"], {}) != base
-    assert key("i" + DIGEST, "sm100", ["vllm"], ["serve", "--tp", "8"], {}) != base
-    assert key("i" + DIGEST, "sm90", ["vllm"], ["serve", "--tp", "4"], {}) != base
-    assert key("i" + DIGEST, "sm90", ["vllm"], ["serve", "--tp", "8"], {}) == base
+    assert key(digest="sha256:" + "b" * 64) != base
+    assert key(arch="sm100") != base
+    assert key(cuda="13.0") != base
+    assert key(driver="580.2") != base
+    assert key(args=("serve", "--tp", "4")) != base
+    assert key() == base
 
 
 def test_engine_gets_the_api_key_only_by_reference_and_gates_on_the_model():
@@ -258,7 +262,8 @@ def test_scripts_config_map_ships_the_tested_scripts_verbatim():
     from components.scripts import SCRIPTS_DIR, ModelScripts
     r = record("test", lambda: ModelScripts("scripts", "ns") and {})
     (cm,) = by_type(r, "kubernetes:core/v1:ConfigMap")
-    assert set(cm.inputs["data"]) == {"model_files.py", "model_gate.py", "sync_model.sh", "verify_model.py"}
+    assert set(cm.inputs["data"]) == {"mirror_images.sh", "model_files.py", "model_gate.py", "sync_model.sh",
+                                      "verify_model.py"}
     for name, text in cm.inputs["data"].items():
         assert text == (SCRIPTS_DIR / name).read_text()
 

@@ -14,7 +14,8 @@ from stacks import loader
 from stacks.config import StackConfig
 from stacks.loader import ConfigError
 
-SECRETS = {"apiKey": True, "objectStoreAccessKeyId": True, "objectStoreSecretAccessKey": True, "cephUserKey": True}
+SECRETS = {"apiKey": True, "objectStoreAccessKeyId": True, "objectStoreSecretAccessKey": True, "cephUserKey": True,
+           "registryDockerConfigJson": True}
 
 
 def raw_config(stack: str = "dev") -> dict:
@@ -126,11 +127,25 @@ def test_unknown_key_is_refused():
                              "(check the spelling against the README config reference)"]
 
 
-def test_tag_only_image_is_refused():
+def test_image_without_digest_is_refused():
     raw = raw_config()
-    raw["images"]["vllm"] = "vllm/vllm-openai:v0.26.0-cu129"
-    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:images.vllm = 'vllm/vllm-openai:v0.26.0-cu129': must be "
-                             "pinned by digest, as repository[:tag]@sha256:<64 hex digits>"]
+    del raw["images"]["vllm"]["digest"]
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:images.vllm.digest = (unset): is required"]
+
+
+@pytest.mark.parametrize("upstream", ["vllm/vllm-openai@sha256:" + "a" * 64, "vllm/vllm-openai:v1@sha256:" + "a" * 64])
+def test_digest_inside_the_upstream_reference_is_refused(upstream):
+    raw = raw_config()
+    raw["images"]["vllm"]["upstream"] = upstream
+    (line,) = problems(raw)
+    assert line.startswith("Pulumi.dev.yaml: llm-serving:images.vllm.upstream = ") and "without a digest" in line
+
+
+def test_malformed_digest_is_refused():
+    raw = raw_config()
+    raw["images"]["vllm"]["digest"] = "sha256:abc"
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:images.vllm.digest = 'sha256:abc': must be a digest: "
+                             "sha256: and 64 lowercase hex digits"]
 
 
 def test_in_tree_cephfs_is_refused_after_1_30():
@@ -167,6 +182,7 @@ def test_non_aws_endpoint_cannot_create_iam_credentials_or_buckets():
 
 def test_shared_directory_must_hold_the_same_weights():
     raw = raw_config("staging")
+    del raw["models"][1]["dsparkOf"]
     raw["models"][1]["revision"] = "0801"
     assert problems(raw, stack="staging") == [
         "Pulumi.staging.yaml: llm-serving:models[1].revision = '0801': must equal models[0].revision '0731': "

@@ -17,7 +17,8 @@ from conftest import PROJECT_DIR, STACKS, render_stack
 from render import output, runtime, stackfile
 
 EXPORT_KEYS = {"endpoint", "servedModelName", "topology", "endpoints", "namespace", "bucketName", "modelClaimName",
-               "engineImage", "modelSyncImage", "modelVerifyImage", "gpuTotal", "gpuBudget"}
+               "engineImage", "modelSyncImage", "modelVerifyImage", "vllmRayImage", "workloadImages", "gpuTotal",
+               "gpuBudget"}
 
 
 def run_cli(*args: str, seed: str = "0", cwd: Path = PROJECT_DIR) -> subprocess.CompletedProcess:

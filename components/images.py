@@ -1,0 +1,122 @@
+"""Image references pinned by digest, optionally served from a mirror (field report 11.3).
+
+- none: pods pull `upstream@digest` directly.
+- ecr: one ECR repository per image (lifecycle policy, scan on push) behind a pull-through cache
+  rule for its upstream registry, so the first pull fills the mirror. Registries ECR cannot cache
+  are refused by the config rules.
+- registry: an existing internal registry, filled by a CPU-only Job that copies every image by
+  digest with `skopeo copy --all --preserve-digests` and then checks the digest is there.
+Pods then reference `mirror/...@sha256:...`; a digest means the same bytes wherever it is pulled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.base import Component, labels, metadata
+from components.image_refs import (PULL_THROUGH_UPSTREAMS, copy_list, ecr_prefix, lifecycle_policy, parse_upstream,
+                                   registry_repository, upstream_reference)
+from components.pod_template import SCRIPTS_MOUNT, container_security, off_gpu_affinity
+from stacks.config import GpuPool, Images
+
+COPY_TIMEOUT_SECONDS = 3600
+
+@dataclass(frozen=True)
+class ImageMirrorArgs:
+    images: Images
+    namespace: str
+    gpu_pool: GpuPool
+    pull_secret_name: str | None      # dockerconfigjson Secret for the registry mirror
+    scripts_config_map: str
+
+
+class ImageMirror(Component):
+    """References for every configured image, by stack-file key (vllm, sglang, modelSync ...)."""
+
+    references: dict[str, Any]
+    digests: dict[str, str]
+    pull_secrets: list[str]
+
+    def __init__(self, name: str, args: ImageMirrorArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:images:ImageMirror", name, opts)
+        images = args.images
+        named = images.named()
+        self.digests = {key: ref.digest for key, ref in named.items()}
+        self.pull_secrets = []
+        kind = images.mirror.kind
+        if kind == "ecr":
+            self.references = self._ecr(name, images)
+        elif kind == "registry":
+            self.references = self._registry(name, args)
+        else:
+            self.references = {key: upstream_reference(ref) for key, ref in named.items()}
+        self.register_outputs({"references": self.references})
+
+    def _ecr(self, name: str, images: Images) -> dict[str, Any]:
+        ecr = images.mirror.ecr
+        assert ecr is not None
+        refs: dict[str, Any] = {}
+        rules: set[str] = set()
+        for key, ref in sorted(images.named().items()):
+            up = parse_upstream(ref.upstream)
+            prefix = ecr_prefix(ecr.repository_prefix, up.registry)
+            if up.registry not in rules:
+                rules.add(up.registry)
+                url, alias, _ = PULL_THROUGH_UPSTREAMS[up.registry]
+                aws.ecr.PullThroughCacheRule(
+                    f"{name}-cache-{alias}", ecr_repository_prefix=prefix, upstream_registry_url=url,
+                    credential_arn=ecr.upstream_credential_arns.get(up.registry), opts=self.child_opts())
+            repo = aws.ecr.Repository(
+                f"{name}-{key}", name=f"{prefix}/{up.repository}", image_tag_mutability="MUTABLE",
+                image_scanning_configuration={"scan_on_push": True},
+                encryption_configurations=[{"encryption_type": "AES256"}], opts=self.child_opts())
+            aws.ecr.LifecyclePolicy(f"{name}-{key}-lifecycle", repository=repo.name,
+                                    policy=lifecycle_policy(ecr.keep_images), opts=self.child_opts())
+            refs[key] = repo.repository_url.apply(lambda url, d=ref.digest: f"{url}@{d}")
+        return refs
+
+    def _registry(self, name: str, args: ImageMirrorArgs) -> dict[str, Any]:
+        images = args.images
+        mirror = images.mirror.registry
+        assert mirror is not None and args.pull_secret_name is not None
+        self.pull_secrets = [args.pull_secret_name]
+        plan = copy_list(images)
+        job_name = f"image-mirror-{hashlib.sha256(plan.encode()).hexdigest()[:8]}"
+        pod = {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "affinity": off_gpu_affinity(args.gpu_pool),
+            "containers": [{
+                "name": "copy",
+                # The copier itself cannot come from the mirror it fills.
+                "image": upstream_reference(mirror.copy_image),
+                "command": ["/bin/sh", f"{SCRIPTS_MOUNT}/mirror_images.sh"],
+                "env": [{"name": "IMAGE_LIST", "value": plan},
+                        {"name": "AUTHFILE", "value": "/auth/.dockerconfigjson"}],
+                "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
+                "securityContext": container_security(),
+                "volumeMounts": [{"name": "auth", "mountPath": "/auth", "readOnly": True},
+                                 {"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},
+                                 {"name": "tmp", "mountPath": "/var/tmp"}],
+            }],
+            "volumes": [{"name": "auth", "secret": {"secretName": args.pull_secret_name}},
+                        {"name": "scripts", "configMap": {"name": args.scripts_config_map, "defaultMode": 0o555}},
+                        {"name": "tmp", "emptyDir": {"sizeLimit": "100Gi"}}],
+        }
+        timeout = f"{COPY_TIMEOUT_SECONDS}s"
+        self.copy_job = k8s.batch.v1.Job(
+            f"{name}-copy",
+            metadata=metadata(job_name, args.namespace, "image-mirror"),
+            spec={"backoffLimit": 3, "activeDeadlineSeconds": COPY_TIMEOUT_SECONDS,
+                  "template": {"metadata": {"labels": labels(job_name, "image-mirror")}, "spec": pod}},
+            opts=self.child_opts(delete_before_replace=True,
+                                 custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
+        return {key: f"{registry_repository(ref, mirror)}@{ref.digest}" for key, ref in images.named().items()}
