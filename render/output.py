@@ -102,6 +102,76 @@ def workload_rows(rendered: Rendered) -> list[dict[str, Any]]:
     return rows
 
 
+AB_BASELINE = "llm-serving.io/ab-baseline"
+
+
+def _engine_view(obj: dict) -> dict | None:
+    """The engine pod of a workload: its template annotations and engine container."""
+    for ref in pod_templates(obj.get("kind", ""), obj):
+        for group, c in containers(ref.template):
+            if group == "containers" and c.get("name") == "engine":
+                return {"annotations": (ref.template.get("metadata") or {}).get("annotations") or {},
+                        "labels": (ref.template.get("metadata") or {}).get("labels") or {},
+                        "container": c, "replicas": ref.replicas}
+    return None
+
+
+def _argv_difference(a: list[str], b: list[str]) -> tuple[list[str], list[str]]:
+    """Arguments only in a, only in b (as flag/value units)."""
+    def units(argv: list[str]) -> list[str]:
+        out, i = [], 0
+        while i < len(argv):
+            if argv[i].startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                out.append(f"{argv[i]} {argv[i + 1]}")
+                i += 2
+            else:
+                out.append(argv[i])
+                i += 1
+        return out
+    ua, ub = units(a), units(b)
+    return [u for u in ua if u not in ub], [u for u in ub if u not in ua]
+
+
+def ab_pairs(rendered: Rendered) -> list[dict]:
+    """DSpark A/B pairs found in the manifests: candidate workloads name their baseline."""
+    objs = {(o.get("kind"), (o.get("metadata") or {}).get("name")): o for o in kubernetes_objects(rendered)}
+    views = {key: v for key, o in objs.items() if (v := _engine_view(o)) is not None}
+    pairs = []
+    for (kind, name), view in sorted(views.items(), key=lambda kv: str(kv[0])):
+        base_name = view["annotations"].get(AB_BASELINE)
+        base = views.get((kind, base_name))
+        if base is None:
+            continue
+        only_base, only_candidate = _argv_difference(base["container"].get("args") or [],
+                                                     view["container"].get("args") or [])
+        pairs.append({"kind": kind, "baseline": base_name, "candidate": name, "base": base, "cand": view,
+                      "onlyBaseline": only_base, "onlyCandidate": only_candidate})
+    return pairs
+
+
+def _ab_section(rendered: Rendered) -> list[str]:
+    pairs = ab_pairs(rendered)
+    if not pairs:
+        return []
+    lines = ["", "## DSpark A/B pairs", "",
+             "Both arms are built from the same arguments; the argv rows show every difference.", ""]
+    for p in pairs:
+        b, c = p["base"], p["cand"]
+        rows = [
+            ("Workload", f"{p['kind']} {p['baseline']}", f"{p['kind']} {p['candidate']}"),
+            ("Served model name", b["labels"].get("model.aibrix.ai/name"), c["labels"].get("model.aibrix.ai/name")),
+            ("Replicas", b["replicas"], c["replicas"]),
+            ("GPUs per pod", max(gpu_count(b["container"])), max(gpu_count(c["container"]))),
+            ("Image", f"`{b['container'].get('image')}`", f"`{c['container'].get('image')}`"),
+            ("Argv only here", ", ".join(f"`{u}`" for u in p["onlyBaseline"]) or "-",
+             ", ".join(f"`{u}`" for u in p["onlyCandidate"]) or "-"),
+        ]
+        lines += [f"| | target-only | DSpark |", "|---|---|---|"]
+        lines += [f"| {label} | {x} | {y} |" for label, x, y in rows]
+        lines.append("")
+    return lines
+
+
 def plan_md(rendered: Rendered) -> str:
     out = rendered.outputs
     rows = workload_rows(rendered)
@@ -127,6 +197,7 @@ def plan_md(rendered: Rendered) -> str:
         images = "<br>".join(f"`{i}`" for i in r["images"])
         lines.append(f"| {r['kind']} | {r['name']} | {r['replicas']} | {r['surge']} | {r['gpusPerPod']} | "
                      f"{r['peakGpus']} | {images} | {r['probes']} | {r['modelMount']} |")
+    lines += _ab_section(rendered)
     lines += ["", "## Resource options that matter on `pulumi up` and `pulumi destroy`", "",
               "| Resource | Protect | Retain on delete | Custom timeouts | Delete before replace |", "|---|---|---|---|---|"]
     for r in rendered.resources:

@@ -288,3 +288,154 @@ def test_scalar_keys_are_typed_in_the_project_file():
             key = field.alias or name
             expected = types.get(annotation, "string")
             assert project.get(key, {}).get("type") == expected, f"{key} must be typed {expected} in Pulumi.yaml"
+
+
+# ---- engine/orchestrator switch, DSpark pairs, mirrors (issue 3) ----
+
+SGLANG_IMAGE = {"upstream": "lmsysorg/sglang:v0.5.17-cu130", "digest": "sha256:" + "5" * 64}
+
+
+@pytest.mark.parametrize("engine,orchestrator", [("vllm", "rolebasedgroup"), ("sglang", "deployment"),
+                                                 ("sglang", "stormservice")])
+def test_unsupported_engine_orchestrator_pair_is_refused(engine, orchestrator):
+    raw = raw_config()
+    raw["images"]["sglang"] = SGLANG_IMAGE
+    raw["compileCache"] = {"kind": "existingClaim", "claimName": "jit"}
+    m = raw["models"][0]
+    m.update(engine=engine, orchestrator=orchestrator)
+    m.pop("rollout")
+    if engine == "sglang":
+        m.pop("vllm")
+    assert problems(raw) == [
+        f"Pulumi.dev.yaml: llm-serving:models[0].orchestrator = '{orchestrator}': engine '{engine}' on "
+        f"'{orchestrator}' is not a combination this program supports; supported (validated in the field "
+        "report): sglang+rolebasedgroup, vllm+deployment, vllm+stormservice"]
+
+
+def test_unknown_orchestrator_is_refused():
+    raw = raw_config()
+    raw["models"][0]["orchestrator"] = "statefulset"
+    (line,) = problems(raw)
+    assert line.startswith("Pulumi.dev.yaml: llm-serving:models[0].orchestrator = 'statefulset': Input should be ")
+
+
+def test_sglang_needs_its_image_and_a_persistent_jit_cache():
+    raw = raw_config()
+    m = raw["models"][0]
+    m.update(engine="sglang", orchestrator="rolebasedgroup")
+    m.pop("rollout"), m.pop("vllm"), m.pop("startupBudgetSeconds")
+    assert problems(raw) == [
+        "Pulumi.dev.yaml: llm-serving:images.sglang = (unset): is required: models[0] runs SGLang",
+        "Pulumi.dev.yaml: llm-serving:compileCache.kind = 'emptyDir': must be 'existingClaim' for SGLang "
+        "(models[0]): its JIT and graph capture are most of a 23-minute cold start and must survive the pod "
+        "(field report 12.2)"]
+
+
+def test_sglang_startup_budget_below_23_minutes_is_refused():
+    raw = raw_config()
+    raw["images"]["sglang"] = SGLANG_IMAGE
+    raw["compileCache"] = {"kind": "existingClaim", "claimName": "jit"}
+    m = raw["models"][0]
+    m.update(engine="sglang", orchestrator="rolebasedgroup", startupBudgetSeconds=1200)
+    m.pop("rollout"), m.pop("vllm")
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].startupBudgetSeconds = 1200: must be at least "
+                             "1380 (the measured sglang cold start, field report); a shorter budget kills every cold start"]
+
+
+def test_the_other_engines_section_is_refused():
+    raw = raw_config()
+    raw["models"][0]["sglang"] = {"memFractionStatic": 0.8}
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].sglang = '(set)': must be unset for engine "
+                             "'vllm': only the vllm section applies"]
+
+
+def test_recreate_on_a_custom_resource_is_refused():
+    raw = raw_config()
+    raw["models"][0]["orchestrator"] = "stormservice"
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].rollout.strategy = 'Recreate': stormservice "
+                             "has no Recreate; it rolls with RollingUpdate, maxSurge 0"]
+
+
+def pair_config() -> dict:
+    return raw_config("staging")
+
+
+def test_committed_dspark_pair_is_valid():
+    cfg = loader.validate(pair_config(), "staging", SECRETS)
+    assert cfg.models[1].dspark_of == cfg.models[0].name
+
+
+@pytest.mark.parametrize("field,value,named", [
+    ("replicas", 2, "replicas"),
+    ("orchestrator", "deployment", "orchestrator"),
+    ("vllm", {"maxNumSeqs": 128, "speculativeDecoding": "dspark"}, "vllm.max_num_seqs"),
+    ("startupBudgetSeconds", 2400, "startup_budget_seconds"),
+])
+def test_dspark_pair_that_differs_in_anything_else_is_refused(field, value, named):
+    raw = pair_config()
+    raw["gpuBudget"] = 24
+    raw["models"][1][field] = value
+    lines = [l for l in problems(raw, stack="staging") if "dsparkOf" in l]
+    assert lines == [f"Pulumi.staging.yaml: llm-serving:models[1].dsparkOf = 'deepseek-v4-flash': an A/B pair may "
+                     f"differ only in speculative decoding, name and served name; models[1] and models[0] also "
+                     f"differ in: {named}"]
+
+
+def test_dspark_arm_must_turn_dspark_on_and_baseline_must_be_target_only():
+    raw = pair_config()
+    raw["models"][1]["vllm"]["speculativeDecoding"] = "off"
+    assert problems(raw, stack="staging") == [
+        "Pulumi.staging.yaml: llm-serving:models[1].dsparkOf = 'deepseek-v4-flash': models[1] must turn DSpark "
+        "on: it is the DSpark arm of the pair"]
+    raw = pair_config()
+    raw["models"][0]["vllm"]["speculativeDecoding"] = "dspark"
+    assert problems(raw, stack="staging") == [
+        "Pulumi.staging.yaml: llm-serving:models[1].dsparkOf = 'deepseek-v4-flash': models[0] must be target-only "
+        "(speculative decoding off, no dsparkOf)"]
+
+
+def test_dspark_pair_must_name_an_existing_model():
+    raw = pair_config()
+    raw["models"][1]["dsparkOf"] = "nope"
+    assert problems(raw, stack="staging") == [
+        "Pulumi.staging.yaml: llm-serving:models[1].dsparkOf = 'nope': must name another model of this stack "
+        "(the target-only arm)"]
+
+
+def test_registry_mirror_needs_its_section_and_its_secret():
+    raw = raw_config()
+    raw["images"]["mirror"] = {"kind": "registry"}
+    secrets = {k: v for k, v in SECRETS.items() if k != "registryDockerConfigJson"}
+    assert problems(raw, secrets=secrets) == [
+        "Pulumi.dev.yaml: llm-serving:images.mirror.registry = (unset): is required when images.mirror.kind is 'registry'",
+        "Pulumi.dev.yaml: llm-serving:registryDockerConfigJson = (unset): is required (Docker config JSON with "
+        "credentials for images.mirror.registry.host (pods pull with it, the copy Job pushes with it).); set it "
+        "with pulumi config set --secret llm-serving:registryDockerConfigJson <value>"]
+
+
+def test_ecr_mirror_is_refused_for_a_non_aws_store():
+    raw = raw_config()
+    raw["images"]["mirror"] = {"kind": "ecr", "ecr": {"upstreamCredentialArns": {"docker.io": "arn:x"}}}
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:images.mirror.kind = 'ecr': needs AWS, but this stack's "
+                             "aws provider points at the non-AWS endpoint https://cos.ap-shanghai.myqcloud.com; use "
+                             "kind 'registry'"]
+
+
+def test_ecr_mirror_needs_a_credential_for_docker_hub_and_refuses_uncacheable_registries():
+    raw = raw_config("prod")
+    raw["images"]["mirror"]["ecr"]["upstreamCredentialArns"] = {}
+    raw["images"]["vllm"]["upstream"] = "nvcr.io/nvidia/vllm:26.01"
+    lines = problems(raw, stack="prod")
+    assert ("Pulumi.prod.yaml: llm-serving:images.vllm.upstream = 'nvcr.io/nvidia/vllm:26.01': ECR cannot "
+            "pull-through-cache nvcr.io; supported: docker.io, ghcr.io, public.ecr.aws, quay.io, registry.gitlab.com, "
+            "registry.k8s.io. Use images.mirror.kind 'registry'") in lines
+    assert any(l.startswith("Pulumi.prod.yaml: llm-serving:images.mirror.ecr.upstreamCredentialArns = {}: needs a "
+                            "Secrets Manager ARN for docker.io (used by images.modelSync)") for l in lines)
+
+
+def test_ray_image_records_its_ray_version():
+    raw = raw_config()
+    raw["images"]["vllmRay"] = {"upstream": "registry.internal/llm/vllm-openai-ray:v0.26.0", "digest": "sha256:" + "7" * 64}
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:images.vllmRay.rayVersion = (unset): is required"]
+    raw["images"]["vllmRay"]["rayVersion"] = "2.47.1"
+    assert loader.validate(raw, "dev", SECRETS).images.vllm_ray.ray_version == "2.47.1"

@@ -82,3 +82,63 @@ def test_gpu_memory_utilization_has_no_float_noise(value, text):
 def test_parallel_size_and_cold_start_estimates():
     assert engines.parallel_size(model(tensor_parallel_size=4, data_parallel_size=2)) == 8
     assert engines.COLD_START_ESTIMATE_SECONDS == {"vllm": 720, "sglang": 1380}
+
+
+# ---- SGLang (field report 12.1) ----
+
+def report_sglang_command() -> list[str]:
+    text = (shared_dir("seed") / REPORT).read_text(encoding="utf-8")
+    section = text[text.index("12.1 H20 Startup Parameters"):text.index("12.2 Cold Start")]
+    match = re.search(r"^sglang serve .*?(?=\n\n)", section, flags=re.S | re.M)
+    assert match, "section 12.1 command not found"
+    return shlex.split(match.group(0).replace("\\\n", " "))
+
+
+def sglang(**kw):
+    from stacks.config import Sglang
+    return Sglang(**kw)
+
+
+def test_sglang_defaults_are_the_report_command_plus_the_api_key_reference():
+    report = report_sglang_command()
+    expected = flags(report[2:])
+    model_path, served = expected["--model-path"], expected["--served-model-name"]
+    ours = engines.sglang_args(model_path, served, 30000, sglang(speculative_algorithm="DSPARK"), "SGLANG_API_KEY")
+    assert ours[0] == "serve"
+    got = flags(ours[1:])
+    assert got.pop("--api-key") == "$(SGLANG_API_KEY)"
+    assert got == expected
+    assert [a for a in ours[1:] if a.startswith("--") and a != "--api-key"] == [a for a in report[2:] if a.startswith("--")]
+
+
+def test_sglang_keeps_its_own_parser_spelling():
+    f = flags(engines.sglang_args("/m", "m", 30000, sglang(), "K")[1:])
+    assert f["--reasoning-parser"] == "deepseek-v4" and f["--tool-call-parser"] == "deepseekv4"
+    assert f["--moe-runner-backend"] == "marlin" and f["--tp"] == "8" and f["--port"] == "30000"
+
+
+def test_sglang_dspark_switch_and_optional_shape_limits():
+    off = engines.sglang_args("/m", "m", 30000, sglang(), "K")
+    assert "--speculative-algorithm" not in off
+    assert "--max-running-requests" not in off and "--cuda-graph-max-bs" not in off
+    on = flags(engines.sglang_args("/m", "m", 30000, sglang(speculative_algorithm="DSPARK", max_running_requests=64,
+                                                              cuda_graph_max_bs=32), "K")[1:])
+    assert on["--speculative-algorithm"] == "DSPARK"
+    assert on["--max-running-requests"] == "64" and on["--cuda-graph-max-bs"] == "32"
+
+
+def test_sglang_environment_turns_health_generation_off():
+    m = ServedModel(name="s", served_model_name="s", directory="d", object_prefix="p", revision="r", engine="sglang",
+                    orchestrator="rolebasedgroup")
+    cmd = engines.engine_command("/models/d", m)
+    assert cmd.env["SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"] == "0"
+    assert cmd.command == ["sglang"] and "--api-key" in cmd.args
+    assert engines.parallel_size(m) == 8 and engines.startup_budget_seconds(m) == 2700
+
+
+def test_speculative_toggle_changes_nothing_else():
+    m = model()
+    on = engines.with_speculative_decoding(m, True)
+    assert on.vllm.speculative_decoding == "dspark"
+    assert on.model_copy(update={"vllm": m.vllm}) == m
+    assert engines.with_speculative_decoding(on, False) == m

@@ -1,0 +1,62 @@
+"""Stack variants for tests: the dev stack with some config replaced, rendered like a stack file."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from conftest import PROJECT_DIR
+from render import runtime, stackfile
+
+# A test fixture, not a published image: the committed stacks carry no SGLang digest because the
+# field report did not record the v0.5.17 CUDA 13.0 image's digest.
+SGLANG_FIXTURE = {"upstream": "lmsysorg/sglang:v0.5.17-cu130", "digest": "sha256:" + "5" * 64, "cudaVersion": "13.0"}
+SECRETS = ("apiKey", "objectStoreAccessKeyId", "objectStoreSecretAccessKey", "cephUserKey", "registryDockerConfigJson")
+
+
+def dev_config() -> dict[str, object]:
+    sf = stackfile.read(PROJECT_DIR, "dev")
+    prefix = "llm-serving:"
+    out: dict[str, object] = {}
+    for key, value in sf.config.items():
+        if key.startswith(prefix):
+            try:
+                out[key[len(prefix):]] = json.loads(value)
+            except ValueError:
+                out[key[len(prefix):]] = value
+    return out
+
+
+def variant_file(stack: str = "variant", **changes) -> stackfile.StackFile:
+    """Pulumi.dev.yaml's config with top-level keys replaced; every secret set (masked)."""
+    cfg = copy.deepcopy(dev_config())
+    cfg.update(changes)
+    sf = stackfile.StackFile(stack=stack, path=PROJECT_DIR / f"Pulumi.{stack}.yaml")
+    sf.config = {"pulumi:disable-default-providers": '["*"]'}
+    for key, value in cfg.items():
+        sf.config[f"llm-serving:{key}"] = value if isinstance(value, str) else json.dumps(value)
+    for key in SECRETS:
+        sf.config[f"llm-serving:{key}"] = stackfile.MASK
+        sf.secret_keys.append(f"llm-serving:{key}")
+    return sf
+
+
+def model(**changes) -> dict:
+    base = copy.deepcopy(dev_config()["models"][0])
+    base.update(changes)
+    return base
+
+
+def sglang_stack(**model_changes) -> stackfile.StackFile:
+    images = copy.deepcopy(dev_config()["images"])
+    images["sglang"] = SGLANG_FIXTURE
+    m = model(**{"name": "deepseek-v4-flash-sglang", "servedModelName": "deepseek-v4-flash-sglang",
+                 "engine": "sglang", "orchestrator": "rolebasedgroup", **model_changes})
+    m.pop("vllm", None)
+    m.pop("rollout", None)
+    m.pop("startupBudgetSeconds", None)
+    return variant_file(images=images, models=[m], compileCache={"kind": "existingClaim", "claimName": "jit-cache"})
+
+
+def render(sf: stackfile.StackFile) -> runtime.Rendered:
+    return runtime.render(sf)
