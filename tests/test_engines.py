@@ -15,13 +15,18 @@ from stacks.config import ServedModel, Vllm
 REPORT = "000_238c050cad1f662b.txt"
 
 
-def report_command() -> list[str]:
-    """The `vllm serve` command of section 5, tokenized as a shell would."""
+def report_command_in(start: str, end: str, program: str) -> list[str]:
+    """The `<program> serve` command between two headings of the field report, tokenized as a shell would."""
     text = (shared_dir("seed") / REPORT).read_text(encoding="utf-8")
-    section = text[text.index("5. vLLM Startup"):text.index("6. Why the Service")]
-    match = re.search(r"^vllm serve .*?(?=\n\n)", section, flags=re.S | re.M)
-    assert match, "section 5 command not found"
+    section = text[text.index(start):text.index(end)]
+    match = re.search(rf"^{program} serve .*?(?=\n\n)", section, flags=re.S | re.M)
+    assert match, f"{program} command not found under {start!r}"
     return shlex.split(match.group(0).replace("\\\n", " "))
+
+
+def report_command() -> list[str]:
+    """Section 5's validated vLLM command."""
+    return report_command_in("5. vLLM Startup", "6. Why the Service", "vllm")
 
 
 def flags(argv: list[str]) -> dict[str, str | None]:
@@ -87,11 +92,8 @@ def test_parallel_size_and_cold_start_estimates():
 # ---- SGLang (field report 12.1) ----
 
 def report_sglang_command() -> list[str]:
-    text = (shared_dir("seed") / REPORT).read_text(encoding="utf-8")
-    section = text[text.index("12.1 H20 Startup Parameters"):text.index("12.2 Cold Start")]
-    match = re.search(r"^sglang serve .*?(?=\n\n)", section, flags=re.S | re.M)
-    assert match, "section 12.1 command not found"
-    return shlex.split(match.group(0).replace("\\\n", " "))
+    """Section 12.1's validated SGLang command on H20."""
+    return report_command_in("12.1 H20 Startup Parameters", "12.2 Cold Start", "sglang")
 
 
 def sglang(**kw):
