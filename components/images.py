@@ -40,14 +40,12 @@ class ImageMirror(Component):
     """References for every configured image, by stack-file key (vllm, sglang, modelSync ...)."""
 
     references: dict[str, Any]
-    digests: dict[str, str]
     pull_secrets: list[str]
 
     def __init__(self, name: str, args: ImageMirrorArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:images:ImageMirror", name, opts)
         images = args.images
         named = images.named()
-        self.digests = {key: ref.digest for key, ref in named.items()}
         self.pull_secrets = []
         kind = images.mirror.kind
         if kind == "ecr":

@@ -112,8 +112,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
                 image_pull_secrets=pull_secrets), sync_opts)
             workload_images[sync.job_name] = {"download": images.references["modelSync"],
                                               "verify": images.references["modelVerify"]}
-        image_ref = cfg.images.sglang if m.engine == "sglang" else cfg.images.vllm
-        assert image_ref is not None
+        image_ref = cfg.images.named()[m.engine]  # images are keyed like engines: vllm, sglang
         # GPU pods are created only after the weights are verified: no GPU idles through a download
         # (field report 3.2, optimization 3).
         engine = CombinedEngine(m.name, CombinedEngineArgs(
