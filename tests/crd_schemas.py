@@ -17,8 +17,23 @@ SKIP_DIRS = {"v1.7.0"}
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+def strict(schema: object) -> object:
+    """The API server prunes fields a structural schema does not declare, silently. Refuse them
+    instead: every object schema that lists properties gets additionalProperties false, unless it
+    preserves unknown fields or already says what extra keys may hold."""
+    if isinstance(schema, list):
+        return [strict(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: strict(v) for k, v in schema.items()}
+    if ("properties" in out and "additionalProperties" not in out
+            and not out.get("x-kubernetes-preserve-unknown-fields")):
+        out["additionalProperties"] = False
+    return out
+
+
 def load_crd_index(crds_dir: Path) -> dict[tuple[str, str], dict]:
-    """(apiVersion, kind) -> openAPIV3Schema for every served version of every CRD."""
+    """(apiVersion, kind) -> strict openAPIV3Schema for every served version of every CRD."""
     index: dict[tuple[str, str], dict] = {}
     for path in sorted(crds_dir.rglob("*.yaml")):
         if SKIP_DIRS & set(path.relative_to(crds_dir).parts):
@@ -30,7 +45,7 @@ def load_crd_index(crds_dir: Path) -> dict[tuple[str, str], dict]:
             for version in spec["versions"]:
                 if version.get("served", True) and "schema" in version:
                     key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
-                    index[key] = version["schema"]["openAPIV3Schema"]
+                    index[key] = strict(version["schema"]["openAPIV3Schema"])
     return index
 
 

@@ -88,4 +88,7 @@ def test_crd_validation_accepts_a_good_route_and_rejects_a_bad_one():
     assert validate_custom_resource(route, crd_index()) == []
     route["spec"]["rules"][0]["backendRefs"][0]["port"] = "eight-thousand"
     assert validate_custom_resource(route, crd_index())
+    route["spec"]["rules"][0]["backendRefs"][0]["port"] = 8000
+    route["spec"]["rules"][0]["timeout"] = "120s"  # misspelt: the API server would drop it silently
+    assert any("timeout" in e for e in validate_custom_resource(route, crd_index()))
     assert validate_custom_resource({"apiVersion": "x/v1", "kind": "Nope"}, crd_index()) == ["no CRD serves x/v1 Nope"]
