@@ -6,6 +6,7 @@ JSON-schema validator. It does not run CEL rules (x-kubernetes-validations) or f
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import jsonschema
@@ -56,3 +57,14 @@ def validate_custom_resource(obj: dict, index: dict[tuple[str, str], dict]) -> l
     validator = jsonschema.Draft7Validator(schema)
     return [f"{'.'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}"
             for e in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))]
+
+
+@functools.lru_cache(maxsize=None)
+def _index_at(path: str) -> dict[tuple[str, str], dict]:
+    return load_crd_index(Path(path))
+
+
+def crd_index() -> dict[tuple[str, str], dict]:
+    """The index of ../shared/crds, loaded once per test session (fails in CI when it is missing)."""
+    from conftest import shared_dir
+    return _index_at(str(shared_dir("crds")))

@@ -5,22 +5,16 @@ own, custom resources against their CRDs in ../shared/crds."""
 from __future__ import annotations
 
 import copy
-import functools
 import json
 
 import kubernetes_validate
 import pytest
 
-from conftest import PROJECT_DIR, k8s_objects, render_stack, shared_dir
-from crd_schemas import load_crd_index, validate_custom_resource
+from conftest import PROJECT_DIR, k8s_objects, render_stack
+from crd_schemas import crd_index, validate_custom_resource
 from render import stackfile
 
 OLDEST, NEWEST = "1.29", "1.37"
-
-
-@functools.lru_cache(maxsize=1)
-def crd_index():
-    return load_crd_index(shared_dir("crds"))
 
 
 def is_builtin(obj: dict, version: str) -> bool:

@@ -8,17 +8,12 @@ import functools
 
 import pytest
 
-from conftest import k8s_objects, render_stack, shared_dir, stack_resources
-from crd_schemas import load_crd_index, validate_custom_resource
+from conftest import k8s_objects, render_stack, stack_resources
+from crd_schemas import crd_index, validate_custom_resource
 from policy import rules
 from policy.workloads import containers, pod_templates
 from render.output import ab_pairs, plan_md
 from variants import dev_config, model, render, sglang_stack, variant_file
-
-
-@functools.lru_cache(maxsize=1)
-def crd_index():
-    return load_crd_index(shared_dir("crds"))
 
 
 @functools.lru_cache(maxsize=None)
