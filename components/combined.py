@@ -18,7 +18,8 @@ import pulumi_kubernetes as k8s
 from components.base import Component, labels, metadata
 from components.engines import (API_KEY_ENV, ENGINE_PORT, engine_command, gpus_per_pod, parallel_size,
                                 startup_budget_seconds)
-from components.pod_template import PRE_START_ALLOWANCE_SECONDS, EnginePodSpec, ModelMount, engine_pod_template
+from components.pod_template import (PRE_START_ALLOWANCE_SECONDS, EngineContainer, EnginePodSpec, ModelMount,
+                                     engine_pod_template)
 from stacks.config import CompileCache, GpuPool, ServedModel
 
 ANN_AB_BASELINE = "llm-serving.io/ab-baseline"
@@ -76,12 +77,13 @@ def pod_spec(args: CombinedEngineArgs) -> EnginePodSpec:
         name=m.name,
         labels={**labels(m.name, "engine"), **aibrix_labels(m)},
         image=args.image, image_digest=args.image_digest, cuda_version=args.image_cuda_version,
-        command=cmd.command, args=cmd.args, env=cmd.env,
-        port=ENGINE_PORT[m.engine], gpus=gpus_per_pod(m), parallel_size=parallel_size(m),
+        engines=[EngineContainer(name="engine", command=cmd.command, args=cmd.args, env=cmd.env,
+                                 port=ENGINE_PORT[m.engine], gpus=gpus_per_pod(m), api_key_env=API_KEY_ENV[m.engine])],
+        parallel_size=parallel_size(m),
         gpu_pool=args.gpu_pool, model=mount, compile_cache=args.compile_cache,
         startup_budget_seconds=startup_budget_seconds(m),
         termination_grace_seconds=m.termination_grace_seconds,
-        api_key_secret=args.api_key_secret, api_key_env=API_KEY_ENV[m.engine],
+        api_key_secret=args.api_key_secret,
         scripts_config_map=args.scripts_config_map,
         annotations=annotations, image_pull_secrets=list(args.image_pull_secrets),
     )

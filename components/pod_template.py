@@ -27,7 +27,7 @@ ANNOTATION_PREFIX = "llm-serving.io"
 ANN_PARALLEL_SIZE = f"{ANNOTATION_PREFIX}/parallel-size"
 ANN_STARTUP_BUDGET = f"{ANNOTATION_PREFIX}/startup-budget-seconds"
 ANN_ROLE = f"{ANNOTATION_PREFIX}/role"
-ANN_CACHE_KEY = f"{ANNOTATION_PREFIX}/compile-cache-key"
+ANN_CACHE_KEY = f"{ANNOTATION_PREFIX}/compile-cache-key"   # one per engine container: <prefix>-<container>
 
 
 @dataclass(frozen=True)
@@ -44,28 +44,40 @@ class ModelMount:
 
 
 @dataclass(frozen=True)
+class EngineContainer:
+    """One engine process: its own container, port, GPUs and cache directory. A pod holds one
+    (combined, P/D fleet heads) or two (same-pod 4P+4D)."""
+
+    name: str                  # container and port name (at most 15 characters)
+    command: list[str]
+    args: list[str]
+    env: dict[str, str]
+    port: int
+    gpus: int
+    api_key_env: str
+    extra_resources: dict[str, str] = field(default_factory=dict)   # e.g. RDMA devices
+    add_capabilities: tuple[str, ...] = ()                          # e.g. IPC_LOCK with RDMA
+
+
+@dataclass(frozen=True)
 class EnginePodSpec:
     name: str
     labels: dict[str, str]
     image: Any                 # pulumi.Input[str]: a mirror reference may only be known at deploy time
     image_digest: str          # sha256:..., what the image reference resolves to
     cuda_version: str | None
-    command: list[str]
-    args: list[str]
-    env: dict[str, str]
-    port: int
-    gpus: int
-    parallel_size: int
+    engines: list[EngineContainer]
+    parallel_size: int         # GPUs each engine drives (TP x DP)
     gpu_pool: GpuPool
     model: ModelMount
     compile_cache: CompileCache
     startup_budget_seconds: int
     termination_grace_seconds: int
     api_key_secret: str
-    api_key_env: str
     scripts_config_map: str
     annotations: dict[str, str] = field(default_factory=dict)
     image_pull_secrets: list[str] = field(default_factory=list)
+    sidecars: list[dict] = field(default_factory=list)   # e.g. the same-pod P/D proxy
 
 
 def compile_cache_key(image_digest: str, gpu_architecture: str, cuda_version: str | None, driver_version: str | None,
@@ -82,11 +94,11 @@ def startup_failure_threshold(budget_seconds: int) -> int:
     return math.ceil(budget_seconds / PROBE_PERIOD_SECONDS)
 
 
-def tcp_probe(failure_threshold: int, period: int = PROBE_PERIOD_SECONDS, timeout: int = 3) -> dict:
+def tcp_probe(port: str, failure_threshold: int, period: int = PROBE_PERIOD_SECONDS, timeout: int = 3) -> dict:
     # TCP, never HTTP /health: a generative health check sends a real prefill every probe and
     # pollutes throughput and TTFT (field report 12.4). TCP only says the port accepts connections;
     # end-to-end correctness is the smoke test's job.
-    return {"tcpSocket": {"port": "engine"}, "periodSeconds": period, "timeoutSeconds": timeout,
+    return {"tcpSocket": {"port": port}, "periodSeconds": period, "timeoutSeconds": timeout,
             "failureThreshold": failure_threshold, "successThreshold": 1}
 
 
@@ -146,46 +158,64 @@ def model_gate_container(spec: EnginePodSpec, model_volume_mount: dict) -> dict:
     }
 
 
-def engine_pod_template(spec: EnginePodSpec) -> dict:
+def cache_key_annotation(container: str) -> str:
+    return f"{ANN_CACHE_KEY}-{container}"
+
+
+def _engine_container(spec: EnginePodSpec, engine: EngineContainer, model_mount: dict, share: int) -> tuple[dict, str]:
     pool = spec.gpu_pool
     cache_key = compile_cache_key(spec.image_digest, pool.gpu_architecture, spec.cuda_version, pool.driver_version,
-                                  spec.command, spec.args, spec.env)
-    model_mount = {"name": "model", "mountPath": spec.model.mount_path, "readOnly": True}
-    env = [{"name": k, "value": v} for k, v in sorted({**cache_env(), **spec.env}.items())]
-    env.append({"name": spec.api_key_env,
+                                  engine.command, engine.args, engine.env)
+    env = [{"name": k, "value": v} for k, v in sorted({**cache_env(), **engine.env}.items())]
+    env.append({"name": engine.api_key_env,
                 "valueFrom": {"secretKeyRef": {"name": spec.api_key_secret, "key": "api-key"}}})
-    gpu = str(spec.gpus)
-    engine = {
-        "name": "engine",
+    gpu = str(engine.gpus)
+    # Several engines in one pod share the pool's per-pod CPU and memory.
+    requests = {"cpu": str(pool.cpu_request // share), "memory": _gib(pool.memory_request_gib // share),
+                "nvidia.com/gpu": gpu, **engine.extra_resources}
+    limits = {"cpu": str(pool.cpu_limit // share), "memory": _gib(pool.memory_limit_gib // share),
+              "nvidia.com/gpu": gpu, **engine.extra_resources}
+    security = container_security()
+    if engine.add_capabilities:
+        security["capabilities"]["add"] = list(engine.add_capabilities)
+    container = {
+        "name": engine.name,
         "image": spec.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": spec.command,
-        "args": spec.args,
+        "command": engine.command,
+        "args": engine.args,
         "env": env,
-        "ports": [{"name": "engine", "containerPort": spec.port, "protocol": "TCP"}],
-        "resources": {
-            "requests": {"cpu": str(pool.cpu_request), "memory": _gib(pool.memory_request_gib), "nvidia.com/gpu": gpu},
-            "limits": {"cpu": str(pool.cpu_limit), "memory": _gib(pool.memory_limit_gib), "nvidia.com/gpu": gpu},
-        },
-        "startupProbe": tcp_probe(startup_failure_threshold(spec.startup_budget_seconds)),
-        "readinessProbe": tcp_probe(3),
-        "livenessProbe": tcp_probe(4, period=15, timeout=5),
+        "ports": [{"name": engine.name, "containerPort": engine.port, "protocol": "TCP"}],
+        "resources": {"requests": requests, "limits": limits},
+        "startupProbe": tcp_probe(engine.name, startup_failure_threshold(spec.startup_budget_seconds)),
+        "readinessProbe": tcp_probe(engine.name, 3),
+        "livenessProbe": tcp_probe(engine.name, 4, period=15, timeout=5),
         # Give endpoints time to drop the pod before the engine stops taking requests.
         "lifecycle": {"preStop": {"exec": {"command": ["sleep", "10"]}}},
-        "securityContext": container_security(),
+        "securityContext": security,
         "volumeMounts": [
             model_mount,
             {"name": "shm", "mountPath": "/dev/shm"},
             {"name": "compile-cache", "mountPath": CACHE_MOUNT, "subPath": cache_key},
         ],
     }
+    return container, cache_key
+
+
+def engine_pod_template(spec: EnginePodSpec) -> dict:
+    pool = spec.gpu_pool
+    model_mount = {"name": "model", "mountPath": spec.model.mount_path, "readOnly": True}
     annotations = {
         ANN_ROLE: "engine",
         ANN_PARALLEL_SIZE: str(spec.parallel_size),
         ANN_STARTUP_BUDGET: str(spec.startup_budget_seconds),
-        ANN_CACHE_KEY: cache_key,
-        **spec.annotations,
     }
+    engines = []
+    for engine in spec.engines:
+        container, cache_key = _engine_container(spec, engine, model_mount, share=len(spec.engines))
+        engines.append(container)
+        annotations[cache_key_annotation(engine.name)] = cache_key
+    annotations.update(spec.annotations)
     pod_spec: dict = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
@@ -194,7 +224,7 @@ def engine_pod_template(spec: EnginePodSpec) -> dict:
         "nodeSelector": dict(sorted(pool.node_selector.items())),
         "tolerations": [t.model_dump(exclude_none=True) for t in pool.tolerations],
         "initContainers": [model_gate_container(spec, model_mount)],
-        "containers": [engine],
+        "containers": engines + list(spec.sidecars),
         "volumes": [
             # Read-only twice: the claim here and the mount above (field report 3.3).
             {"name": "model", "persistentVolumeClaim": {"claimName": spec.model.claim_name, "readOnly": True}},

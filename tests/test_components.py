@@ -229,7 +229,7 @@ def test_compile_cache_is_separate_writable_and_keyed():
     assert cache == {"name": "compile-cache", "persistentVolumeClaim": {"claimName": "cache"}}
     mount = next(m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "compile-cache")
     assert "readOnly" not in mount and mount["subPath"] == dep.inputs["spec"]["template"]["metadata"]["annotations"][
-        pod_template.ANN_CACHE_KEY]
+        pod_template.cache_key_annotation("engine")]
 
 
 def test_cache_key_changes_with_image_cuda_driver_architecture_and_arguments():

@@ -109,7 +109,7 @@ def test_sglang_jit_cache_is_persistent_and_keyed():
     volumes = {v["name"]: v for v in ref.template["spec"]["volumes"]}
     assert volumes["compile-cache"] == {"name": "compile-cache", "persistentVolumeClaim": {"claimName": "jit-cache"}}
     mount = next(m for m in engine_container(rbg)["volumeMounts"] if m["name"] == "compile-cache")
-    assert mount["subPath"] == ref.template["metadata"]["annotations"]["llm-serving.io/compile-cache-key"]
+    assert mount["subPath"] == ref.template["metadata"]["annotations"]["llm-serving.io/compile-cache-key-engine"]
     env = {e["name"]: e.get("value") for e in engine_container(rbg)["env"]}
     assert env["SGLANG_JIT_CACHE_ROOT"].startswith(mount["mountPath"])
 
@@ -184,7 +184,7 @@ def _without_identity(obj: dict, name: str, served: str) -> dict:
     (ref,) = pod_templates(obj["kind"], obj)
     t = ref.template
     t["metadata"]["labels"].pop("app.kubernetes.io/name"), t["metadata"]["labels"].pop("model.aibrix.ai/name")
-    t["metadata"]["annotations"].pop("llm-serving.io/compile-cache-key")
+    t["metadata"]["annotations"].pop("llm-serving.io/compile-cache-key-engine")
     t["metadata"]["annotations"].pop("llm-serving.io/ab-baseline", None)
     for _, c in containers(t):
         c["args"] = [a for a in c.get("args", []) if a != served]
