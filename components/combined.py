@@ -2,9 +2,9 @@
 
 One typed switch picks the orchestrator: a Deployment, an AIBrix StormService or an RBG
 RoleBasedGroup. Each embeds the same pod template from pod_template.engine_pod_template, so probes,
-mounts and GPUs are decided in one place. Every workload gets its own ClusterIP Service with the
-AIBrix labels: AIBrix v0.7.0 makes no HTTPRoute for a StormService or an RBG (11.1), so routes need
-a Service of ours to point at.
+mounts and GPUs are decided in one place. The AIBrix model labels go on the pods only: on the
+workload itself they would make AIBrix create its own route (see components/gateway.py). The
+Service and route of each served model come from the gateway component.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
+from components.gateway import RouteBackend
 from components.engines import (API_KEY_ENV, ENGINE_PORT, engine_command, gpus_per_pod, parallel_size,
                                 startup_budget_seconds)
 from components.pod_template import (PRE_START_ALLOWANCE_SECONDS, EngineContainer, EnginePodSpec, ModelMount,
@@ -128,9 +129,8 @@ def rolebasedgroup_spec(model: ServedModel, template: dict) -> dict:
 
 
 class CombinedEngine(Component):
-    service_name: str
-    endpoint: str
     workload: pulumi.CustomResource
+    route_backend: RouteBackend
 
     def __init__(self, name: str, args: CombinedEngineArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:combined:CombinedEngine", name, opts)
@@ -138,7 +138,7 @@ class CombinedEngine(Component):
         template = engine_pod_template(pod_spec(args))
         timeout = f"{rollout_deadline_seconds(m)}s"
         wait = pulumi.CustomTimeouts(create=timeout, update=timeout)
-        meta = metadata(m.name, ns, "engine", aibrix_labels(m))
+        meta = metadata(m.name, ns, "engine")
         if m.orchestrator == "deployment":
             self.workload = k8s.apps.v1.Deployment(
                 f"{name}-deployment", metadata=meta, spec=deployment_spec(m, template),
@@ -151,15 +151,7 @@ class CombinedEngine(Component):
                 f"{name}-{m.orchestrator}", api_version=api, kind=kind,
                 metadata={**meta, "annotations": dict(WAIT_FOR_READY)}, spec=spec,
                 opts=self.child_opts(custom_timeouts=wait))
-        self.service_name = m.name
-        port = ENGINE_PORT[m.engine]
-        self.service = k8s.core.v1.Service(
-            f"{name}-service",
-            metadata=meta,
-            spec={"type": "ClusterIP", "selector": selector(m),
-                  "ports": [{"name": "http", "port": port, "targetPort": "engine", "protocol": "TCP",
-                             "appProtocol": "http"}]},
-            opts=self.child_opts(),
-        )
-        self.endpoint = f"http://{m.name}.{ns}.svc.cluster.local:{port}/v1"
-        self.register_outputs({"endpoint": self.endpoint, "serviceName": self.service_name})
+        self.route_backend = RouteBackend(
+            served_model_name=m.served_model_name, service_name=m.name, selector=selector(m),
+            port=ENGINE_PORT[m.engine], target_port="engine", service_labels=aibrix_labels(m))
+        self.register_outputs({"workload": m.name})

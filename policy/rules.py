@@ -265,6 +265,22 @@ def no_generative_health_checks(resource_type: str, props: dict) -> list[str]:
     return out
 
 
+# Kinds whose own labels AIBrix v0.7.0's model router watches to create a `<model>-router` route.
+ROUTER_WATCHED_KINDS = {"Deployment", "RayClusterFleet", "LeaderWorkerSet", "ModelAdapter"}
+
+
+def no_router_owned_routes(resource_type: str, props: dict) -> list[str]:
+    """The model label belongs on pods, not on a watched workload: else AIBrix creates a route the
+    workload owns, shared by every workload with that label and deleted with any of them (11.2)."""
+    if _kind(resource_type) not in ROUTER_WATCHED_KINDS:
+        return []
+    labels = (props.get("metadata") or {}).get("labels") or {}
+    if "model.aibrix.ai/name" in labels:
+        return [f"{_name(props)}: carries model.aibrix.ai/name at its top level; AIBrix would create a shared "
+                "HTTPRoute that deleting this workload removes. Keep the label on the pod template only."]
+    return []
+
+
 RESOURCE_POLICIES = [
     ResourcePolicy("engine-probes-tcp", "Engine startup, readiness and liveness probes are tcpSocket.", engine_probes_are_tcp),
     ResourcePolicy("startup-allowance", "Startup probe allowance covers the startup budget.", startup_allowance_covers_budget),
@@ -278,6 +294,7 @@ RESOURCE_POLICIES = [
     ResourcePolicy("rollout-gpus", "GPU rollouts never add pods and wait for the startup budget.", rollout_never_adds_gpus),
     ResourcePolicy("custom-resources-awaited", "GPU custom resources carry pulumi.com/waitFor.", custom_workloads_are_awaited),
     ResourcePolicy("no-generative-health", "SGLang runs with /health generation disabled.", no_generative_health_checks),
+    ResourcePolicy("no-router-owned-routes", "Watched workloads carry no top-level model label.", no_router_owned_routes),
 ]
 
 
@@ -358,6 +375,36 @@ def only_sync_jobs_write_models(resources: list[StackResource]) -> list[str]:
                 mounts = [m for _, c in containers(ref.template) for m in c.get("volumeMounts") or [] if m.get("name") == v.get("name")]
                 if not claim.get("readOnly") or not all(m.get("readOnly") for m in mounts):
                     out.append(f"{_name(r.props)}: mounts model claim {claim.get('claimName')} writable; only the sync Job may write the model path.")
+    return out
+
+
+def routes_have_reference_grants(resources: list[StackResource]) -> list[str]:
+    """Every HTTPRoute backend in another namespace is allowed by a ReferenceGrant there; without
+    one the gateway answers 503 (RefNotPermitted)."""
+    grants = [(r.props.get("metadata") or {}, r.props.get("spec") or {}) for r in resources
+              if _kind(r.type) == "ReferenceGrant"]
+
+    def allowed(route_ns: str, backend_ns: str, kind: str, name: str) -> bool:
+        for meta, spec in grants:
+            if meta.get("namespace") != backend_ns:
+                continue
+            from_ok = any(f.get("kind") == "HTTPRoute" and f.get("namespace") == route_ns for f in spec.get("from") or [])
+            to_ok = any(t.get("kind") == kind and t.get("name", name) == name for t in spec.get("to") or [])
+            if from_ok and to_ok:
+                return True
+        return False
+
+    out = []
+    for r in resources:
+        if _kind(r.type) != "HTTPRoute":
+            continue
+        route_ns = (r.props.get("metadata") or {}).get("namespace")
+        for rule in (r.props.get("spec") or {}).get("rules") or []:
+            for ref in rule.get("backendRefs") or []:
+                backend_ns = ref.get("namespace", route_ns)
+                if backend_ns != route_ns and not allowed(route_ns, backend_ns, ref.get("kind", "Service"), ref.get("name")):
+                    out.append(f"{_name(r.props)}: backend {backend_ns}/{ref.get('name')} has no ReferenceGrant "
+                               f"from HTTPRoutes in {route_ns}; the gateway would answer 503.")
     return out
 
 

@@ -172,6 +172,29 @@ def _ab_section(rendered: Rendered) -> list[str]:
     return lines
 
 
+def _routes_section(rendered: Rendered) -> list[str]:
+    routes = [o for o in kubernetes_objects(rendered) if o.get("kind") == "HTTPRoute"]
+    if not routes:
+        return ["", "## Gateway routes", "", "None: gateway.enabled is false. Clients use the in-cluster endpoints."]
+    lines = ["", "## Gateway routes", "",
+             f"External endpoint: `{rendered.outputs.get('externalEndpoint')}`. Prerequisite: AIBrix v0.7.0 with its "
+             "Gateway and gateway plugin installed (see README).", "",
+             "| HTTPRoute | Gateway | Header `model` | Paths | Backend | Timeout |", "|---|---|---|---|---|---|"]
+    for r in routes:
+        meta, spec = r["metadata"], r["spec"]
+        parent = spec["parentRefs"][0]
+        for rule in spec["rules"]:
+            models = sorted({h["value"] for m in rule["matches"] for h in m.get("headers", []) if h["name"] == "model"})
+            backends = ", ".join(f"{b.get('namespace')}/{b['name']}:{b.get('port')}" for b in rule["backendRefs"])
+            lines.append(f"| {meta['namespace']}/{meta['name']} | {parent.get('namespace')}/{parent['name']} | "
+                         f"{', '.join(models)} | {len(rule['matches'])} | {backends} | "
+                         f"{(rule.get('timeouts') or {}).get('request', '-')} |")
+    grants = [o for o in kubernetes_objects(rendered) if o.get("kind") == "ReferenceGrant"]
+    lines += ["", "ReferenceGrants: " + (", ".join(f"{g['metadata']['namespace']}/{g['metadata']['name']}" for g in grants)
+                                          or "none")]
+    return lines
+
+
 def plan_md(rendered: Rendered) -> str:
     out = rendered.outputs
     rows = workload_rows(rendered)
@@ -198,6 +221,7 @@ def plan_md(rendered: Rendered) -> str:
         lines.append(f"| {r['kind']} | {r['name']} | {r['replicas']} | {r['surge']} | {r['gpusPerPod']} | "
                      f"{r['peakGpus']} | {images} | {r['probes']} | {r['modelMount']} |")
     lines += _ab_section(rendered)
+    lines += _routes_section(rendered)
     lines += ["", "## Resource options that matter on `pulumi up` and `pulumi destroy`", "",
               "| Resource | Protect | Retain on delete | Custom timeouts | Delete before replace |", "|---|---|---|---|---|"]
     for r in rendered.resources:

@@ -316,6 +316,27 @@ class ServedModel(Model):
     sglang: Sglang = Field(default_factory=Sglang, description="SGLang arguments (engine sglang).")
 
 
+# The paths AIBrix v0.7.0 routes per model (pkg/controller/modelrouter), all PathPrefix.
+AIBRIX_PATHS = ["/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/embeddings",
+                "/v1/rerank", "/v1/classify", "/generate", "/generatevideo", "/v1/audio/transcriptions",
+                "/v1/audio/translations"]
+
+
+class Gateway(Model):
+    """Routes through the AIBrix gateway (field report 10, 11.1): per served model one HTTPRoute in
+    the gateway namespace and one Service here, managed by this program, never by a workload."""
+
+    enabled: bool = Field(True, description="Create the Services' HTTPRoutes and the ReferenceGrant.")
+    namespace: DnsLabel = Field("aibrix-system", description="Namespace of the Gateway and of the HTTPRoutes.")
+    name: DnsLabel = Field("aibrix-eg", description="The Gateway the routes attach to.")
+    external_endpoint: text(r"^https?://[^\s/]+$", "an http(s)://host[:port] base URL without a path") | None = Field(
+        None, description="Stable external base URL of the gateway (a DNS name, never a Pod IP); exported with /v1.")
+    request_timeout_seconds: int = Field(120, ge=1, le=3600, description="HTTPRoute request timeout in seconds (AIBrix default 120).")
+    paths: list[text(r"^/[^\s]*$", "an absolute path")] = Field(
+        default_factory=lambda: list(AIBRIX_PATHS), min_length=1, max_length=64,
+        description="Path prefixes routed to each model, matched together with the header `model`.")
+
+
 class StackConfig(Model):
     """Everything under `llm-serving:` in a stack file, except the secrets."""
 
@@ -329,6 +350,7 @@ class StackConfig(Model):
     images: Images = Field(..., description="Images pinned by digest.")
     compile_cache: CompileCache = Field(default_factory=CompileCache, description="JIT/compile cache volume.")
     model_sync: ModelSync = Field(default_factory=ModelSync, description="The model sync Job.")
+    gateway: Gateway = Field(default_factory=Gateway, description="Gateway routes.")
     models: list[ServedModel] = Field(..., min_length=1, description="Served models; the first is the stack's primary endpoint.")
 
 

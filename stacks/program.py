@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 from components.base import labels
 from components.combined import CombinedEngine, CombinedEngineArgs
 from components.engines import with_speculative_decoding
+from components.gateway import ModelRoutes, ModelRoutesArgs
 from components.images import ImageMirror, ImageMirrorArgs
 from components.providers import make_providers
 from components.scripts import ModelScripts
@@ -128,12 +129,16 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         # The engine image also runs the model gate init container.
         workload_images[m.name] = {"engine": images.references[m.engine], "model-gate": images.references[m.engine]}
 
+    routes = ModelRoutes("routes", ModelRoutesArgs(
+        namespace=ns, gateway=cfg.gateway, backends=[e.route_backend for e in engines]), opts)
+
     primary = cfg.models[0]
     return {
-        "endpoint": engines[0].endpoint,
+        "endpoint": routes.endpoints[primary.served_model_name],
+        "externalEndpoint": routes.external_endpoint,
         "servedModelName": primary.served_model_name,
         "topology": primary.topology,
-        "endpoints": {m.served_model_name: e.endpoint for m, e in zip(cfg.models, engines)},
+        "endpoints": routes.endpoints,
         "namespace": ns,
         "bucketName": store.bucket_name,
         "modelClaimName": volume.serving_claim_name,

@@ -15,8 +15,8 @@ from components.sync_job import ModelSyncArgs, ModelSyncJob, job_name
 from components.volume import ModelVolumeArgs, ModelVolumeClaims
 from render.runtime import record
 from render.stackfile import MASK
-from stacks.config import (CephFsVolume, CompileCache, ExistingClaim, GpuPool, ModelSync, ModelVolume, NfsVolume,
-                           ObjectStore, Rollout, ServedModel)
+from stacks.config import (CephFsVolume, CompileCache, ExistingClaim, Gateway, GpuPool, ModelSync, ModelVolume,
+                           NfsVolume, ObjectStore, Rollout, ServedModel)
 
 DIGEST = "@sha256:" + "a" * 64
 
@@ -191,7 +191,7 @@ def combined_run(model: ServedModel, cache: CompileCache | None = None):
                               image="vllm" + DIGEST, image_digest=DIGEST[1:], image_cuda_version="12.9",
                               model_claim_name="model-store", model_mount_path="/models",
                               api_key_secret="api", scripts_config_map="scripts")
-    return record("test", lambda: {"endpoint": CombinedEngine(model.name, args).endpoint})
+    return record("test", lambda: {"backend": CombinedEngine(model.name, args).route_backend.service_name})
 
 
 def test_combined_deployment_waits_for_the_cold_start():
@@ -203,7 +203,7 @@ def test_combined_deployment_waits_for_the_cold_start():
     engine = dep.inputs["spec"]["template"]["spec"]["containers"][0]
     startup = engine["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 1800
-    assert r.outputs["endpoint"] == "http://dsv4.ns.svc.cluster.local:8000/v1"
+    assert "model.aibrix.ai/name" not in dep.inputs["metadata"]["labels"]  # else AIBrix makes its own route
 
 
 def test_rolling_update_never_surges():
@@ -212,13 +212,56 @@ def test_rolling_update_never_surges():
     assert dep.inputs["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
 
 
-def test_service_carries_the_aibrix_labels_on_port_8000():
-    (svc,) = by_type(combined_run(served()), "kubernetes:core/v1:Service")
-    labels = svc.inputs["metadata"]["labels"]
-    assert labels["model.aibrix.ai/name"] == "DeepSeek-V4-Flash"
-    assert labels["model.aibrix.ai/port"] == "8000" and labels["model.aibrix.ai/engine"] == "vllm"
-    assert svc.inputs["spec"]["type"] == "ClusterIP"
-    assert svc.inputs["spec"]["ports"][0]["port"] == 8000 and svc.inputs["spec"]["ports"][0]["targetPort"] == "engine"
+def routes_run(gateway: Gateway | None = None):
+    from components.gateway import ModelRoutes, ModelRoutesArgs, RouteBackend
+    backend = RouteBackend(served_model_name="DeepSeek-V4-Flash", service_name="dsv4",
+                           selector={"app.kubernetes.io/name": "dsv4"}, port=8000, target_port="engine",
+                           service_labels={"model.aibrix.ai/name": "DeepSeek-V4-Flash"})
+
+    def program():
+        r = ModelRoutes("routes", ModelRoutesArgs(namespace="ns", gateway=gateway or Gateway(
+            external_endpoint="https://llm.example.com"), backends=[backend]))
+        return {"endpoints": r.endpoints, "external": r.external_endpoint}
+    return record("test", program)
+
+
+def test_each_served_model_gets_a_service_and_a_route_on_the_aibrix_gateway():
+    r = routes_run()
+    (svc,) = by_type(r, "kubernetes:core/v1:Service")
+    assert svc.inputs["metadata"] == {"name": "dsv4", "namespace": "ns", "labels": {
+        **svc.inputs["metadata"]["labels"], "model.aibrix.ai/name": "DeepSeek-V4-Flash"}}
+    assert svc.inputs["spec"]["ports"][0] == {"name": "http", "port": 8000, "targetPort": "engine", "protocol": "TCP",
+                                               "appProtocol": "http"}
+    (route,) = by_type(r, "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute")
+    assert route.inputs["metadata"]["namespace"] == "aibrix-system"
+    spec = route.inputs["spec"]
+    assert spec["parentRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "aibrix-eg",
+                                   "namespace": "aibrix-system"}]
+    (rule,) = spec["rules"]
+    assert len(rule["matches"]) == 11
+    assert all(m["headers"] == [{"type": "Exact", "name": "model", "value": "DeepSeek-V4-Flash"}] for m in rule["matches"])
+    assert {m["path"]["value"] for m in rule["matches"]} >= {"/v1/chat/completions", "/v1/completions"}
+    assert rule["backendRefs"] == [{"group": "", "kind": "Service", "name": "dsv4", "namespace": "ns", "port": 8000}]
+    assert rule["timeouts"] == {"request": "120s"}
+    (grant,) = by_type(r, "kubernetes:gateway.networking.k8s.io/v1beta1:ReferenceGrant")
+    assert grant.inputs["metadata"]["namespace"] == "ns"
+    assert grant.inputs["spec"] == {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute",
+                                              "namespace": "aibrix-system"}], "to": [{"group": "", "kind": "Service"}]}
+    assert r.outputs == {"endpoints": {"DeepSeek-V4-Flash": "http://dsv4.ns.svc.cluster.local:8000/v1"},
+                         "external": "https://llm.example.com/v1"}
+
+
+def test_routes_follow_the_gateway_config():
+    r = routes_run(Gateway(namespace="gw", name="edge", request_timeout_seconds=300, paths=["/v1/chat/completions"]))
+    (route,) = by_type(r, "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute")
+    assert route.inputs["metadata"]["namespace"] == "gw"
+    assert route.inputs["spec"]["parentRefs"][0]["name"] == "edge"
+    assert route.inputs["spec"]["rules"][0]["timeouts"] == {"request": "300s"}
+    assert len(route.inputs["spec"]["rules"][0]["matches"]) == 1
+    assert r.outputs["external"] is None
+    off = routes_run(Gateway(enabled=False))
+    assert by_type(off, "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute") == []
+    assert len(by_type(off, "kubernetes:core/v1:Service")) == 1
 
 
 def test_compile_cache_is_separate_writable_and_keyed():

@@ -44,6 +44,7 @@ def test_stack_rules_pass(rendered, stack):
     assert rules.data_is_protected(resources, stack) == []
     assert rules.explicit_providers_only(resources) == []
     assert rules.only_sync_jobs_write_models(resources) == []
+    assert rules.routes_have_reference_grants(resources) == []
 
 
 def test_every_stack_has_a_gpu_workload_checked(rendered):
@@ -198,3 +199,18 @@ def test_writable_sync_claim_outside_a_job_is_refused():
     assert rules.only_sync_jobs_write_models(resources) == [
         "Deployment llm-serving-dev/deepseek-v4-flash: mounts model claim model-store-sync writable; "
         "only the sync Job may write the model path."]
+
+
+def test_route_without_reference_grant_is_refused():
+    resources = [copy.deepcopy(r) for r in stack_resources(render_stack("dev"))]
+    assert any(r.props.get("kind") == "HTTPRoute" for r in resources)
+    without = [r for r in resources if r.props.get("kind") != "ReferenceGrant"]
+    assert rules.routes_have_reference_grants(without) == [
+        "HTTPRoute aibrix-system/deepseek-v4-flash-llm-serving-dev: backend llm-serving-dev/deepseek-v4-flash has "
+        "no ReferenceGrant from HTTPRoutes in aibrix-system; the gateway would answer 503."]
+
+
+def test_model_label_on_a_watched_workload_is_refused():
+    dep = _deployment()
+    dep["metadata"]["labels"]["model.aibrix.ai/name"] = "DeepSeek-V4-Flash"
+    assert any("shared HTTPRoute" in v for v in _violations("no-router-owned-routes", dep))

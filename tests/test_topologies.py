@@ -180,7 +180,7 @@ def _without_identity(obj: dict, name: str, served: str) -> dict:
     (it hashes the argv) and the pointer to the baseline. The speculative flag stays."""
     obj = copy.deepcopy(obj)
     meta = obj["metadata"]
-    meta.pop("name"), meta["labels"].pop("app.kubernetes.io/name"), meta["labels"].pop("model.aibrix.ai/name")
+    meta.pop("name"), meta["labels"].pop("app.kubernetes.io/name")
     (ref,) = pod_templates(obj["kind"], obj)
     t = ref.template
     t["metadata"]["labels"].pop("app.kubernetes.io/name"), t["metadata"]["labels"].pop("model.aibrix.ai/name")

@@ -1,0 +1,101 @@
+"""Per served model: a Service here and an HTTPRoute on the AIBrix gateway, plus one ReferenceGrant.
+
+AIBrix v0.7.0 builds a `<model>-router` HTTPRoute itself for a Deployment or RayClusterFleet whose
+own labels name the model; two fleets sharing that label share the route, and deleting either
+deletes it (field report 11.2). It builds none for a StormService (11.1). So workloads here never
+carry the model label at their top level, and this component owns every route: one per served
+model, in the gateway namespace, pointing at a Service in the model namespace, allowed across
+namespaces by a ReferenceGrant (without it the gateway answers 503 RefNotPermitted).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.base import Component, labels, metadata
+from stacks.config import Gateway
+
+REFERENCE_GRANT = "llm-serving-gateway-access"
+
+
+@dataclass(frozen=True)
+class RouteBackend:
+    served_model_name: str
+    service_name: str
+    selector: dict[str, str]     # the pods the Service reaches
+    port: int
+    target_port: str             # container port name
+    service_labels: dict[str, str]
+
+
+def route_name(service: str, namespace: str) -> str:
+    name = f"{service}-{namespace}"
+    if len(name) <= 63:
+        return name
+    return f"{name[:54]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def route_spec(gateway: Gateway, backend: RouteBackend, namespace: str) -> dict:
+    """Every routed path, each AND the header `model` = served name (AIBrix matches on `model`)."""
+    return {
+        "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                        "name": gateway.name, "namespace": gateway.namespace}],
+        "rules": [{
+            "matches": [{"path": {"type": "PathPrefix", "value": path},
+                         "headers": [{"type": "Exact", "name": "model", "value": backend.served_model_name}]}
+                        for path in gateway.paths],
+            "backendRefs": [{"group": "", "kind": "Service", "name": backend.service_name,
+                             "namespace": namespace, "port": backend.port}],
+            "timeouts": {"request": f"{gateway.request_timeout_seconds}s"},
+        }],
+    }
+
+
+@dataclass(frozen=True)
+class ModelRoutesArgs:
+    namespace: str
+    gateway: Gateway
+    backends: list[RouteBackend]
+
+
+class ModelRoutes(Component):
+    endpoints: dict[str, str]          # served model name -> in-cluster URL
+    external_endpoint: str | None
+
+    def __init__(self, name: str, args: ModelRoutesArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:gateway:ModelRoutes", name, opts)
+        ns, gw = args.namespace, args.gateway
+        self.endpoints = {}
+        services = []
+        for b in args.backends:
+            services.append(k8s.core.v1.Service(
+                f"{name}-{b.service_name}-service",
+                metadata=metadata(b.service_name, ns, "engine", b.service_labels),
+                spec={"type": "ClusterIP", "selector": b.selector,
+                      "ports": [{"name": "http", "port": b.port, "targetPort": b.target_port, "protocol": "TCP",
+                                 "appProtocol": "http"}]},
+                opts=self.child_opts()))
+            self.endpoints[b.served_model_name] = f"http://{b.service_name}.{ns}.svc.cluster.local:{b.port}/v1"
+        self.external_endpoint = None
+        if gw.enabled:
+            grant = k8s.apiextensions.CustomResource(
+                f"{name}-reference-grant", api_version="gateway.networking.k8s.io/v1beta1", kind="ReferenceGrant",
+                metadata=metadata(REFERENCE_GRANT, ns, "gateway"),
+                spec={"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": gw.namespace}],
+                      "to": [{"group": "", "kind": "Service"}]},
+                opts=self.child_opts())
+            for b, svc in zip(args.backends, services):
+                route = route_name(b.service_name, ns)
+                k8s.apiextensions.CustomResource(
+                    f"{name}-{b.service_name}-route", api_version="gateway.networking.k8s.io/v1", kind="HTTPRoute",
+                    metadata={"name": route, "namespace": gw.namespace,
+                              "labels": {**labels(route, "gateway"), "llm-serving.io/namespace": ns}},
+                    spec=route_spec(gw, b, ns),
+                    opts=self.child_opts(depends_on=[grant, svc]))
+            if gw.external_endpoint:
+                self.external_endpoint = f"{gw.external_endpoint}/v1"
+        self.register_outputs({"endpoints": self.endpoints})
