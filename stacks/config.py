@@ -337,6 +337,11 @@ class Gateway(Model):
         description="Path prefixes routed to each model, matched together with the header `model`.")
 
 
+class NetworkPolicy(Model):
+    enabled: bool = Field(True, description="Deny ingress by default; open engine ports to the gateway namespace and "
+                          "this stack's pods, and KV transfer within a P/D roleset only.")
+
+
 class StackConfig(Model):
     """Everything under `llm-serving:` in a stack file, except the secrets."""
 
@@ -351,6 +356,7 @@ class StackConfig(Model):
     compile_cache: CompileCache = Field(default_factory=CompileCache, description="JIT/compile cache volume.")
     model_sync: ModelSync = Field(default_factory=ModelSync, description="The model sync Job.")
     gateway: Gateway = Field(default_factory=Gateway, description="Gateway routes.")
+    network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy, description="NetworkPolicies of the namespace.")
     models: list[ServedModel] = Field(..., min_length=1, description="Served models; the first is the stack's primary endpoint.")
 
 

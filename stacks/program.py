@@ -12,6 +12,7 @@ from components.base import labels
 from components.combined import CombinedEngine, CombinedEngineArgs
 from components.engines import with_speculative_decoding
 from components.gateway import ModelRoutes, ModelRoutesArgs
+from components.network import NetworkArgs, NetworkPolicies
 from components.images import ImageMirror, ImageMirrorArgs
 from components.providers import make_providers
 from components.scripts import ModelScripts
@@ -131,6 +132,10 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
 
     routes = ModelRoutes("routes", ModelRoutesArgs(
         namespace=ns, gateway=cfg.gateway, backends=[e.route_backend for e in engines]), opts)
+    if cfg.network_policy.enabled:
+        NetworkPolicies("network", NetworkArgs(
+            namespace=ns, gateway_namespace=cfg.gateway.namespace,
+            engine_ports=[e.route_backend.port for e in engines]), opts)
 
     primary = cfg.models[0]
     return {

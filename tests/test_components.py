@@ -343,3 +343,20 @@ def test_kubernetes_provider_pins_context_namespace_and_identity():
     (k,) = by_type(r, "pulumi:providers:kubernetes")
     assert k.inputs["context"] == "gpu" and k.inputs["namespace"] == "ns" and k.inputs["clusterIdentifier"] == "gpu"
     assert k.inputs["kubeconfig"] == MASK
+
+
+# ---- NetworkPolicies ----
+
+def test_network_policies_deny_by_default_and_open_engines_to_the_gateway_and_the_stack():
+    from components.network import NetworkArgs, policies
+    specs = policies(NetworkArgs(namespace="ns", gateway_namespace="aibrix-system", engine_ports=[8000, 30000, 8000],
+                                 rolesets=["dsv4-pd"]))
+    assert specs["llm-serving-default-deny-ingress"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+    (rule,) = specs["llm-serving-engine-ingress"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 8000}, {"protocol": "TCP", "port": 30000}]
+    assert rule["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "aibrix-system"}}},
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": "llm-serving"}}}]
+    pd = specs["llm-serving-pd-dsv4-pd"]
+    assert pd["podSelector"] == {"matchLabels": {"roleset-name": "dsv4-pd"}}
+    assert pd["ingress"] == [{"from": [{"podSelector": {"matchLabels": {"roleset-name": "dsv4-pd"}}}]}]

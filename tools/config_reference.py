@@ -1,6 +1,7 @@
 """Print the stack config reference (markdown) from the pydantic model, for the README.
 
-    .venv/bin/python tools/config_reference.py   # the README block between the config-reference markers
+    .venv/bin/python tools/config_reference.py           # print it
+    .venv/bin/python tools/config_reference.py --write   # replace the block in README.md
 
 A test keeps the README block equal to this output, so the reference never drifts from the code.
 """
@@ -71,5 +72,16 @@ def reference() -> str:
     return "\n".join(lines)
 
 
+def write_readme(readme: Path) -> None:
+    import re
+    text = readme.read_text(encoding="utf-8")
+    new = re.sub(r"(<!-- config-reference:start -->\n).*?(\n<!-- config-reference:end -->)",
+                 lambda m: m.group(1) + reference() + m.group(2), text, flags=re.S)
+    readme.write_text(new, encoding="utf-8")
+
+
 if __name__ == "__main__":
-    print(reference())
+    if "--write" in sys.argv[1:]:
+        write_readme(Path(__file__).resolve().parent.parent / "README.md")
+    else:
+        print(reference())
