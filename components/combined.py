@@ -30,6 +30,11 @@ WAIT_FOR_READY = {"pulumi.com/waitFor": "condition=Ready"}
 ROLE_NAME = "server"
 
 
+def served_model_selector(model: ServedModel) -> dict[str, str]:
+    """Every engine pod of a served model, whatever its topology: what its Service selects."""
+    return {"llm-serving.io/model": model.name, "app.kubernetes.io/component": "engine"}
+
+
 def aibrix_labels(model: ServedModel) -> dict[str, str]:
     """AIBrix v0.7.0 discovery labels: the name must equal the request body's `model`."""
     return {"model.aibrix.ai/name": model.served_model_name,
@@ -52,6 +57,9 @@ class CombinedEngineArgs:
     scripts_config_map: str
     image_pull_secrets: tuple[str, ...] = ()
     ab_baseline: str | None = None   # name of the target-only workload this one is the DSpark arm of
+    # Hybrid routing: roleset labels and model config that make these the combined fallback pods.
+    extra_pod_labels: tuple[tuple[str, str], ...] = ()
+    extra_pod_annotations: tuple[tuple[str, str], ...] = ()
 
 
 def rollout_deadline_seconds(model: ServedModel) -> int:
@@ -71,12 +79,12 @@ def pod_spec(args: CombinedEngineArgs) -> EnginePodSpec:
     mount = ModelMount(claim_name=args.model_claim_name, mount_path=args.model_mount_path,
                        directory=m.directory, revision=m.revision, expected_shard_count=m.expected_shard_count)
     cmd = engine_command(mount.model_path, m)
-    annotations = {"llm-serving.io/model-revision": m.revision}
+    annotations = {"llm-serving.io/model-revision": m.revision, **dict(args.extra_pod_annotations)}
     if args.ab_baseline:
         annotations[ANN_AB_BASELINE] = args.ab_baseline
     return EnginePodSpec(
         name=m.name,
-        labels={**labels(m.name, "engine"), **aibrix_labels(m)},
+        labels={**labels(m.name, "engine"), **served_model_selector(m), **aibrix_labels(m), **dict(args.extra_pod_labels)},
         image=args.image, image_digest=args.image_digest, cuda_version=args.image_cuda_version,
         engines=[EngineContainer(name="engine", command=cmd.command, args=cmd.args, env=cmd.env,
                                  port=ENGINE_PORT[m.engine], gpus=gpus_per_pod(m), api_key_env=API_KEY_ENV[m.engine])],
@@ -152,6 +160,6 @@ class CombinedEngine(Component):
                 metadata={**meta, "annotations": dict(WAIT_FOR_READY)}, spec=spec,
                 opts=self.child_opts(custom_timeouts=wait))
         self.route_backend = RouteBackend(
-            served_model_name=m.served_model_name, service_name=m.name, selector=selector(m),
+            served_model_name=m.served_model_name, service_name=m.name, selector=served_model_selector(m),
             port=ENGINE_PORT[m.engine], target_port="engine", service_labels=aibrix_labels(m))
         self.register_outputs({"workload": m.name})

@@ -37,7 +37,40 @@ def parallel_size(model: ServedModel) -> int:
 
 
 def gpus_per_pod(model: ServedModel) -> int:
-    return model.gpus_per_pod if model.gpus_per_pod is not None else parallel_size(model)
+    """GPUs of one engine pod: the parallel size, twice over for same-pod 4P+4D."""
+    if model.gpus_per_pod is not None:
+        return model.gpus_per_pod
+    return parallel_size(model) * (2 if model.topology == "pd-same-pod" else 1)
+
+
+@dataclass(frozen=True)
+class GpuWorkload:
+    """One workload of a served model, for GPU accounting: pods at steady state, the extra pods a
+    rollout or a known controller overshoot may add, and GPUs per pod."""
+
+    name: str
+    pods: int
+    extra_pods: int
+    gpus_per_pod: int
+
+    @property
+    def peak_gpus(self) -> int:
+        return (self.pods + self.extra_pods) * self.gpus_per_pod
+
+
+def gpu_workloads(model: ServedModel) -> list[GpuWorkload]:
+    per_pod = gpus_per_pod(model)
+    rollout = model.rollout
+    surge = 0 if rollout.strategy == "Recreate" else rollout.max_surge
+    out = []
+    if model.topology in ("combined", "pd-same-pod", "hybrid"):
+        out.append(GpuWorkload(model.name, model.replicas, surge, per_pod))
+    if model.topology in ("pd", "hybrid"):
+        pd_replicas = 1 if model.topology == "hybrid" else model.replicas
+        # The pair's overshoot reserve sits on the prefill side; either fleet may use it.
+        out.append(GpuWorkload(f"{model.name}-prefill", pd_replicas, model.pd.rollout_overshoot_pods, per_pod))
+        out.append(GpuWorkload(f"{model.name}-decode", pd_replicas, 0, per_pod))
+    return out
 
 
 def startup_budget_seconds(model: ServedModel) -> int:
@@ -59,6 +92,10 @@ def with_speculative_decoding(model: ServedModel, on: bool) -> ServedModel:
     else:
         section = {"vllm": model.vllm.model_copy(update={"speculative_decoding": "dspark" if on else "off"})}
     return model.model_copy(update=section)
+
+
+def roleset_name(model: ServedModel) -> str:
+    return model.pd.roleset_name or f"{model.name}-pd"
 
 
 def vllm_args(model_path: str, served_model_name: str, port: int, vllm: Vllm) -> list[str]:

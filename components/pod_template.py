@@ -55,6 +55,7 @@ class EngineContainer:
     port: int
     gpus: int
     api_key_env: str
+    extra_ports: dict[str, int] = field(default_factory=dict)       # e.g. the NIXL side channel
     extra_resources: dict[str, str] = field(default_factory=dict)   # e.g. RDMA devices
     add_capabilities: tuple[str, ...] = ()                          # e.g. IPC_LOCK with RDMA
 
@@ -185,7 +186,8 @@ def _engine_container(spec: EnginePodSpec, engine: EngineContainer, model_mount:
         "command": engine.command,
         "args": engine.args,
         "env": env,
-        "ports": [{"name": engine.name, "containerPort": engine.port, "protocol": "TCP"}],
+        "ports": [{"name": engine.name, "containerPort": engine.port, "protocol": "TCP"}] + [
+            {"name": n, "containerPort": p, "protocol": "TCP"} for n, p in sorted(engine.extra_ports.items())],
         "resources": {"requests": requests, "limits": limits},
         "startupProbe": tcp_probe(engine.name, startup_failure_threshold(spec.startup_budget_seconds)),
         "readinessProbe": tcp_probe(engine.name, 3),

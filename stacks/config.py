@@ -283,6 +283,43 @@ class Sglang(Model):
     cuda_graph_max_bs: int | None = Field(None, ge=1, description="--cuda-graph-max-bs.")
 
 
+class Rdma(Model):
+    resource_name: NonEmpty = Field(..., description="Extended resource of the RDMA devices, e.g. rdma/rdma_shared_device_a.")
+    count: int = Field(1, ge=1, le=16, description="RDMA devices per engine pod.")
+
+
+class Pd(Model):
+    """Prefill/decode disaggregation on two AIBrix RayClusterFleets (field report 11.2-11.4). Both
+    sides are built from this model's one vLLM argument set, so they cannot differ."""
+
+    roleset_name: DnsLabel | None = Field(None, description="roleset-name label pairing the two sides; unset means <name>-pd.")
+    side_channel_port: int = Field(5600, ge=1024, le=65535, description="VLLM_NIXL_SIDE_CHANNEL_PORT on both sides (one engine per pod).")
+    kv_load_failure_policy: Literal["recompute", "fail"] = Field(
+        "recompute", description="NixlConnector kv_load_failure_policy, always explicit. recompute drops failed remote KV "
+        "and recomputes locally instead of generating from invalid KV (11.3); such requests are not P/D successes.")
+    prompt_len_bucket_min_length: int = Field(
+        2049, ge=1, description="Hybrid only: shortest prompt (tokens) the P/D roleset serves; shorter prompts go to combined pods (11.5).")
+    rollout_overshoot_pods: int = Field(
+        1, ge=0, le=4, description="Extra 8-GPU pods the GPU budget reserves for the pair: the Fleet controller replaced a "
+        "briefly NotReady RayCluster and exceeded its GPU target even with maxSurge 0 (11.2).")
+    rdma: Rdma | None = Field(None, description="RDMA devices for KV transfer; adds IPC_LOCK and nothing broader.")
+
+
+class SamePodPd(Model):
+    """4P+4D in one pod (field report 9): for functional validation only; 9.4 measured 3.7-12.1% of
+    TP=8 throughput."""
+
+    prefill_port: int = Field(8100, ge=1024, le=65535, description="Prefill engine port.")
+    decode_port: int = Field(8200, ge=1024, le=65535, description="Decode engine port.")
+    proxy_port: int = Field(8000, ge=1024, le=65535, description="Proxy port the Service targets.")
+    prefill_side_channel_port: int = Field(5559, ge=1024, le=65535, description="Prefill VLLM_NIXL_SIDE_CHANNEL_PORT.")
+    decode_side_channel_port: int = Field(5659, ge=1024, le=65535, description="Decode VLLM_NIXL_SIDE_CHANNEL_PORT.")
+    enforce_eager: bool = Field(True, description="--enforce-eager on both engines, as validated in 9.2.")
+    proxy_script: text(r"^/[^\s]*$", "an absolute path") = Field(
+        "/vllm-workspace/examples/disaggregated/disaggregated_serving/disagg_proxy_multiturn.py",
+        description="The image's built-in P/D proxy (9.2).")
+
+
 class ServedModel(Model):
     """One served model: where its weights are and how its combined engine runs."""
 
@@ -298,9 +335,13 @@ class ServedModel(Model):
         ..., description="Model revision; the sync Job writes it into the ready marker and pods refuse another.")
     expected_shard_count: int = Field(48, ge=1, description="Safetensors shards the weight index must name (48 for DeepSeek-V4-Flash, field report 3.1).")
     engine: Literal["vllm", "sglang"] = Field("vllm", description="Serving engine.")
-    orchestrator: Literal["deployment", "stormservice", "rolebasedgroup"] = Field(
-        "deployment", description="What runs the engine pod: a Deployment, an AIBrix StormService (11.1) or an RBG RoleBasedGroup (12).")
-    topology: Literal["combined"] = Field("combined", description="combined: one engine does prefill and decode (field report 7).")
+    orchestrator: Literal["deployment", "stormservice", "rolebasedgroup", "rayclusterfleet"] = Field(
+        "deployment", description="What runs the engine pods: a Deployment, an AIBrix StormService (11.1), an RBG "
+        "RoleBasedGroup (12) or, for P/D, two AIBrix RayClusterFleets (11.2). For hybrid it runs the combined pods.")
+    topology: Literal["combined", "pd", "pd-same-pod", "hybrid"] = Field(
+        "combined", description="combined: one engine does prefill and decode (field report 7); pd: prefill and decode "
+        "fleets (11.2); pd-same-pod: 4P+4D in one pod (9, validation only); hybrid: combined pods for every prompt "
+        "plus a P/D roleset for long prompts (11.5).")
     dspark_of: DnsLabel | None = Field(
         None, description="Makes this model the DSpark arm of an A/B pair: the name of the target-only model it must "
         "equal in everything but speculative decoding, name and served name (field report 5, 8.1, 12.5).")
@@ -313,6 +354,8 @@ class ServedModel(Model):
     termination_grace_seconds: int = Field(120, ge=10, le=3600, description="Grace period to drain in-flight requests, in seconds.")
     rollout: Rollout = Field(default_factory=Rollout, description="Rollout of the engine pods.")
     vllm: Vllm = Field(default_factory=Vllm, description="vLLM arguments (engine vllm).")
+    pd: Pd = Field(default_factory=Pd, description="P/D settings (topology pd or hybrid).")
+    same_pod: SamePodPd = Field(default_factory=SamePodPd, description="Same-pod 4P+4D settings (topology pd-same-pod).")
     sglang: Sglang = Field(default_factory=Sglang, description="SGLang arguments (engine sglang).")
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from components.engines import (COLD_START_ESTIMATE_SECONDS, gpus_per_pod, parallel_size, speculative_decoding,
-                                startup_budget_seconds)
+from components.engines import (COLD_START_ESTIMATE_SECONDS, gpu_workloads, gpus_per_pod, parallel_size,
+                                speculative_decoding, startup_budget_seconds)
 from components.image_refs import PULL_THROUGH_UPSTREAMS, parse_upstream
 from stacks.config import ServedModel, StackConfig
 
@@ -20,8 +20,13 @@ SHM_GIB_PER_GPU = 8
 # Kubernetes removed the in-tree CephFS volume plugin in 1.31.
 IN_TREE_CEPHFS_LAST_MINOR = 30
 # The combinations the field report validated: vLLM on a plain pod (5) and on a StormService
-# (11.1), SGLang on a RoleBasedGroup (12).
-SUPPORTED_PAIRS = {("vllm", "deployment"), ("vllm", "stormservice"), ("sglang", "rolebasedgroup")}
+# (11.1), SGLang on a RoleBasedGroup (12), P/D on two RayClusterFleets (11.2), 4P+4D in one pod
+# (9), and combined pods beside a P/D roleset (11.5).
+SUPPORTED = {
+    ("combined", "vllm", "deployment"), ("combined", "vllm", "stormservice"), ("combined", "sglang", "rolebasedgroup"),
+    ("pd", "vllm", "rayclusterfleet"), ("pd-same-pod", "vllm", "deployment"),
+    ("hybrid", "vllm", "deployment"), ("hybrid", "vllm", "stormservice"),
+}
 
 
 @dataclass(frozen=True)
@@ -42,19 +47,9 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def rollout_extra_pods(cfg: StackConfig, index: int) -> int:
-    """Pods a rollout of models[index] may start on top of its replicas: none for Recreate, maxSurge
-    for every rolling strategy (Deployment, StormService role, RoleBasedGroup role)."""
-    rollout = cfg.models[index].rollout
-    return 0 if rollout.strategy == "Recreate" else rollout.max_surge
-
-
 def gpu_demand(cfg: StackConfig) -> list[tuple[str, int]]:
-    """(model name, peak GPUs) for every workload, rollout surge included."""
-    return [
-        (m.name, (m.replicas + rollout_extra_pods(cfg, i)) * gpus_per_pod(m))
-        for i, m in enumerate(cfg.models)
-    ]
+    """(workload, peak GPUs) for every workload, rollout surge and known overshoot included."""
+    return [(w.name, w.peak_gpus) for m in cfg.models for w in gpu_workloads(m)]
 
 
 def gpu_total(cfg: StackConfig) -> int:
@@ -107,7 +102,8 @@ def _models(cfg: StackConfig) -> Iterator[Problem]:
         if cfg.gpu_pool.shm_size_gib < need_shm:
             yield Problem("gpuPool.shmSizeGiB", cfg.gpu_pool.shm_size_gib,
                           f"must be at least {need_shm} GiB for {at} ({m.name}) with "
-                          f"{gpus_per_pod(m)} GPUs per pod (TP={parallel_size(m)})")
+                          f"{gpus_per_pod(m)} GPUs per pod (TP={parallel_size(m)}"
+                          f"{' per engine, two engines' if m.topology == 'pd-same-pod' else ''})")
 
         yield from _engine_and_orchestrator(cfg, i, m)
         if m.rollout.max_surge != 0:
@@ -118,11 +114,23 @@ def _models(cfg: StackConfig) -> Iterator[Problem]:
 
 def _engine_and_orchestrator(cfg: StackConfig, i: int, m: ServedModel) -> Iterator[Problem]:
     at = f"models[{i}]"
-    if (m.engine, m.orchestrator) not in SUPPORTED_PAIRS:
-        pairs = ", ".join(f"{e}+{o}" for e, o in sorted(SUPPORTED_PAIRS))
+    if (m.topology, m.engine, m.orchestrator) not in SUPPORTED:
+        combos = ", ".join(f"{t} {e}+{o}" for t, e, o in sorted(SUPPORTED))
         yield Problem(f"{at}.orchestrator", m.orchestrator,
-                      f"engine {m.engine!r} on {m.orchestrator!r} is not a combination this program supports; "
-                      f"supported (validated in the field report): {pairs}")
+                      f"topology {m.topology!r} with engine {m.engine!r} on {m.orchestrator!r} is not a combination "
+                      f"this program supports; supported (validated in the field report): {combos}")
+    if m.topology in ("pd", "hybrid") and cfg.images.vllm_ray is None:
+        yield Problem("images.vllmRay", None, f"is required: {at} runs P/D on RayClusterFleets, whose image must "
+                      "bring Ray itself (field report 11.3)")
+    if m.topology == "pd-same-pod":
+        sp = m.same_pod
+        ports = {"prefillPort": sp.prefill_port, "decodePort": sp.decode_port, "proxyPort": sp.proxy_port,
+                 "prefillSideChannelPort": sp.prefill_side_channel_port, "decodeSideChannelPort": sp.decode_side_channel_port}
+        seen: dict[int, str] = {}
+        for key, port in ports.items():
+            if port in seen:
+                yield Problem(f"{at}.samePod.{key}", port, f"must differ from samePod.{seen[port]}: one pod, one port each")
+            seen.setdefault(port, key)
     other = "sglang" if m.engine == "vllm" else "vllm"
     if other in m.model_fields_set:
         yield Problem(f"{at}.{other}", "(set)", f"must be unset for engine {m.engine!r}: only the {m.engine} section applies")

@@ -307,9 +307,10 @@ def test_unsupported_engine_orchestrator_pair_is_refused(engine, orchestrator):
     if engine == "sglang":
         m.pop("vllm")
     assert problems(raw) == [
-        f"Pulumi.dev.yaml: llm-serving:models[0].orchestrator = '{orchestrator}': engine '{engine}' on "
-        f"'{orchestrator}' is not a combination this program supports; supported (validated in the field "
-        "report): sglang+rolebasedgroup, vllm+deployment, vllm+stormservice"]
+        f"Pulumi.dev.yaml: llm-serving:models[0].orchestrator = '{orchestrator}': topology 'combined' with engine "
+        f"'{engine}' on '{orchestrator}' is not a combination this program supports; supported (validated in the "
+        "field report): combined sglang+rolebasedgroup, combined vllm+deployment, combined vllm+stormservice, "
+        "hybrid vllm+deployment, hybrid vllm+stormservice, pd vllm+rayclusterfleet, pd-same-pod vllm+deployment"]
 
 
 def test_unknown_orchestrator_is_refused():

@@ -183,7 +183,8 @@ def _without_identity(obj: dict, name: str, served: str) -> dict:
     meta.pop("name"), meta["labels"].pop("app.kubernetes.io/name")
     (ref,) = pod_templates(obj["kind"], obj)
     t = ref.template
-    t["metadata"]["labels"].pop("app.kubernetes.io/name"), t["metadata"]["labels"].pop("model.aibrix.ai/name")
+    for key in ("app.kubernetes.io/name", "model.aibrix.ai/name", "llm-serving.io/model"):
+        t["metadata"]["labels"].pop(key)
     t["metadata"]["annotations"].pop("llm-serving.io/compile-cache-key-engine")
     t["metadata"]["annotations"].pop("llm-serving.io/ab-baseline", None)
     for _, c in containers(t):

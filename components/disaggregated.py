@@ -1,0 +1,227 @@
+"""Prefill/decode disaggregation, built so that the field report's "looked like P/D but was not"
+mistakes cannot be configured (sections 9, 11.2-11.5).
+
+Dual-fleet P/D: two AIBrix RayClusterFleets, prefill and decode, each one head-only 8-GPU pod.
+- Both sides come from one vLLM argument set: same model, TP, KV dtype, block size, backend.
+- `--distributed-executor-backend mp`: the Ray executor produced garbage tokens (11.3); KubeRay only
+  runs the pods. Ray still starts in the head (the image brings it, 11.3) for KubeRay's sake.
+- NixlConnector, `kv_role` kv_both, `kv_load_failure_policy` explicit; side channel on 0.0.0.0
+  (the loopback default failed every handshake, 11.3).
+- Pod labels: model, `roleset-name`, `role-name`, `model.aibrix.ai/kv-connector-type: shfs` (the GPU
+  path; `nixl` is AIBrix's Neuron agent). Pod annotation `model.aibrix.ai/config` in the profiles
+  schema. No model label on the fleets, so AIBrix makes no shared route (11.2).
+
+Same-pod 4P+4D: one pod, a 4-GPU prefill container, a 4-GPU decode container and the image's
+proxy, as validated in 9.2. Functional validation only (9.4).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.base import Component, labels, metadata
+from components.combined import (ANN_AB_BASELINE, CombinedEngineArgs, aibrix_labels, deployment_spec,
+                                 rollout_deadline_seconds, served_model_selector)
+from components.engines import (API_KEY_ENV, ENGINE_PORT, OFFLINE_ENV, parallel_size, roleset_name,
+                                startup_budget_seconds, vllm_args)
+from components.gateway import RouteBackend
+from components.pod_template import (EngineContainer, EnginePodSpec, ModelMount, container_security,
+                                     engine_pod_template, startup_failure_threshold, tcp_probe)
+from stacks.config import ServedModel
+
+ANN_MODEL_CONFIG = "model.aibrix.ai/config"
+ANN_OVERSHOOT = "llm-serving.io/rollout-overshoot-pods"
+# One value for both sides so block hashes agree across engines (as AIBrix's P/D samples set it).
+PYTHONHASHSEED = "1047"
+# KubeRay, told not to touch the command, hands its `ray start` line over in this variable. It
+# blocks, so it runs in the background and the engine becomes the container's main process.
+RAY_HEAD_WRAPPER = ["/bin/sh", "-c", 'eval "$KUBERAY_GEN_RAY_START_CMD" & exec "$@"', "ray-head"]
+
+
+def model_config(routing_config: dict | None = None) -> str:
+    """AIBrix v0.7.0 model config, always in the profiles schema: the old top-level
+    {"routingStrategy": "pd"} does not route ordinary requests into P/D reliably (11.3)."""
+    profile: dict[str, Any] = {"routingStrategy": "pd"}
+    if routing_config:
+        profile["routingConfig"] = routing_config
+    return json.dumps({"profiles": {"default": profile}}, separators=(",", ":"), sort_keys=True)
+
+
+def kv_transfer_config(role: str, failure_policy: str) -> str:
+    return json.dumps({"kv_connector": "NixlConnector", "kv_role": role, "kv_buffer_device": "cuda",
+                       "kv_load_failure_policy": failure_policy}, separators=(",", ":"))
+
+
+def fleet_engine_args(model_path: str, model: ServedModel) -> list[str]:
+    """The one argument set of both fleet sides: the combined vLLM argv plus mp and NIXL."""
+    return vllm_args(model_path, model.served_model_name, ENGINE_PORT["vllm"], model.vllm) + [
+        "--distributed-executor-backend", "mp",
+        "--kv-transfer-config", kv_transfer_config("kv_both", model.pd.kv_load_failure_policy),
+    ]
+
+
+def fleet_env(model: ServedModel) -> dict[str, str]:
+    return {**OFFLINE_ENV, "VLLM_NIXL_SIDE_CHANNEL_HOST": "0.0.0.0",
+            "VLLM_NIXL_SIDE_CHANNEL_PORT": str(model.pd.side_channel_port), "PYTHONHASHSEED": PYTHONHASHSEED}
+
+
+def same_pod_engine_args(model_path: str, model: ServedModel, port: int, role: str) -> list[str]:
+    """Section 9.2's PD_COMMON_ARGS for one side: the same common arguments on both engines."""
+    vllm = model.vllm.model_copy(update={"enforce_eager": model.same_pod.enforce_eager})
+    return vllm_args(model_path, model.served_model_name, port, vllm) + [
+        "--dtype", "auto",
+        "--reasoning-config", json.dumps({"reasoning_parser": vllm.reasoning_parser, "reasoning_start_str": "<think>",
+                                          "reasoning_end_str": "</think>"}, separators=(",", ":")),
+        "--default-chat-template-kwargs", '{"thinking":true}',
+        "--enable-prompt-tokens-details",
+        "--kv-transfer-config", kv_transfer_config(role, model.pd.kv_load_failure_policy),
+    ]
+
+
+@dataclass(frozen=True)
+class DisaggregatedArgs:
+    base: CombinedEngineArgs          # namespace, model, pool, cache, image, claims ... as for combined
+    hybrid: bool = False              # True: this roleset takes only long prompts beside combined pods
+
+
+def _pod_spec(base: CombinedEngineArgs, name: str, engines: list[EngineContainer], extra_labels: dict,
+              extra_annotations: dict, sidecars: list[dict] | None = None) -> EnginePodSpec:
+    m = base.model
+    mount = ModelMount(claim_name=base.model_claim_name, mount_path=base.model_mount_path,
+                       directory=m.directory, revision=m.revision, expected_shard_count=m.expected_shard_count)
+    annotations = {"llm-serving.io/model-revision": m.revision, **extra_annotations}
+    if base.ab_baseline:
+        annotations[ANN_AB_BASELINE] = base.ab_baseline
+    return EnginePodSpec(
+        name=name, labels={**labels(name, "engine"), **served_model_selector(m), **extra_labels},
+        image=base.image, image_digest=base.image_digest, cuda_version=base.image_cuda_version,
+        engines=engines, parallel_size=parallel_size(m), gpu_pool=base.gpu_pool, model=mount,
+        compile_cache=base.compile_cache, startup_budget_seconds=startup_budget_seconds(m),
+        termination_grace_seconds=m.termination_grace_seconds, api_key_secret=base.api_key_secret,
+        scripts_config_map=base.scripts_config_map, annotations=annotations,
+        image_pull_secrets=list(base.image_pull_secrets), sidecars=sidecars or [])
+
+
+def fleet_pod_template(base: CombinedEngineArgs, side: str, hybrid: bool) -> dict:
+    m = base.model
+    model_path = f"{base.model_mount_path}/{m.directory}"
+    rdma = m.pd.rdma
+    engine = EngineContainer(
+        name="engine", command=list(RAY_HEAD_WRAPPER), args=["vllm", *fleet_engine_args(model_path, m)],
+        env=fleet_env(m), port=ENGINE_PORT["vllm"], gpus=parallel_size(m), api_key_env=API_KEY_ENV["vllm"],
+        extra_ports={"nixl": m.pd.side_channel_port},
+        extra_resources={rdma.resource_name: str(rdma.count)} if rdma else {},
+        # RDMA needs locked memory, and nothing more: the pod stays unprivileged.
+        add_capabilities=("IPC_LOCK",) if rdma else ())
+    routing = {"promptLenBucketMinLength": m.pd.prompt_len_bucket_min_length} if hybrid else None
+    pod_labels = {**aibrix_labels(m), "roleset-name": roleset_name(m), "role-name": side,
+                  "model.aibrix.ai/kv-connector-type": "shfs"}
+    return engine_pod_template(_pod_spec(base, f"{m.name}-{side}", [engine], pod_labels,
+                                         {ANN_MODEL_CONFIG: model_config(routing)}))
+
+
+def fleet_manifest_spec(base: CombinedEngineArgs, side: str, hybrid: bool, ray_version: str) -> dict:
+    m = base.model
+    name = f"{m.name}-{side}"
+    return {
+        "replicas": 1 if hybrid else m.replicas,
+        "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+        "template": {
+            "metadata": {"labels": {"app.kubernetes.io/name": name},
+                         "annotations": {"ray.io/overwrite-container-cmd": "true"}},
+            "spec": {
+                "rayVersion": ray_version,
+                # Head only: each side is one single-node engine; mp runs its 8 TP ranks.
+                "headGroupSpec": {"rayStartParams": {}, "template": fleet_pod_template(base, side, hybrid)},
+            },
+        },
+    }
+
+
+class DisaggregatedEngine(Component):
+    """Dual RayClusterFleet P/D for one served model."""
+
+    route_backend: RouteBackend
+
+    def __init__(self, name: str, args: DisaggregatedArgs, ray_version: str,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:disaggregated:DisaggregatedEngine", name, opts)
+        base = args.base
+        m = base.model
+        timeout = f"{rollout_deadline_seconds(m)}s"
+        for side in ("prefill", "decode"):
+            fleet = f"{m.name}-{side}"
+            annotations = {"pulumi.com/waitFor": f"jsonpath={{.status.readyReplicas}}={1 if args.hybrid else m.replicas}"}
+            if side == "prefill":
+                annotations[ANN_OVERSHOOT] = str(m.pd.rollout_overshoot_pods)
+            k8s.apiextensions.CustomResource(
+                f"{name}-{side}", api_version="orchestration.aibrix.ai/v1alpha1", kind="RayClusterFleet",
+                # No model label here: AIBrix would make a route both fleets share (11.2).
+                metadata={**metadata(fleet, base.namespace, "engine"), "annotations": annotations},
+                spec=fleet_manifest_spec(base, side, args.hybrid, ray_version),
+                opts=self.child_opts(custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
+        self.route_backend = RouteBackend(
+            served_model_name=m.served_model_name, service_name=m.name, selector=served_model_selector(m),
+            port=ENGINE_PORT["vllm"], target_port="engine", service_labels=aibrix_labels(m))
+        self.register_outputs({"roleset": roleset_name(m)})
+
+
+def same_pod_template(base: CombinedEngineArgs) -> dict:
+    m = base.model
+    sp = m.same_pod
+    model_path = f"{base.model_mount_path}/{m.directory}"
+    tp = parallel_size(m)
+    engines = []
+    for role, port, side_channel, vllm_port, kv_role in (
+            ("prefill", sp.prefill_port, sp.prefill_side_channel_port, "20000", "kv_producer"),
+            ("decode", sp.decode_port, sp.decode_side_channel_port, "30000", "kv_consumer")):
+        engines.append(EngineContainer(
+            name=role, command=["vllm"], args=same_pod_engine_args(model_path, m, port, kv_role),
+            env={**OFFLINE_ENV, "VLLM_PORT": vllm_port, "UCX_NET_DEVICES": "all",
+                 # Same pod: loopback is right here, unlike across pods.
+                 "VLLM_NIXL_SIDE_CHANNEL_HOST": "127.0.0.1", "VLLM_NIXL_SIDE_CHANNEL_PORT": str(side_channel),
+                 "PYTHONHASHSEED": PYTHONHASHSEED},
+            port=port, gpus=tp, api_key_env=API_KEY_ENV["vllm"]))
+    proxy = {
+        "name": "proxy",
+        "image": base.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python3", sp.proxy_script],
+        "args": ["--host", "0.0.0.0", "--port", str(sp.proxy_port),
+                 "--prefiller-host", "127.0.0.1", "--prefiller-port", str(sp.prefill_port),
+                 "--decoder-host", "127.0.0.1", "--decoder-port", str(sp.decode_port)],
+        "ports": [{"name": "proxy", "containerPort": sp.proxy_port, "protocol": "TCP"}],
+        "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}},
+        "startupProbe": tcp_probe("proxy", startup_failure_threshold(startup_budget_seconds(m))),
+        "readinessProbe": tcp_probe("proxy", 3),
+        "livenessProbe": tcp_probe("proxy", 4, period=15, timeout=5),
+        "securityContext": container_security(),
+    }
+    pod_labels = {**aibrix_labels(m), "model.aibrix.ai/port": str(sp.proxy_port)}
+    return engine_pod_template(_pod_spec(base, m.name, engines, pod_labels, {}, sidecars=[proxy]))
+
+
+class SamePodPdEngine(Component):
+    """4P+4D in one Deployment pod (field report 9): functional validation only."""
+
+    route_backend: RouteBackend
+
+    def __init__(self, name: str, base: CombinedEngineArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:disaggregated:SamePodPdEngine", name, opts)
+        m = base.model
+        timeout = f"{rollout_deadline_seconds(m)}s"
+        k8s.apps.v1.Deployment(
+            f"{name}-deployment", metadata=metadata(m.name, base.namespace, "engine"),
+            spec=deployment_spec(m, same_pod_template(base)),
+            opts=self.child_opts(custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
+        self.route_backend = RouteBackend(
+            served_model_name=m.served_model_name, service_name=m.name, selector=served_model_selector(m),
+            port=m.same_pod.proxy_port, target_port="proxy",
+            service_labels={**aibrix_labels(m), "model.aibrix.ai/port": str(m.same_pod.proxy_port)})
+        self.register_outputs({})
