@@ -8,6 +8,7 @@ wrap the same functions.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -281,6 +282,88 @@ def no_router_owned_routes(resource_type: str, props: dict) -> list[str]:
     return []
 
 
+LOOPBACK = ("localhost", "127.", "::1")
+
+
+def _env_value(container: dict, name: str) -> str | None:
+    return next((e.get("value") for e in container.get("env") or [] if e.get("name") == name), None)
+
+
+def _argv(container: dict) -> list[str]:
+    return [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def pd_wiring(resource_type: str, props: dict) -> list[str]:
+    """The field report's "looked like P/D but was not" causes (11.3), on every engine pod:
+    Ray executor, loopback side channel across pods, wrong AIBrix connector type, implicit KV
+    failure policy."""
+    out = []
+    for ref, engine_containers in _engine_pods(resource_type, props):
+        pod_labels = (ref.template.get("metadata") or {}).get("labels") or {}
+        across_pods = "roleset-name" in pod_labels and pod_labels.get("role-name") in ("prefill", "decode")
+        for c in engine_containers:
+            argv = _argv(c)
+            if _flag_value(argv, "--distributed-executor-backend") == "ray":
+                out.append(f"{_name(props)}: container {c.get('name')} uses the Ray executor for a single-node engine; "
+                           "use mp (the Ray executor produced garbage tokens, field report 11.3).")
+            transfer = _flag_value(argv, "--kv-transfer-config")
+            if transfer is None:
+                continue
+            kv = json.loads(transfer)
+            if "kv_load_failure_policy" not in kv:
+                out.append(f"{_name(props)}: container {c.get('name')} leaves kv_load_failure_policy implicit; set it.")
+            if across_pods:
+                host = _env_value(c, "VLLM_NIXL_SIDE_CHANNEL_HOST")
+                if not host or host.startswith(LOOPBACK):
+                    out.append(f"{_name(props)}: container {c.get('name')} NIXL side channel host is {host or 'unset (loopback)'}; "
+                               "the other side cannot connect across pods (set 0.0.0.0).")
+                if kv.get("kv_connector") == "NixlConnector" and pod_labels.get("model.aibrix.ai/kv-connector-type") != "shfs":
+                    out.append(f"{_name(props)}: vLLM NixlConnector pods need model.aibrix.ai/kv-connector-type=shfs "
+                               "(AIBrix's nixl agent is for Neuron and its prefill response is not read by GPU vLLM).")
+    return out
+
+
+def aibrix_profiles_schema(resource_type: str, props: dict) -> list[str]:
+    """model.aibrix.ai/config is the profiles schema; the old top-level routingStrategy does not route
+    ordinary requests into P/D reliably (field report 11.3)."""
+    out = []
+    for ref in _templates(resource_type, props):
+        raw = _annotations(ref.template).get("model.aibrix.ai/config")
+        if raw is None:
+            continue
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            out.append(f"{_name(props)}: model.aibrix.ai/config is not JSON.")
+            continue
+        if not isinstance(doc.get("profiles"), dict) or not doc["profiles"] or "routingStrategy" in doc:
+            out.append(f"{_name(props)}: model.aibrix.ai/config must be {{\"profiles\": {{\"default\": {{...}}}}}}, "
+                       "not the top-level routingStrategy form.")
+    return out
+
+
+def capabilities_minimal(resource_type: str, props: dict) -> list[str]:
+    """The only capability ever added is IPC_LOCK, and only for a container that requests RDMA devices."""
+    out = []
+    for ref in _templates(resource_type, props):
+        for _, c in containers(ref.template):
+            added = set(((c.get("securityContext") or {}).get("capabilities") or {}).get("add") or [])
+            limits = (c.get("resources") or {}).get("limits") or {}
+            rdma = any(k.startswith("rdma/") or "rdma" in k for k in limits)
+            if added - {"IPC_LOCK"} or (added and not rdma):
+                out.append(f"{_name(props)}: container {c.get('name')} adds {sorted(added)}; only IPC_LOCK, only with RDMA devices.")
+    return out
+
+
 RESOURCE_POLICIES = [
     ResourcePolicy("engine-probes-tcp", "Engine startup, readiness and liveness probes are tcpSocket.", engine_probes_are_tcp),
     ResourcePolicy("startup-allowance", "Startup probe allowance covers the startup budget.", startup_allowance_covers_budget),
@@ -295,6 +378,9 @@ RESOURCE_POLICIES = [
     ResourcePolicy("custom-resources-awaited", "GPU custom resources carry pulumi.com/waitFor.", custom_workloads_are_awaited),
     ResourcePolicy("no-generative-health", "SGLang runs with /health generation disabled.", no_generative_health_checks),
     ResourcePolicy("no-router-owned-routes", "Watched workloads carry no top-level model label.", no_router_owned_routes),
+    ResourcePolicy("pd-wiring", "P/D: mp executor, side channel off loopback across pods, shfs, explicit KV failure policy.", pd_wiring),
+    ResourcePolicy("aibrix-profiles-schema", "AIBrix model config uses the profiles schema.", aibrix_profiles_schema),
+    ResourcePolicy("capabilities-minimal", "Only IPC_LOCK is added, and only with RDMA.", capabilities_minimal),
 ]
 
 
@@ -314,7 +400,7 @@ def gpu_total(resources: list[StackResource]) -> int:
     total = 0
     for r in resources:
         for ref in _templates(r.type, r.props):
-            total += (ref.replicas + ref.surge) * pod_gpus(ref.template)
+            total += (ref.replicas + ref.extra_pods) * pod_gpus(ref.template)
     return total
 
 
@@ -405,6 +491,48 @@ def routes_have_reference_grants(resources: list[StackResource]) -> list[str]:
                 if backend_ns != route_ns and not allowed(route_ns, backend_ns, ref.get("kind", "Service"), ref.get("name")):
                     out.append(f"{_name(r.props)}: backend {backend_ns}/{ref.get('name')} has no ReferenceGrant "
                                f"from HTTPRoutes in {route_ns}; the gateway would answer 503.")
+    return out
+
+
+def _model_path(argv: list[str]) -> str | None:
+    """The positional model of `vllm serve <path>`."""
+    return argv[argv.index("serve") + 1] if "serve" in argv[:-1] else None
+
+
+def _roleset_engines(resources: list[StackResource]) -> dict[str, dict[str, list[dict]]]:
+    """roleset-name -> role-name -> engine containers, over every workload of the stack."""
+    out: dict[str, dict[str, list[dict]]] = {}
+    for r in resources:
+        for ref, engine_containers in _engine_pods(r.type, r.props):
+            pod_labels = (ref.template.get("metadata") or {}).get("labels") or {}
+            if "roleset-name" in pod_labels:
+                role = pod_labels.get("role-name", "")
+                out.setdefault(pod_labels["roleset-name"], {}).setdefault(role, []).extend(engine_containers)
+    return out
+
+
+def pd_rolesets_are_complete_and_matched(resources: list[StackResource]) -> list[str]:
+    """Every P/D roleset has both roles; both sides serve the same model with the same TP, KV dtype
+    and block size; decode TP is at least prefill TP."""
+    out = []
+    for roleset, roles in sorted(_roleset_engines(resources).items()):
+        if set(roles) == {"combined"}:
+            continue
+        missing = {"prefill", "decode"} - set(roles)
+        if missing:
+            out.append(f"P/D roleset {roleset} has no {' or '.join(sorted(missing))} pods; AIBrix only pairs complete rolesets.")
+            continue
+        p, d = _argv(roles["prefill"][0]), _argv(roles["decode"][0])
+        if _model_path(p) != _model_path(d):
+            out.append(f"P/D roleset {roleset}: prefill and decode serve different model paths "
+                       f"({_model_path(p)} vs {_model_path(d)}).")
+        for flag in ("--served-model-name", "--kv-cache-dtype", "--block-size", "--max-model-len"):
+            if _flag_value(p, flag) != _flag_value(d, flag):
+                out.append(f"P/D roleset {roleset}: prefill and decode differ in {flag} "
+                           f"({_flag_value(p, flag)} vs {_flag_value(d, flag)}).")
+        ptp, dtp = int(_flag_value(p, "--tensor-parallel-size") or 1), int(_flag_value(d, "--tensor-parallel-size") or 1)
+        if dtp < ptp:
+            out.append(f"P/D roleset {roleset}: decode TP {dtp} is below prefill TP {ptp}; the transfer plan needs decode TP >= prefill TP.")
     return out
 
 

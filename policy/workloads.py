@@ -17,7 +17,12 @@ class PodTemplateRef:
     path: str             # dotted path of the template inside the manifest
     template: dict        # the PodTemplateSpec (metadata + spec)
     replicas: int         # pods this template runs at steady state
-    surge: int            # extra pods a rollout may start
+    surge: int            # extra pods the rollout strategy allows
+    overshoot: int = 0    # extra pods a controller is known to start anyway (annotation, field report 11.2)
+
+    @property
+    def extra_pods(self) -> int:
+        return self.surge + self.overshoot
 
 
 def _int(value: Any, default: int) -> int:
@@ -56,6 +61,26 @@ def _stormservice_templates(spec: dict) -> list[PodTemplateRef]:
     return refs
 
 
+def _rayclusterfleet_templates(manifest: dict) -> list[PodTemplateRef]:
+    """The head and worker groups of every RayCluster of the fleet. An unset maxSurge counts as one
+    pod; the fleet's declared overshoot (llm-serving.io/rollout-overshoot-pods) is added too."""
+    spec = manifest.get("spec") or {}
+    clusters = _int(spec.get("replicas"), 1)
+    rolling = (spec.get("strategy") or {}).get("rollingUpdate") or {}
+    surge_clusters = _surge(rolling.get("maxSurge", 1), clusters)
+    annotations = (manifest.get("metadata") or {}).get("annotations") or {}
+    overshoot_clusters = _int(annotations.get("llm-serving.io/rollout-overshoot-pods"), 0)
+    ray = ((spec.get("template") or {}).get("spec") or {})
+    refs = [PodTemplateRef("spec.template.spec.headGroupSpec.template",
+                           (ray.get("headGroupSpec") or {}).get("template") or {}, clusters, surge_clusters,
+                           overshoot_clusters)]
+    for i, group in enumerate(ray.get("workerGroupSpecs") or []):
+        per_cluster = _int(group.get("replicas"), 0) * _int(group.get("numOfHosts"), 1)
+        refs.append(PodTemplateRef(f"spec.template.spec.workerGroupSpecs[{i}].template", group.get("template") or {},
+                                   per_cluster * clusters, per_cluster * surge_clusters, per_cluster * overshoot_clusters))
+    return refs
+
+
 def _rolebasedgroup_templates(spec: dict) -> list[PodTemplateRef]:
     """Standalone and leader-worker roles; the CRD defaults maxSurge to 0."""
     refs = []
@@ -87,6 +112,8 @@ def pod_templates(kind: str, manifest: dict) -> list[PodTemplateRef]:
         return _stormservice_templates(spec)
     if kind == "RoleBasedGroup":
         return _rolebasedgroup_templates(spec)
+    if kind == "RayClusterFleet":
+        return _rayclusterfleet_templates(manifest)
     return []
 
 

@@ -93,8 +93,8 @@ def workload_rows(rendered: Rendered) -> list[dict[str, Any]]:
             main = [c for g, c in containers(ref.template) if g == "containers"]
             gpus = sum(max(gpu_count(c)) for c in main)
             rows.append({
-                "kind": kind, "name": name, "replicas": ref.replicas, "surge": ref.surge, "gpusPerPod": gpus,
-                "peakGpus": (ref.replicas + ref.surge) * gpus,
+                "kind": kind, "name": name, "replicas": ref.replicas, "surge": ref.extra_pods, "gpusPerPod": gpus,
+                "peakGpus": (ref.replicas + ref.extra_pods) * gpus,
                 "images": sorted({c.get("image", "") for _, c in containers(ref.template)}),
                 "probes": "; ".join(f"{c['name']}: {_probe_kinds(c)}" for c in main),
                 "modelMount": _model_mount_mode(ref.template),
@@ -213,7 +213,7 @@ def plan_md(rendered: Rendered) -> str:
         "",
         "## Workloads",
         "",
-        "| Kind | Name | Replicas | Rollout extra pods | GPUs per pod | Peak GPUs | Images (by digest) | Probes | Model mount (volume/mounts) |",
+        "| Kind | Name | Replicas | Rollout extra pods (surge + known overshoot) | GPUs per pod | Peak GPUs | Images (by digest) | Probes | Model mount (volume/mounts) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:

@@ -3,15 +3,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import labels
 from components.combined import CombinedEngine, CombinedEngineArgs
-from components.engines import with_speculative_decoding
-from components.gateway import ModelRoutes, ModelRoutesArgs
+from components.disaggregated import ANN_MODEL_CONFIG, DisaggregatedArgs, DisaggregatedEngine, SamePodPdEngine, model_config
+from components.engines import roleset_name, with_speculative_decoding
+from components.gateway import ModelRoutes, ModelRoutesArgs, RouteBackend
 from components.network import NetworkArgs, NetworkPolicies
 from components.images import ImageMirror, ImageMirrorArgs
 from components.providers import make_providers
@@ -57,6 +58,38 @@ def read_secrets() -> StackSecrets:
     )
 
 
+def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, images: ImageMirror,
+                opts: pulumi.ResourceOptions, workload_images: dict) -> RouteBackend:
+    """Register the workloads of one served model by topology; return what its route points at."""
+    refs = images.references
+    if m.topology == "pd":
+        assert cfg.images.vllm_ray is not None
+        engine = DisaggregatedEngine(m.name, DisaggregatedArgs(base=base), cfg.images.vllm_ray.ray_version, opts)
+        for side in ("prefill", "decode"):
+            workload_images[f"{m.name}-{side}"] = {"engine": refs["vllmRay"], "model-gate": refs["vllmRay"]}
+        return engine.route_backend
+    if m.topology == "pd-same-pod":
+        same_pod = SamePodPdEngine(m.name, base, opts)
+        workload_images[m.name] = {c: refs["vllm"] for c in ("prefill", "decode", "proxy", "model-gate")}
+        return same_pod.route_backend
+    if m.topology == "hybrid":
+        # Combined pods are the fallback for every prompt length: they need a roleset and a role
+        # name, or AIBrix skips them, plus `combined: true` (11.5).
+        assert cfg.images.vllm_ray is not None
+        base = replace(base, extra_pod_labels=(("roleset-name", f"{m.name}-combined"), ("role-name", "combined")),
+                       extra_pod_annotations=((ANN_MODEL_CONFIG, model_config({"combined": True})),))
+        ray = cfg.images.vllm_ray
+        pd_base = replace(base, image=refs["vllmRay"], image_digest=ray.digest, image_cuda_version=ray.cuda_version,
+                          extra_pod_labels=(), extra_pod_annotations=())
+        DisaggregatedEngine(f"{m.name}-pd", DisaggregatedArgs(base=pd_base, hybrid=True), ray.ray_version, opts)
+        for side in ("prefill", "decode"):
+            workload_images[f"{m.name}-{side}"] = {"engine": refs["vllmRay"], "model-gate": refs["vllmRay"]}
+    engine = CombinedEngine(m.name, base, opts)
+    # The engine image also runs the model gate init container.
+    workload_images[m.name] = {"engine": refs[m.engine], "model-gate": refs[m.engine]}
+    return engine.route_backend
+
+
 def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     """Register every resource of the stack and return the stack outputs (flat camelCase keys)."""
     providers = make_providers(cfg, secrets.kubeconfig, secrets.object_store_access_key_id,
@@ -98,7 +131,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets, scripts])))
     pull_secrets = images.pull_secrets
 
-    engines: list[CombinedEngine] = []
+    backends: list[RouteBackend] = []
     syncs: dict[str, ModelSyncJob] = {}
     sync_opts = pulumi.ResourceOptions.merge(
         opts, pulumi.ResourceOptions(depends_on=[volume, scripts, serving_secrets, store, images]))
@@ -114,28 +147,27 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
                 image_pull_secrets=pull_secrets), sync_opts)
             workload_images[sync.job_name] = {"download": images.references["modelSync"],
                                               "verify": images.references["modelVerify"]}
-        image_ref = cfg.images.named()[m.engine]  # images are keyed like engines: vllm, sglang
-        # GPU pods are created only after the weights are verified: no GPU idles through a download
-        # (field report 3.2, optimization 3).
-        engine = CombinedEngine(m.name, CombinedEngineArgs(
+        # P/D fleets need Ray in the image; every other engine pod runs the engine's own image.
+        image_key = "vllmRay" if m.topology == "pd" else m.engine
+        image_ref = cfg.images.named()[image_key]
+        base = CombinedEngineArgs(
             namespace=ns, model=m, gpu_pool=cfg.gpu_pool, compile_cache=cfg.compile_cache,
-            image=images.references[m.engine], image_digest=image_ref.digest,
+            image=images.references[image_key], image_digest=image_ref.digest,
             image_cuda_version=image_ref.cuda_version, model_claim_name=volume.serving_claim_name,
             model_mount_path=cfg.model_volume.mount_path,
             api_key_secret=serving_secrets.api_key_secret_name,
             scripts_config_map=scripts.config_map_name, image_pull_secrets=tuple(pull_secrets),
-            ab_baseline=m.dspark_of),
-            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory], images])))
-        engines.append(engine)
-        # The engine image also runs the model gate init container.
-        workload_images[m.name] = {"engine": images.references[m.engine], "model-gate": images.references[m.engine]}
+            ab_baseline=m.dspark_of)
+        # GPU pods are created only after the weights are verified: no GPU idles through a download
+        # (field report 3.2, optimization 3).
+        engine_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory], images]))
+        backends.append(_engines_of(m, base, cfg, images, engine_opts, workload_images))
 
-    routes = ModelRoutes("routes", ModelRoutesArgs(
-        namespace=ns, gateway=cfg.gateway, backends=[e.route_backend for e in engines]), opts)
+    routes = ModelRoutes("routes", ModelRoutesArgs(namespace=ns, gateway=cfg.gateway, backends=backends), opts)
     if cfg.network_policy.enabled:
         NetworkPolicies("network", NetworkArgs(
-            namespace=ns, gateway_namespace=cfg.gateway.namespace,
-            engine_ports=[e.route_backend.port for e in engines]), opts)
+            namespace=ns, gateway_namespace=cfg.gateway.namespace, engine_ports=[b.port for b in backends],
+            rolesets=[roleset_name(m) for m in cfg.models if m.topology in ("pd", "hybrid")]), opts)
 
     primary = cfg.models[0]
     return {
