@@ -24,6 +24,7 @@ from components.pod_template import (PRE_START_ALLOWANCE_SECONDS, EngineContaine
 from stacks.config import CompileCache, GpuPool, ServedModel
 
 ANN_AB_BASELINE = "llm-serving.io/ab-baseline"
+ANN_TOPOLOGY = "llm-serving.io/topology"
 # Custom resources are not awaited by Pulumi unless told what "ready" means; both StormService
 # and RoleBasedGroup set a Ready condition.
 WAIT_FOR_READY = {"pulumi.com/waitFor": "condition=Ready"}
@@ -79,7 +80,8 @@ def pod_spec(args: CombinedEngineArgs) -> EnginePodSpec:
     mount = ModelMount(claim_name=args.model_claim_name, mount_path=args.model_mount_path,
                        directory=m.directory, revision=m.revision, expected_shard_count=m.expected_shard_count)
     cmd = engine_command(mount.model_path, m)
-    annotations = {"llm-serving.io/model-revision": m.revision, **dict(args.extra_pod_annotations)}
+    annotations = {"llm-serving.io/model-revision": m.revision, ANN_TOPOLOGY: m.topology,
+                   **dict(args.extra_pod_annotations)}
     if args.ab_baseline:
         annotations[ANN_AB_BASELINE] = args.ab_baseline
     return EnginePodSpec(

@@ -25,7 +25,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
-from components.combined import (ANN_AB_BASELINE, CombinedEngineArgs, aibrix_labels, deployment_spec,
+from components.combined import (ANN_AB_BASELINE, ANN_TOPOLOGY, CombinedEngineArgs, aibrix_labels, deployment_spec,
                                  rollout_deadline_seconds, served_model_selector)
 from components.engines import (API_KEY_ENV, ENGINE_PORT, OFFLINE_ENV, parallel_size, roleset_name,
                                 startup_budget_seconds, vllm_args)
@@ -94,7 +94,7 @@ def _pod_spec(base: CombinedEngineArgs, name: str, engines: list[EngineContainer
     m = base.model
     mount = ModelMount(claim_name=base.model_claim_name, mount_path=base.model_mount_path,
                        directory=m.directory, revision=m.revision, expected_shard_count=m.expected_shard_count)
-    annotations = {"llm-serving.io/model-revision": m.revision, **extra_annotations}
+    annotations = {"llm-serving.io/model-revision": m.revision, ANN_TOPOLOGY: m.topology, **extra_annotations}
     if base.ab_baseline:
         annotations[ANN_AB_BASELINE] = base.ab_baseline
     return EnginePodSpec(

@@ -195,6 +195,49 @@ def _routes_section(rendered: Rendered) -> list[str]:
     return lines
 
 
+TOPOLOGY_NOTES = {
+    "pd": "P/D on two RayClusterFleets. Compare at a fixed GPU total: the field report (11.4) measured P/D "
+          "48.9-73.0% lower in output tokens/s/GPU than combined; its value is tail latency on long prompts.",
+    "pd-same-pod": "Same-pod 4P+4D is for functional validation only: field report 9.4 measured 3.7-12.1% of "
+                   "the TP=8 output throughput. Known proxy limit (9.5): non-streaming responses lose the "
+                   "reasoning content; streaming forwards it.",
+    "hybrid": "Hybrid routing needs the AIBrix gateway plugin to run with AIBRIX_PROMPT_LENGTH_BUCKETING=true "
+              "(gatewayPlugin.container.envs in the AIBrix chart); this stack does not manage the gateway plugin.",
+}
+
+
+def served_model_gpus(rendered: Rendered) -> list[dict[str, Any]]:
+    """Per served model: its topology, workloads and GPUs (steady and peak), from the manifests."""
+    models: dict[str, dict[str, Any]] = {}
+    for obj in kubernetes_objects(rendered):
+        for ref in pod_templates(obj.get("kind", ""), obj):
+            meta = ref.template.get("metadata") or {}
+            name = (meta.get("labels") or {}).get("llm-serving.io/model")
+            if not name:
+                continue
+            gpus = sum(max(gpu_count(c)) for g, c in containers(ref.template) if g == "containers")
+            row = models.setdefault(name, {"model": name, "served": (meta.get("labels") or {}).get("model.aibrix.ai/name"),
+                                           "topology": (meta.get("annotations") or {}).get("llm-serving.io/topology"),
+                                           "workloads": [], "gpus": 0, "peakGpus": 0})
+            row["workloads"].append(f"{obj['kind']} {obj['metadata']['name']}")
+            row["gpus"] += ref.replicas * gpus
+            row["peakGpus"] += (ref.replicas + ref.extra_pods) * gpus
+    return [models[k] for k in sorted(models)]
+
+
+def _topology_section(rendered: Rendered) -> list[str]:
+    rows = served_model_gpus(rendered)
+    lines = ["", "## GPUs per served model", "",
+             "Compare topologies at fixed GPU totals (field report 7): these are the totals to hold equal.", "",
+             "| Served model | Topology | Workloads | GPUs | Peak GPUs |", "|---|---|---|---|---|"]
+    lines += [f"| {r['served']} | {r['topology']} | {', '.join(sorted(r['workloads']))} | {r['gpus']} | {r['peakGpus']} |"
+              for r in rows]
+    notes = sorted({r["topology"] for r in rows} & set(TOPOLOGY_NOTES))
+    if notes:
+        lines += [""] + [f"- **{t}**: {TOPOLOGY_NOTES[t]}" for t in notes]
+    return lines
+
+
 def plan_md(rendered: Rendered) -> str:
     out = rendered.outputs
     rows = workload_rows(rendered)
@@ -220,6 +263,7 @@ def plan_md(rendered: Rendered) -> str:
         images = "<br>".join(f"`{i}`" for i in r["images"])
         lines.append(f"| {r['kind']} | {r['name']} | {r['replicas']} | {r['surge']} | {r['gpusPerPod']} | "
                      f"{r['peakGpus']} | {images} | {r['probes']} | {r['modelMount']} |")
+    lines += _topology_section(rendered)
     lines += _ab_section(rendered)
     lines += _routes_section(rendered)
     lines += ["", "## Resource options that matter on `pulumi up` and `pulumi destroy`", "",
