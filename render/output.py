@@ -253,6 +253,9 @@ def plan_md(rendered: Rendered) -> str:
         f"- GPUs at peak, rollouts included: **{total} of budget {budget}**"
         + ("" if budget is None or total <= budget else "  **OVER BUDGET**"),
         f"- Resources: {len(rendered.resources)} ({sum(1 for r in rendered.resources if is_kubernetes_object(r))} Kubernetes objects)",
+        "- Cluster prerequisites: " + ", ".join(f"{k} {v}" for k, v in (out.get("prerequisites") or {}).items())
+        + (" (installed by this stack)" if any(r.type == "kubernetes:yaml/v2:ConfigFile" for r in rendered.resources)
+           else " (installed separately; see README)"),
         "",
         "## Workloads",
         "",

@@ -380,6 +380,17 @@ class Gateway(Model):
         description="Path prefixes routed to each model, matched together with the header `model`.")
 
 
+class Platform(Model):
+    """Cluster prerequisites, pinned. Install them from exactly one stack per cluster (they are
+    cluster-wide); every stack exports the versions it was built for."""
+
+    install: bool = Field(False, description="Install AIBrix (with its KubeRay and Envoy Gateway) and RBG from this stack.")
+    aibrix_version: text(r"^v[0-9]+\.[0-9]+\.[0-9]+$", "a release tag such as 'v0.7.0'") = Field(
+        "v0.7.0", description="AIBrix release; its dependency bundle brings KubeRay v1.2.1 and Envoy Gateway v1.2.8.")
+    rbg_version: text(r"^v[0-9]+\.[0-9]+\.[0-9]+$", "a release tag such as 'v0.7.0'") = Field(
+        "v0.7.0", description="RoleBasedGroup controller release.")
+
+
 class NetworkPolicy(Model):
     enabled: bool = Field(True, description="Deny ingress by default; open engine ports to the gateway namespace and "
                           "this stack's pods, and KV transfer within a P/D roleset only.")
@@ -400,6 +411,7 @@ class StackConfig(Model):
     model_sync: ModelSync = Field(default_factory=ModelSync, description="The model sync Job.")
     gateway: Gateway = Field(default_factory=Gateway, description="Gateway routes.")
     network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy, description="NetworkPolicies of the namespace.")
+    platform: Platform = Field(default_factory=Platform, description="Cluster prerequisites.")
     models: list[ServedModel] = Field(..., min_length=1, description="Served models; the first is the stack's primary endpoint.")
 
 

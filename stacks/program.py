@@ -15,6 +15,7 @@ from components.engines import roleset_name, with_speculative_decoding
 from components.gateway import ModelRoutes, ModelRoutesArgs, RouteBackend
 from components.network import NetworkArgs, NetworkPolicies
 from components.images import ImageMirror, ImageMirrorArgs
+from components.platform import ClusterPrerequisites, required_versions
 from components.providers import make_providers
 from components.scripts import ModelScripts
 from components.secrets import SecretsArgs, ServingSecrets
@@ -103,6 +104,9 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         depends.append(k8s.core.v1.Namespace(
             "namespace", metadata={"name": ns, "labels": labels(ns, "namespace")},
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=protect_data))))
+    if cfg.platform.install:
+        # Custom resources of the stack need the CRDs these bring.
+        depends.append(ClusterPrerequisites("platform", cfg.platform, opts))
     opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends))
 
     store = ModelStore("model-store", ModelStoreArgs(
@@ -184,6 +188,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         "modelVerifyImage": images.references["modelVerify"],
         "vllmRayImage": images.references.get("vllmRay"),
         "workloadImages": workload_images,
+        "prerequisites": required_versions(cfg.platform),
         "gpuTotal": rules.gpu_total(cfg),
         "gpuBudget": cfg.gpu_budget,
     }

@@ -360,3 +360,16 @@ def test_network_policies_deny_by_default_and_open_engines_to_the_gateway_and_th
     pd = specs["llm-serving-pd-dsv4-pd"]
     assert pd["podSelector"] == {"matchLabels": {"roleset-name": "dsv4-pd"}}
     assert pd["ingress"] == [{"from": [{"podSelector": {"matchLabels": {"roleset-name": "dsv4-pd"}}}]}]
+
+
+def test_platform_installs_pinned_manifests_in_order():
+    from components.platform import ClusterPrerequisites
+    from stacks.config import Platform
+    r = record("test", lambda: ClusterPrerequisites("platform", Platform(install=True)) and {})
+    files = by_type(r, "kubernetes:yaml/v2:ConfigFile")
+    assert [f.inputs["file"] for f in files] == [
+        "https://github.com/vllm-project/aibrix/releases/download/v0.7.0/aibrix-core-v0.7.0.yaml",
+        "https://github.com/vllm-project/aibrix/releases/download/v0.7.0/aibrix-dependency-v0.7.0.yaml",
+        "https://raw.githubusercontent.com/sgl-project/rbg/v0.7.0/deploy/kubectl/manifests.yaml"]
+    core = next(f for f in files if "aibrix-core" in f.inputs["file"])
+    assert any("aibrix-dependency" in d for d in core.options["dependsOn"])

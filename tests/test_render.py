@@ -16,7 +16,7 @@ import yaml
 from conftest import PROJECT_DIR, STACKS, render_stack
 from render import output, runtime, stackfile
 
-EXPORT_KEYS = {"endpoint", "externalEndpoint", "servedModelName", "topology", "endpoints", "namespace", "bucketName", "modelClaimName",
+EXPORT_KEYS = {"endpoint", "externalEndpoint", "prerequisites", "servedModelName", "topology", "endpoints", "namespace", "bucketName", "modelClaimName",
                "engineImage", "modelSyncImage", "modelVerifyImage", "vllmRayImage", "workloadImages", "gpuTotal",
                "gpuBudget"}
 
