@@ -275,11 +275,16 @@ def no_router_owned_routes(resource_type: str, props: dict) -> list[str]:
     workload owns, shared by every workload with that label and deleted with any of them (11.2)."""
     if _kind(resource_type) not in ROUTER_WATCHED_KINDS:
         return []
+    out = []
     labels = (props.get("metadata") or {}).get("labels") or {}
     if "model.aibrix.ai/name" in labels:
-        return [f"{_name(props)}: carries model.aibrix.ai/name at its top level; AIBrix would create a shared "
-                "HTTPRoute that deleting this workload removes. Keep the label on the pod template only."]
-    return []
+        out.append(f"{_name(props)}: carries model.aibrix.ai/name at its top level; AIBrix would create a shared "
+                   "HTTPRoute that deleting this workload removes. Keep the label on the pod template only.")
+    for ref in _templates(resource_type, props):
+        # Ray workers are not engines: AIBrix must not discover them as model pods (11.2).
+        if ".workerGroupSpecs[" in ref.path and "model.aibrix.ai/name" in ((ref.template.get("metadata") or {}).get("labels") or {}):
+            out.append(f"{_name(props)}: Ray worker pods at {ref.path} carry model.aibrix.ai/name; only the head serves.")
+    return out
 
 
 LOOPBACK = ("localhost", "127.", "::1")

@@ -293,3 +293,12 @@ def test_unsupported_topology_orchestrator_pairs_are_refused(topology, orchestra
     with pytest.raises(ConfigError) as err:
         render(stack(topology, orchestrator, 32))
     assert f"topology '{topology}' with engine 'vllm' on '{orchestrator}' is not a combination" in str(err.value)
+
+
+def test_worker_pods_with_the_model_label_are_refused():
+    fleet = copy.deepcopy(fleets(rendered("pd", "rayclusterfleet", 24))["deepseek-v4-flash-decode"])
+    template, _ = head(fleet)
+    fleet["spec"]["template"]["spec"]["workerGroupSpecs"] = [{
+        "groupName": "w", "replicas": 1, "minReplicas": 0, "maxReplicas": 1, "rayStartParams": {},
+        "template": {"metadata": {"labels": {"model.aibrix.ai/name": "DeepSeek-V4-Flash"}}, "spec": {"containers": []}}}]
+    assert any("Ray worker pods" in v for v in rules.no_router_owned_routes(FLEET_TYPE, fleet))
