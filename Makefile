@@ -21,8 +21,9 @@ render: $(STAMP)
 render-all: $(STAMP)
 	@for s in $(STACKS); do $(BIN)/python -m render --stack $$s || exit $$?; done
 
-## test: unit, policy, schema and bad-config tests
+## test: lint, then unit, policy, schema and bad-config tests
 test: $(STAMP)
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
 ## bench: render timings against the bare mock runtime

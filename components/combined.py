@@ -16,11 +16,22 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
+from components.engines import (
+    API_KEY_ENV,
+    ENGINE_PORT,
+    engine_command,
+    gpus_per_pod,
+    parallel_size,
+    startup_budget_seconds,
+)
 from components.gateway import RouteBackend
-from components.engines import (API_KEY_ENV, ENGINE_PORT, engine_command, gpus_per_pod, parallel_size,
-                                startup_budget_seconds)
-from components.pod_template import (PRE_START_ALLOWANCE_SECONDS, EngineContainer, EnginePodSpec, ModelMount,
-                                     engine_pod_template)
+from components.pod_template import (
+    PRE_START_ALLOWANCE_SECONDS,
+    EngineContainer,
+    EnginePodSpec,
+    ModelMount,
+    engine_pod_template,
+)
 from stacks.config import CompileCache, GpuPool, ServedModel
 
 ANN_AB_BASELINE = "llm-serving.io/ab-baseline"

@@ -25,13 +25,34 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
-from components.combined import (ANN_AB_BASELINE, ANN_TOPOLOGY, CombinedEngineArgs, aibrix_labels, deployment_spec,
-                                 rollout_deadline_seconds, served_model_selector)
-from components.engines import (API_KEY_ENV, ENGINE_PORT, OFFLINE_ENV, parallel_size, roleset_name,
-                                startup_budget_seconds, vllm_args)
+from components.combined import (
+    ANN_AB_BASELINE,
+    ANN_TOPOLOGY,
+    CombinedEngineArgs,
+    aibrix_labels,
+    deployment_spec,
+    rollout_deadline_seconds,
+    served_model_selector,
+)
+from components.engines import (
+    API_KEY_ENV,
+    ENGINE_PORT,
+    OFFLINE_ENV,
+    parallel_size,
+    roleset_name,
+    startup_budget_seconds,
+    vllm_args,
+)
 from components.gateway import RouteBackend
-from components.pod_template import (EngineContainer, EnginePodSpec, ModelMount, container_security,
-                                     engine_pod_template, startup_failure_threshold, tcp_probe)
+from components.pod_template import (
+    EngineContainer,
+    EnginePodSpec,
+    ModelMount,
+    container_security,
+    engine_pod_template,
+    startup_failure_threshold,
+    tcp_probe,
+)
 from stacks.config import ServedModel
 
 ANN_MODEL_CONFIG = "model.aibrix.ai/config"

@@ -20,8 +20,15 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
-from components.image_refs import (PULL_THROUGH_UPSTREAMS, copy_list, ecr_prefix, lifecycle_policy, parse_upstream,
-                                   registry_repository, upstream_reference)
+from components.image_refs import (
+    PULL_THROUGH_UPSTREAMS,
+    copy_list,
+    ecr_prefix,
+    lifecycle_policy,
+    parse_upstream,
+    registry_repository,
+    upstream_reference,
+)
 from components.pod_template import SCRIPTS_MOUNT, container_security, off_gpu_affinity
 from stacks.config import GpuPool, Images
 

@@ -17,7 +17,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
-from components.pod_template import READY_MARKER, SCRIPTS_MOUNT, container_security, off_gpu_affinity
+from components.pod_template import (
+    READY_MARKER,
+    SCRIPTS_MOUNT,
+    container_security,
+    off_gpu_affinity,
+)
 from stacks.config import GpuPool, ModelSync, ObjectStore, ServedModel
 
 WORK_DIR = "/work"

@@ -166,7 +166,7 @@ def _ab_section(rendered: Rendered) -> list[str]:
             ("Argv only here", ", ".join(f"`{u}`" for u in p["onlyBaseline"]) or "-",
              ", ".join(f"`{u}`" for u in p["onlyCandidate"]) or "-"),
         ]
-        lines += [f"| | target-only | DSpark |", "|---|---|---|"]
+        lines += ["| | target-only | DSpark |", "|---|---|---|"]
         lines += [f"| {label} | {x} | {y} |" for label, x, y in rows]
         lines.append("")
     return lines

@@ -14,7 +14,12 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from stacks import rules
-from stacks.config import PATTERN_MEANING, SECRET_KEYS, StackConfig, required_secret_keys
+from stacks.config import (
+    PATTERN_MEANING,
+    SECRET_KEYS,
+    StackConfig,
+    required_secret_keys,
+)
 from stacks.rules import Problem
 
 NAMESPACE = "llm-serving"

@@ -10,11 +10,17 @@ import pulumi_kubernetes as k8s
 
 from components.base import labels
 from components.combined import CombinedEngine, CombinedEngineArgs
-from components.disaggregated import ANN_MODEL_CONFIG, DisaggregatedArgs, DisaggregatedEngine, SamePodPdEngine, model_config
+from components.disaggregated import (
+    ANN_MODEL_CONFIG,
+    DisaggregatedArgs,
+    DisaggregatedEngine,
+    SamePodPdEngine,
+    model_config,
+)
 from components.engines import roleset_name, with_speculative_decoding
 from components.gateway import ModelRoutes, ModelRoutesArgs, RouteBackend
-from components.network import NetworkArgs, NetworkPolicies
 from components.images import ImageMirror, ImageMirrorArgs
+from components.network import NetworkArgs, NetworkPolicies
 from components.platform import ClusterPrerequisites, required_versions
 from components.providers import make_providers
 from components.scripts import ModelScripts

@@ -9,8 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from components.engines import (COLD_START_ESTIMATE_SECONDS, gpu_workloads, gpus_per_pod, parallel_size,
-                                speculative_decoding, startup_budget_seconds)
+from components.engines import (
+    COLD_START_ESTIMATE_SECONDS,
+    gpu_workloads,
+    gpus_per_pod,
+    parallel_size,
+    speculative_decoding,
+    startup_budget_seconds,
+)
 from components.image_refs import PULL_THROUGH_UPSTREAMS, parse_upstream
 from stacks.config import ServedModel, StackConfig
 
@@ -207,7 +213,7 @@ def _images(cfg: StackConfig) -> Iterator[Problem]:
                               f"ECR cannot pull-through-cache {registry}; supported: "
                               f"{', '.join(sorted(PULL_THROUGH_UPSTREAMS))}. Use images.mirror.kind 'registry'")
             elif PULL_THROUGH_UPSTREAMS[registry][2] and registry not in mirror.ecr.upstream_credential_arns:
-                yield Problem(f"images.mirror.ecr.upstreamCredentialArns", mirror.ecr.upstream_credential_arns,
+                yield Problem("images.mirror.ecr.upstreamCredentialArns", mirror.ecr.upstream_credential_arns,
                               f"needs a Secrets Manager ARN for {registry} (used by images.{key}): ECR caches "
                               f"{registry} only with credentials")
 

@@ -11,9 +11,9 @@ import pytest
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_DIR))
 
+from policy.rules import StackResource  # noqa: E402
 from render import runtime, stackfile  # noqa: E402
 from render.output import is_kubernetes_object  # noqa: E402
-from policy.rules import StackResource  # noqa: E402
 
 STACKS = ("dev", "staging", "prod")
 SHARED = PROJECT_DIR.parent / "shared"

@@ -15,8 +15,19 @@ from components.sync_job import ModelSyncArgs, ModelSyncJob, job_name
 from components.volume import ModelVolumeArgs, ModelVolumeClaims
 from render.runtime import record
 from render.stackfile import MASK
-from stacks.config import (CephFsVolume, CompileCache, ExistingClaim, Gateway, GpuPool, ModelSync, ModelVolume,
-                           NfsVolume, ObjectStore, Rollout, ServedModel)
+from stacks.config import (
+    CephFsVolume,
+    CompileCache,
+    ExistingClaim,
+    Gateway,
+    GpuPool,
+    ModelSync,
+    ModelVolume,
+    NfsVolume,
+    ObjectStore,
+    Rollout,
+    ServedModel,
+)
 
 DIGEST = "@sha256:" + "a" * 64
 

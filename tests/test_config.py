@@ -7,8 +7,8 @@ import json
 import re
 
 import pytest
-
 from conftest import PROJECT_DIR
+
 from render import stackfile
 from stacks import loader
 from stacks.config import StackConfig
@@ -229,6 +229,7 @@ def test_config_from_the_language_host_environment(monkeypatch):
     """Under `pulumi up` the Python host passes config as PULUMI_CONFIG JSON plus a secret key list."""
     import pulumi
     from pulumi.runtime import config as runtime_config
+
     from render.runtime import record
 
     sf = stackfile.read(PROJECT_DIR, "dev")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from conftest import PROJECT_DIR
+
 from stacks.config import SECRET_KEYS
 from tools.config_reference import reference
 

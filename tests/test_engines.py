@@ -7,9 +7,9 @@ import re
 import shlex
 
 import pytest
+from conftest import shared_dir
 
 from components import engines
-from conftest import shared_dir
 from stacks.config import ServedModel, Vllm
 
 REPORT = "000_238c050cad1f662b.txt"

@@ -9,9 +9,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from components.image_refs import copy_list, lifecycle_policy, parse_upstream, registry_repository
 from conftest import k8s_objects, render_stack
+
+from components.image_refs import (
+    copy_list,
+    lifecycle_policy,
+    parse_upstream,
+    registry_repository,
+)
 from policy.workloads import containers, pod_templates
 from stacks.config import ImageRef, Images, Mirror, RegistryMirror
 

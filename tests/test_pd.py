@@ -8,15 +8,14 @@ import functools
 import json
 
 import pytest
-
 from conftest import k8s_objects, stack_resources
 from crd_schemas import crd_index, validate_custom_resource
+from variants import dev_config, model, render, variant_file
+
 from policy import rules
 from policy.workloads import containers, pod_templates
 from render.output import plan_md
-from stacks import loader
 from stacks.loader import ConfigError
-from variants import dev_config, model, render, variant_file
 
 RAY_IMAGE = {"upstream": "registry.internal/llm/vllm-openai-ray:v0.26.0-cu129", "digest": "sha256:" + "7" * 64,
              "rayVersion": "2.47.1", "cudaVersion": "12.9"}

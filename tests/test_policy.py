@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 
 import pytest
-
 from conftest import k8s_objects, render_stack, stack_resources
+
 from policy import rules
 from policy.workloads import pod_templates
 from stacks.config import Environment

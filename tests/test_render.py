@@ -12,8 +12,8 @@ from pathlib import Path
 import pulumi
 import pytest
 import yaml
-
 from conftest import PROJECT_DIR, STACKS, render_stack
+
 from render import output, runtime, stackfile
 
 EXPORT_KEYS = {"endpoint", "externalEndpoint", "prerequisites", "servedModelName", "topology", "endpoints", "namespace", "bucketName", "modelClaimName",

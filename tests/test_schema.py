@@ -9,9 +9,9 @@ import json
 
 import kubernetes_validate
 import pytest
-
 from conftest import PROJECT_DIR, k8s_objects, render_stack
 from crd_schemas import crd_index, validate_custom_resource
+
 from render import stackfile
 
 OLDEST, NEWEST = "1.29", "1.37"

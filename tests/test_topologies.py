@@ -7,13 +7,13 @@ import copy
 import functools
 
 import pytest
-
 from conftest import k8s_objects, render_stack, stack_resources
 from crd_schemas import crd_index, validate_custom_resource
+from variants import dev_config, model, render, sglang_stack, variant_file
+
 from policy import rules
 from policy.workloads import containers, pod_templates
 from render.output import ab_pairs, plan_md
-from variants import dev_config, model, render, sglang_stack, variant_file
 
 
 @functools.lru_cache(maxsize=None)

@@ -6,6 +6,7 @@ import copy
 import json
 
 from conftest import PROJECT_DIR
+
 from render import runtime, stackfile
 
 # A test fixture, not a published image: the committed stacks carry no SGLang digest because the

@@ -16,8 +16,14 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_files import (CHECKSUM_FILE, INDEX_FILE, missing_files, model_arguments,  # noqa: E402
-                         report_problems, shard_names)
+from model_files import (  # noqa: E402
+    CHECKSUM_FILE,
+    INDEX_FILE,
+    missing_files,
+    model_arguments,
+    report_problems,
+    shard_names,
+)
 
 CHUNK = 8 * 1024 * 1024
 
