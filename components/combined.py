@@ -72,6 +72,7 @@ class CombinedEngineArgs:
     # Hybrid routing: roleset labels and model config that make these the combined fallback pods.
     extra_pod_labels: tuple[tuple[str, str], ...] = ()
     extra_pod_annotations: tuple[tuple[str, str], ...] = ()
+    drain_timeout_seconds: int = 120   # the gateway's request timeout
 
 
 def rollout_deadline_seconds(model: ServedModel) -> int:
@@ -108,6 +109,7 @@ def pod_spec(args: CombinedEngineArgs) -> EnginePodSpec:
         api_key_secret=args.api_key_secret,
         scripts_config_map=args.scripts_config_map,
         annotations=annotations, image_pull_secrets=list(args.image_pull_secrets),
+        drain_timeout_seconds=args.drain_timeout_seconds,
     )
 
 

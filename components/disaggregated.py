@@ -125,7 +125,8 @@ def _pod_spec(base: CombinedEngineArgs, name: str, engines: list[EngineContainer
         compile_cache=base.compile_cache, startup_budget_seconds=startup_budget_seconds(m),
         termination_grace_seconds=m.termination_grace_seconds, api_key_secret=base.api_key_secret,
         scripts_config_map=base.scripts_config_map, annotations=annotations,
-        image_pull_secrets=list(base.image_pull_secrets), sidecars=sidecars or [])
+        image_pull_secrets=list(base.image_pull_secrets), sidecars=sidecars or [],
+        drain_timeout_seconds=base.drain_timeout_seconds)
 
 
 def fleet_pod_template(base: CombinedEngineArgs, side: str, hybrid: bool) -> dict:

@@ -138,10 +138,9 @@ def vllm_args(model_path: str, served_model_name: str, port: int, vllm: Vllm) ->
 
 
 def sglang_args(model_path: str, served_model_name: str, port: int, sglang: Sglang, api_key_env: str) -> list[str]:
-    """`sglang serve` arguments, the validated H20 command of field report 12.1, in its order.
-
-    The API key is passed as `$(VAR)`, which Kubernetes expands from the Secret-backed env var, so
-    the manifest never holds it.
+    """`sglang serve` arguments, the validated H20 command of field report 12.1, in its order, plus
+    `--enable-metrics`. The API key is passed as `$(VAR)`, which Kubernetes expands from the
+    Secret-backed env var, so the manifest never holds it.
     """
     args = [
         "serve",
@@ -166,7 +165,8 @@ def sglang_args(model_path: str, served_model_name: str, port: int, sglang: Sgla
         args += ["--max-running-requests", str(sglang.max_running_requests)]
     if sglang.cuda_graph_max_bs is not None:
         args += ["--cuda-graph-max-bs", str(sglang.cuda_graph_max_bs)]
-    return args + ["--api-key", f"$({api_key_env})"]
+    # SGLang serves /metrics only when asked; monitoring, the load-test guard and the drain read it.
+    return args + ["--enable-metrics", "--api-key", f"$({api_key_env})"]
 
 
 # Weights come only from the read-only volume; a hub download would bypass the integrity check and

@@ -79,6 +79,7 @@ class EnginePodSpec:
     annotations: dict[str, str] = field(default_factory=dict)
     image_pull_secrets: list[str] = field(default_factory=list)
     sidecars: list[dict] = field(default_factory=list)   # e.g. the same-pod P/D proxy
+    drain_timeout_seconds: int = 120   # preStop waits this long for in-flight requests (the gateway timeout)
 
 
 def compile_cache_key(image_digest: str, gpu_architecture: str, cuda_version: str | None, driver_version: str | None,
@@ -192,13 +193,16 @@ def _engine_container(spec: EnginePodSpec, engine: EngineContainer, model_mount:
         "startupProbe": tcp_probe(engine.name, startup_failure_threshold(spec.startup_budget_seconds)),
         "readinessProbe": tcp_probe(engine.name, 3),
         "livenessProbe": tcp_probe(engine.name, 4, period=15, timeout=5),
-        # Give endpoints time to drop the pod before the engine stops taking requests.
-        "lifecycle": {"preStop": {"exec": {"command": ["sleep", "10"]}}},
+        # Let endpoints drop the pod, then let in-flight requests finish before SIGTERM.
+        "lifecycle": {"preStop": {"exec": {"command": [
+            "python3", f"{SCRIPTS_MOUNT}/drain.py", "--port", str(engine.port),
+            "--timeout", str(spec.drain_timeout_seconds)]}}},
         "securityContext": security,
         "volumeMounts": [
             model_mount,
             {"name": "shm", "mountPath": "/dev/shm"},
             {"name": "compile-cache", "mountPath": CACHE_MOUNT, "subPath": cache_key},
+            {"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},
         ],
     }
     return container, cache_key

@@ -1,4 +1,4 @@
-"""The ConfigMap holding the model sync, verify, gate and image-mirror scripts (components/scripts/)."""
+"""The ConfigMap holding the scripts of the Jobs, the model gate and the preStop drain (components/scripts/)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pulumi_kubernetes as k8s
 from components.base import Component, metadata
 
 SCRIPTS_DIR = Path(__file__).parent / "scripts"
-SCRIPT_FILES = ("mirror_images.sh", "model_files.py", "model_gate.py", "sync_model.sh", "verify_model.py")
+SCRIPT_FILES = ("drain.py", "load_test.py", "mirror_images.sh", "model_files.py", "model_gate.py", "openai_client.py",
+                "smoke.py", "sync_model.sh", "verify_model.py", "warmup.py")
 
 
 def script_data() -> dict[str, str]:

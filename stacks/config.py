@@ -351,7 +351,9 @@ class ServedModel(Model):
         None, ge=60, description="Time from pod start to a port that accepts connections, in seconds; unset means "
         "1800 for vLLM and 2700 for SGLang. It must cover the measured cold start: about 12 min for vLLM TP=8 "
         "(field report 6) and 23 min for SGLang (12.2).")
-    termination_grace_seconds: int = Field(120, ge=10, le=3600, description="Grace period to drain in-flight requests, in seconds.")
+    termination_grace_seconds: int = Field(
+        180, ge=10, le=3600, description="Grace period to drain in-flight requests, in seconds; at least the gateway "
+        "request timeout plus 30 s for endpoint removal and shutdown.")
     rollout: Rollout = Field(default_factory=Rollout, description="Rollout of the engine pods.")
     vllm: Vllm = Field(default_factory=Vllm, description="vLLM arguments (engine vllm).")
     pd: Pd = Field(default_factory=Pd, description="P/D settings (topology pd or hybrid).")
@@ -391,6 +393,85 @@ class Platform(Model):
         "v0.7.0", description="RoleBasedGroup controller release.")
 
 
+class Warmup(Model):
+    """Requests sent after every rollout, before traffic: JIT still compiled kernels under the first
+    real load and drove p95 TTFT to 33 s (field report 8.2)."""
+
+    enabled: bool = Field(True, description="Run the warm-up Job after each rollout.")
+    concurrency_levels: list[Annotated[int, Field(ge=1, le=1024)]] = Field(
+        default_factory=lambda: [1, 8], min_length=1, description="Target concurrency levels to cover.")
+    input_tokens: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: [128, 4096], min_length=1, description="Common input lengths in tokens.")
+    near_max_input_fraction: float = Field(0.9, gt=0, lt=1, description="A near-maximum input: this fraction of maxModelLen.")
+    output_tokens: int = Field(32, ge=1, le=4096, description="Tokens generated per warm-up request.")
+    timeout_seconds: int = Field(1800, ge=60, description="Upper bound for the warm-up Job in seconds.")
+
+
+class Smoke(Model):
+    """Correctness before traffic: /health=200 proves nothing about output (field report 12.3)."""
+
+    enabled: bool = Field(True, description="Run the smoke Job after each rollout.")
+    prompt: str = Field("只回答：你好", description="Deterministic prompt, sent with temperature 0 and thinking disabled.")
+    expected_text: str = Field("你好", description="The exact answer the deterministic prompt must return.")
+    max_tokens: int = Field(32, ge=1, le=1024, description="max_tokens of the deterministic request.")
+
+
+class LoadScenario(Model):
+    input_len: int = Field(..., ge=1, description="--random-input-len in tokens.")
+    output_len: int = Field(..., ge=1, description="--random-output-len in tokens.")
+    concurrency: int = Field(..., ge=1, le=1024, description="--max-concurrency.")
+    num_prompts: int = Field(..., ge=1, description="--num-prompts.")
+    num_warmups: int = Field(..., ge=0, description="--num-warmups; at least the concurrency (field report 8.2).")
+    request_rate: text(r"^(inf|[0-9]+(\.[0-9]+)?)$", "'inf' or a number of requests per second") = Field(
+        "inf", description="--request-rate.")
+
+
+class LoadTest(Model):
+    """`vllm bench serve` rounds as in field report 8.4 and 11.4; off by default (it occupies the engine)."""
+
+    enabled: bool = Field(False, description="Run the load-test Job after each rollout.")
+    scenarios: list[LoadScenario] = Field(
+        default_factory=lambda: [
+            LoadScenario(input_len=128, output_len=64, concurrency=1, num_prompts=16, num_warmups=2),
+            LoadScenario(input_len=128, output_len=64, concurrency=8, num_prompts=64, num_warmups=8),
+            LoadScenario(input_len=4096, output_len=128, concurrency=4, num_prompts=16, num_warmups=4)],
+        min_length=1, description="Rounds, by default the three of field report 11.4.")
+    results_size_gib: int = Field(10, ge=1, description="Size of the claim that keeps --save-result files after the Job.")
+    storage_class: str | None = Field(None, description="StorageClass of the results claim; unset uses the cluster default.")
+    timeout_seconds: int = Field(7200, ge=300, description="Upper bound for the load-test Job in seconds.")
+
+
+class Monitoring(Model):
+    """Prometheus Operator PodMonitor and PrometheusRule; thresholds are the alerting contract."""
+
+    enabled: bool = Field(True, description="Create the PodMonitor and the PrometheusRule.")
+    labels: dict[NonEmpty, NonEmpty] = Field(default_factory=dict, description="Labels the Prometheus selects monitors and rules by.")
+    max_failure_ratio: float = Field(0.01, gt=0, lt=1, description="Alert when this share of requests fail (5xx) over 10 min.")
+    max_queue_length: int = Field(32, ge=1, description="Alert when this many requests wait in an engine queue for 5 min.")
+    max_kv_cache_usage: float = Field(0.95, gt=0, le=1, description="Alert when KV-cache usage stays above this for 10 min.")
+    ttft_p95_slo_seconds: float = Field(2.0, gt=0, description="Alert when p95 TTFT exceeds this SLO for 10 min.")
+    min_gpu_memory_headroom_gib: float = Field(
+        2.0, gt=0, description="Alert when free GPU memory (DCGM) falls below this; the field report ran at about 93 of 96 GiB.")
+
+
+class OpenWebUi(Model):
+    """OpenWebUI for people (field report 10), pointed at the stable endpoint."""
+
+    enabled: bool = Field(False, description="Deploy OpenWebUI in this stack.")
+    image: ImageRef | None = Field(None, description="OpenWebUI image pinned by digest (required when enabled).")
+    storage_gib: int = Field(10, ge=1, description="Size of its data claim (users, chats, admin settings).")
+    storage_class: str | None = Field(None, description="StorageClass of the data claim; unset uses the cluster default.")
+
+
+class Operations(Model):
+    warmup: Warmup = Field(default_factory=Warmup, description="Warm-up Job.")
+    smoke: Smoke = Field(default_factory=Smoke, description="Smoke-test Job.")
+    load_test: LoadTest = Field(default_factory=LoadTest, description="Load-test Job.")
+    monitoring: Monitoring = Field(default_factory=Monitoring, description="Monitoring and alerts.")
+    open_webui: OpenWebUi = Field(default_factory=OpenWebUi, alias="openWebUI", description="OpenWebUI.")
+    disruption_budget: bool = Field(True, description="A PodDisruptionBudget (maxUnavailable 1) per served model.")
+
+
 class NetworkPolicy(Model):
     enabled: bool = Field(True, description="Deny ingress by default; open engine ports to the gateway namespace and "
                           "this stack's pods, and KV transfer within a P/D roleset only.")
@@ -412,6 +493,7 @@ class StackConfig(Model):
     gateway: Gateway = Field(default_factory=Gateway, description="Gateway routes.")
     network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy, description="NetworkPolicies of the namespace.")
     platform: Platform = Field(default_factory=Platform, description="Cluster prerequisites.")
+    operations: Operations = Field(default_factory=Operations, description="Day-2 Jobs, monitoring, OpenWebUI, disruption budgets.")
     models: list[ServedModel] = Field(..., min_length=1, description="Served models; the first is the stack's primary endpoint.")
 
 

@@ -218,6 +218,47 @@ def _images(cfg: StackConfig) -> Iterator[Problem]:
                               f"{registry} only with credentials")
 
 
+# preStop endpoint removal plus the engine's own shutdown after the last request.
+DRAIN_MARGIN_SECONDS = 30
+
+
+def is_ip_host(url: str) -> bool:
+    """True when the URL's host is an IP literal: a Pod IP changes on every re-creation (field report 10)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+    host = urlsplit(url).hostname or ""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _operations(cfg: StackConfig) -> Iterator[Problem]:
+    ops = cfg.operations
+    for i, sc in enumerate(ops.load_test.scenarios):
+        if sc.num_warmups < sc.concurrency:
+            yield Problem(f"operations.loadTest.scenarios[{i}].numWarmups", sc.num_warmups,
+                          f"must be at least the concurrency {sc.concurrency}: fewer warm-ups leave shapes to JIT "
+                          "inside the measured round (field report 8.2)")
+    if ops.smoke.enabled and not ops.smoke.expected_text.strip():
+        yield Problem("operations.smoke.expectedText", ops.smoke.expected_text,
+                      "must be the exact answer the deterministic prompt returns (field report 12.3)")
+    if ops.smoke.enabled and not ops.smoke.prompt.strip():
+        yield Problem("operations.smoke.prompt", ops.smoke.prompt, "must not be empty")
+    if ops.open_webui.enabled and ops.open_webui.image is None:
+        yield Problem("operations.openWebUI.image", None, "is required when operations.openWebUI.enabled is true")
+    if cfg.gateway.external_endpoint and is_ip_host(cfg.gateway.external_endpoint):
+        yield Problem("gateway.externalEndpoint", cfg.gateway.external_endpoint,
+                      "must be a stable DNS name, never an IP: a Pod IP changes when the pod is re-created (field report 10)")
+    need = cfg.gateway.request_timeout_seconds + DRAIN_MARGIN_SECONDS
+    for i, m in enumerate(cfg.models):
+        if m.termination_grace_seconds < need:
+            yield Problem(f"models[{i}].terminationGraceSeconds", m.termination_grace_seconds,
+                          f"must be at least {need}: the gateway request timeout {cfg.gateway.request_timeout_seconds}s "
+                          f"plus {DRAIN_MARGIN_SECONDS}s, so in-flight requests finish before the engine stops")
+
+
 def _budget(cfg: StackConfig) -> Iterator[Problem]:
     demand = gpu_demand(cfg)
     total = sum(g for _, g in demand)
@@ -283,7 +324,7 @@ def _compile_cache(cfg: StackConfig) -> Iterator[Problem]:
 
 
 RULES: list[Callable[[StackConfig], Iterator[Problem]]] = [
-    _models, _dspark_pairs, _budget, _gpu_pool, _model_volume, _object_store, _compile_cache, _images,
+    _models, _dspark_pairs, _budget, _gpu_pool, _model_volume, _object_store, _compile_cache, _images, _operations,
 ]
 
 

@@ -274,7 +274,8 @@ def test_every_field_has_a_description_and_sizes_and_times_carry_units():
             assert field.description, f"{model.__name__}.{name} has no description"
             if re.search(r"memory|shm|capacity|^size", name) and "utilization" not in name:
                 assert name.endswith("_gib"), f"{model.__name__}.{name} needs a GiB unit in its name"
-            if any(w in name for w in ("deadline", "budget", "grace", "timeout")) and name != "gpu_budget":
+            numeric = field.annotation in (int, float, int | None, float | None)
+            if numeric and any(w in name for w in ("deadline", "budget", "grace", "timeout")) and name != "gpu_budget":
                 assert name.endswith("_seconds"), f"{model.__name__}.{name} needs a seconds unit in its name"
 
 

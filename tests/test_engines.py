@@ -109,8 +109,10 @@ def test_sglang_defaults_are_the_report_command_plus_the_api_key_reference():
     assert ours[0] == "serve"
     got = flags(ours[1:])
     assert got.pop("--api-key") == "$(SGLANG_API_KEY)"
+    assert got.pop("--enable-metrics") is None  # our addition: monitoring reads /metrics
     assert got == expected
-    assert [a for a in ours[1:] if a.startswith("--") and a != "--api-key"] == [a for a in report[2:] if a.startswith("--")]
+    ours_flags = [a for a in ours[1:] if a.startswith("--") and a not in ("--api-key", "--enable-metrics")]
+    assert ours_flags == [a for a in report[2:] if a.startswith("--")]
 
 
 def test_sglang_keeps_its_own_parser_spelling():

@@ -1,0 +1,89 @@
+"""Command lines of the day-2 Jobs, as pure functions that refuse what the field report warns about:
+a Pod IP as endpoint (10), warm-ups below the concurrency (8.2), a smoke test without an expected
+answer (12.3)."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlsplit
+
+from stacks.config import LoadScenario, Smoke, Warmup
+from stacks.rules import is_ip_host
+
+SCRIPTS = "/opt/llm-serving"
+
+
+class OpsConfigError(ValueError):
+    """A Job that would measure or check the wrong thing."""
+
+
+def checked_endpoint(endpoint: str) -> str:
+    """An OpenAI-compatible base URL ending in /v1 whose host is a stable name."""
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise OpsConfigError(f"endpoint {endpoint!r} is not an http(s) URL")
+    if is_ip_host(endpoint):
+        raise OpsConfigError(f"endpoint {endpoint!r} is an IP address; use the Service or gateway name, "
+                             "a Pod IP changes on every re-creation (field report 10)")
+    if not parts.path.rstrip("/").endswith("/v1"):
+        raise OpsConfigError(f"endpoint {endpoint!r} must be the /v1 base URL")
+    return endpoint.rstrip("/")
+
+
+def warmup_args(endpoint: str, served_model_name: str, warmup: Warmup, max_model_len: int, request_id_prefix: str) -> list[str]:
+    """Every target concurrency x every common input length plus a near-maximum one, in chat,
+    reasoning and tool-call shapes (field report 8.2)."""
+    near_max = int(max_model_len * warmup.near_max_input_fraction)
+    lengths = sorted(set(warmup.input_tokens) | {near_max})
+    if max(lengths) + warmup.output_tokens > max_model_len:
+        raise OpsConfigError(f"warm-up input {max(lengths)} + output {warmup.output_tokens} tokens exceed maxModelLen {max_model_len}")
+    return ["python3", f"{SCRIPTS}/warmup.py",
+            "--endpoint", checked_endpoint(endpoint), "--model", served_model_name,
+            "--concurrency", ",".join(str(c) for c in sorted(set(warmup.concurrency_levels))),
+            "--input-tokens", ",".join(str(n) for n in lengths),
+            "--output-tokens", str(warmup.output_tokens),
+            "--shapes", "chat,reasoning,tool",
+            "--request-id-prefix", request_id_prefix]
+
+
+def smoke_args(endpoint: str, served_model_name: str, smoke: Smoke) -> list[str]:
+    """The four checks of field report 12.3, in order: model list, exact deterministic answer,
+    separate reasoning, structured tool call."""
+    if not smoke.expected_text.strip():
+        raise OpsConfigError("the smoke test needs the exact expected answer (operations.smoke.expectedText)")
+    return ["python3", f"{SCRIPTS}/smoke.py",
+            "--endpoint", checked_endpoint(endpoint), "--model", served_model_name,
+            "--prompt", smoke.prompt, "--expected", smoke.expected_text, "--max-tokens", str(smoke.max_tokens)]
+
+
+def bench_round_args(endpoint: str, served_model_name: str, model_path: str, tokenizer_mode: str,
+                     scenario: LoadScenario, result_dir: str, request_id_prefix: str) -> list[str]:
+    """One `vllm bench serve` round with the field report's fixed parameters (8.4, 11.4)."""
+    if scenario.num_warmups < scenario.concurrency:
+        raise OpsConfigError(f"{scenario.num_warmups} warm-ups are below the concurrency {scenario.concurrency}; "
+                             "the round would measure JIT (field report 8.2)")
+    base = checked_endpoint(endpoint).removesuffix("/v1")
+    return ["vllm", "bench", "serve",
+            "--backend", "openai", "--base-url", base, "--endpoint", "/v1/completions",
+            "--model", model_path, "--served-model-name", served_model_name,
+            "--tokenizer", model_path, "--tokenizer-mode", tokenizer_mode,
+            "--dataset-name", "random",
+            "--num-prompts", str(scenario.num_prompts), "--num-warmups", str(scenario.num_warmups),
+            "--random-input-len", str(scenario.input_len), "--random-output-len", str(scenario.output_len),
+            "--ignore-eos", "--temperature", "0", "--request-rate", scenario.request_rate,
+            "--max-concurrency", str(scenario.concurrency),
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99",
+            "--request-id-prefix", request_id_prefix,
+            "--save-result", "--result-dir", result_dir]
+
+
+def load_test_plan(endpoint: str, served_model_name: str, model_path: str, tokenizer_mode: str,
+                   scenarios: list[LoadScenario], results_root: str, run_id: str) -> str:
+    """JSON plan for load_test.py: one round per scenario, each with its own request-id prefix and
+    result directory, so no round's numbers mix with another's (field report 11.4)."""
+    rounds = []
+    for i, sc in enumerate(scenarios):
+        name = f"{run_id}-r{i}-{sc.input_len}x{sc.output_len}-c{sc.concurrency}"
+        rounds.append({"name": name, "argv": bench_round_args(
+            endpoint, served_model_name, model_path, tokenizer_mode, sc, f"{results_root}/{name}", f"{name}-")})
+    return json.dumps({"endpoint": checked_endpoint(endpoint), "rounds": rounds}, separators=(",", ":"))
