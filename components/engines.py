@@ -79,6 +79,22 @@ def startup_budget_seconds(model: ServedModel) -> int:
     return DEFAULT_STARTUP_BUDGET_SECONDS[model.engine]
 
 
+# The context SGLang takes from the DeepSeek-V4-Flash checkpoint when --context-length is unset is
+# not recorded in the field report; warm-up then assumes this many tokens.
+SGLANG_ASSUMED_CONTEXT = 131072
+
+
+def max_model_len(model: ServedModel) -> int:
+    """Longest prompt plus output the engine accepts, in tokens."""
+    if model.engine == "sglang":
+        return model.sglang.context_length or SGLANG_ASSUMED_CONTEXT
+    return model.vllm.max_model_len
+
+
+def tokenizer_mode(model: ServedModel) -> str:
+    return model.vllm.tokenizer_mode if model.engine == "vllm" else "auto"
+
+
 def speculative_decoding(model: ServedModel) -> bool:
     if model.engine == "sglang":
         return model.sglang.speculative_algorithm != "off"
@@ -165,6 +181,8 @@ def sglang_args(model_path: str, served_model_name: str, port: int, sglang: Sgla
         args += ["--max-running-requests", str(sglang.max_running_requests)]
     if sglang.cuda_graph_max_bs is not None:
         args += ["--cuda-graph-max-bs", str(sglang.cuda_graph_max_bs)]
+    if sglang.context_length is not None:
+        args += ["--context-length", str(sglang.context_length)]
     # SGLang serves /metrics only when asked; monitoring, the load-test guard and the drain read it.
     return args + ["--enable-metrics", "--api-key", f"$({api_key_env})"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from stacks.config import ImageRef, Images, RegistryMirror
+from stacks.config import ImageRef, RegistryMirror
 
 # ECR pull-through cache upstreams: registry host -> (upstream URL, prefix alias, needs a credential).
 PULL_THROUGH_UPSTREAMS = {
@@ -52,12 +52,10 @@ def ecr_prefix(repository_prefix: str, registry: str) -> str:
     return f"{repository_prefix}-{PULL_THROUGH_UPSTREAMS[registry][1]}"
 
 
-def copy_list(images: Images) -> str:
+def copy_list(named: dict[str, ImageRef], mirror: RegistryMirror) -> str:
     """Lines of `source destination digest` for the copy Job, in a stable order."""
-    mirror = images.mirror.registry
-    assert mirror is not None
     lines = []
-    for _, ref in sorted(images.named().items()):
+    for _, ref in sorted(named.items()):
         up = parse_upstream(ref.upstream)
         lines.append(f"{up.registry}/{up.repository}@{ref.digest} "
                      f"{registry_repository(ref, mirror)}:{up.tag or 'pinned'} {ref.digest}")

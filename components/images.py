@@ -30,7 +30,7 @@ from components.image_refs import (
     upstream_reference,
 )
 from components.pod_template import SCRIPTS_MOUNT, container_security, off_gpu_affinity
-from stacks.config import GpuPool, Images
+from stacks.config import GpuPool, ImageRef, Images
 
 COPY_TIMEOUT_SECONDS = 3600
 
@@ -41,6 +41,7 @@ class ImageMirrorArgs:
     gpu_pool: GpuPool
     pull_secret_name: str | None      # dockerconfigjson Secret for the registry mirror
     scripts_config_map: str
+    named: dict[str, ImageRef]        # every image the stack runs, by stack-file key
 
 
 class ImageMirror(Component):
@@ -52,23 +53,23 @@ class ImageMirror(Component):
     def __init__(self, name: str, args: ImageMirrorArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:images:ImageMirror", name, opts)
         images = args.images
-        named = images.named()
+        named = args.named
         self.pull_secrets = []
         kind = images.mirror.kind
         if kind == "ecr":
-            self.references = self._ecr(name, images)
+            self.references = self._ecr(name, images, named)
         elif kind == "registry":
-            self.references = self._registry(name, args)
+            self.references = self._registry(name, args, named)
         else:
             self.references = {key: upstream_reference(ref) for key, ref in named.items()}
         self.register_outputs({"references": self.references})
 
-    def _ecr(self, name: str, images: Images) -> dict[str, Any]:
+    def _ecr(self, name: str, images: Images, named: dict[str, ImageRef]) -> dict[str, Any]:
         ecr = images.mirror.ecr
         assert ecr is not None
         refs: dict[str, Any] = {}
         rules: set[str] = set()
-        for key, ref in sorted(images.named().items()):
+        for key, ref in sorted(named.items()):
             up = parse_upstream(ref.upstream)
             prefix = ecr_prefix(ecr.repository_prefix, up.registry)
             if up.registry not in rules:
@@ -86,12 +87,12 @@ class ImageMirror(Component):
             refs[key] = repo.repository_url.apply(lambda url, d=ref.digest: f"{url}@{d}")
         return refs
 
-    def _registry(self, name: str, args: ImageMirrorArgs) -> dict[str, Any]:
+    def _registry(self, name: str, args: ImageMirrorArgs, named: dict[str, ImageRef]) -> dict[str, Any]:
         images = args.images
         mirror = images.mirror.registry
         assert mirror is not None and args.pull_secret_name is not None
         self.pull_secrets = [args.pull_secret_name]
-        plan = copy_list(images)
+        plan = copy_list(named, mirror)
         job_name = f"image-mirror-{hashlib.sha256(plan.encode()).hexdigest()[:8]}"
         pod = {
             "restartPolicy": "Never",
@@ -124,4 +125,4 @@ class ImageMirror(Component):
                   "template": {"metadata": {"labels": labels(job_name, "image-mirror")}, "spec": pod}},
             opts=self.child_opts(delete_before_replace=True,
                                  custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
-        return {key: f"{registry_repository(ref, mirror)}@{ref.digest}" for key, ref in images.named().items()}
+        return {key: f"{registry_repository(ref, mirror)}@{ref.digest}" for key, ref in named.items()}

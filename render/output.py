@@ -213,7 +213,7 @@ def served_model_gpus(rendered: Rendered) -> list[dict[str, Any]]:
         for ref in pod_templates(obj.get("kind", ""), obj):
             meta = ref.template.get("metadata") or {}
             name = (meta.get("labels") or {}).get("llm-serving.io/model")
-            if not name:
+            if not name or (meta.get("annotations") or {}).get("llm-serving.io/role") != "engine":
                 continue
             gpus = sum(max(gpu_count(c)) for g, c in containers(ref.template) if g == "containers")
             row = models.setdefault(name, {"model": name, "served": (meta.get("labels") or {}).get("model.aibrix.ai/name"),

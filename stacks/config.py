@@ -281,6 +281,7 @@ class Sglang(Model):
     tool_call_parser: NonEmpty = Field("deepseekv4", description="--tool-call-parser (SGLang spelling).")
     max_running_requests: int | None = Field(None, ge=1, description="--max-running-requests; lower it with cudaGraphMaxBs to capture fewer graph shapes (section 12.2), re-benchmark after.")
     cuda_graph_max_bs: int | None = Field(None, ge=1, description="--cuda-graph-max-bs.")
+    context_length: int | None = Field(None, ge=1024, description="--context-length in tokens; unset keeps the checkpoint's.")
 
 
 class Rdma(Model):
@@ -495,6 +496,13 @@ class StackConfig(Model):
     platform: Platform = Field(default_factory=Platform, description="Cluster prerequisites.")
     operations: Operations = Field(default_factory=Operations, description="Day-2 Jobs, monitoring, OpenWebUI, disruption budgets.")
     models: list[ServedModel] = Field(..., min_length=1, description="Served models; the first is the stack's primary endpoint.")
+
+    def all_images(self) -> dict[str, ImageRef]:
+        """Every image the stack runs, by stack-file key: the images section plus optional apps."""
+        named = self.images.named()
+        if self.operations.open_webui.enabled and self.operations.open_webui.image is not None:
+            named["openWebUI"] = self.operations.open_webui.image
+        return named
 
 
 # Secret config keys: never in the model above, always read with require_secret.

@@ -20,7 +20,10 @@ from components.disaggregated import (
 from components.engines import roleset_name, with_speculative_decoding
 from components.gateway import ModelRoutes, ModelRoutesArgs, RouteBackend
 from components.images import ImageMirror, ImageMirrorArgs
+from components.monitoring import EngineMonitoring, MonitoringArgs
 from components.network import NetworkArgs, NetworkPolicies
+from components.openwebui import OpenWebUiApp, OpenWebUiArgs
+from components.operations import BenchResults, ModelOperations, OperationsArgs, rollout_key
 from components.platform import ClusterPrerequisites, required_versions
 from components.providers import make_providers
 from components.scripts import ModelScripts
@@ -66,19 +69,21 @@ def read_secrets() -> StackSecrets:
 
 
 def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, images: ImageMirror,
-                opts: pulumi.ResourceOptions, workload_images: dict) -> RouteBackend:
-    """Register the workloads of one served model by topology; return what its route points at."""
+                opts: pulumi.ResourceOptions, workload_images: dict) -> tuple[RouteBackend, list[pulumi.Resource]]:
+    """Register the workloads of one served model by topology; return what its route points at
+    and the components that must be ready before the day-2 Jobs run."""
     refs = images.references
     if m.topology == "pd":
         assert cfg.images.vllm_ray is not None
         engine = DisaggregatedEngine(m.name, DisaggregatedArgs(base=base), cfg.images.vllm_ray.ray_version, opts)
         for side in ("prefill", "decode"):
             workload_images[f"{m.name}-{side}"] = {"engine": refs["vllmRay"], "model-gate": refs["vllmRay"]}
-        return engine.route_backend
+        return engine.route_backend, [engine]
     if m.topology == "pd-same-pod":
         same_pod = SamePodPdEngine(m.name, base, opts)
         workload_images[m.name] = {c: refs["vllm"] for c in ("prefill", "decode", "proxy", "model-gate")}
-        return same_pod.route_backend
+        return same_pod.route_backend, [same_pod]
+    ready: list[pulumi.Resource] = []
     if m.topology == "hybrid":
         # Combined pods are the fallback for every prompt length: they need a roleset and a role
         # name, or AIBrix skips them, plus `combined: true` (11.5).
@@ -88,13 +93,44 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
         ray = cfg.images.vllm_ray
         pd_base = replace(base, image=refs["vllmRay"], image_digest=ray.digest, image_cuda_version=ray.cuda_version,
                           extra_pod_labels=(), extra_pod_annotations=())
-        DisaggregatedEngine(f"{m.name}-pd", DisaggregatedArgs(base=pd_base, hybrid=True), ray.ray_version, opts)
+        ready.append(DisaggregatedEngine(f"{m.name}-pd", DisaggregatedArgs(base=pd_base, hybrid=True),
+                                         ray.ray_version, opts))
         for side in ("prefill", "decode"):
             workload_images[f"{m.name}-{side}"] = {"engine": refs["vllmRay"], "model-gate": refs["vllmRay"]}
     engine = CombinedEngine(m.name, base, opts)
     # The engine image also runs the model gate init container.
     workload_images[m.name] = {"engine": refs[m.engine], "model-gate": refs[m.engine]}
-    return engine.route_backend
+    return engine.route_backend, ready + [engine]
+
+
+def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list, images: ImageMirror,
+                secrets: ServingSecrets, scripts: ModelScripts, volume: ModelVolumeClaims, protect_data: bool,
+                opts: pulumi.ResourceOptions) -> None:
+    """Smoke, warm-up and load-test Jobs per served model after its rollout; monitoring; OpenWebUI."""
+    ops = cfg.operations
+    refs = images.references
+    results = None
+    if ops.load_test.enabled:
+        results = BenchResults("bench-results", ns, ops.load_test.results_size_gib, ops.load_test.storage_class,
+                               protect_data, opts)
+    for m, ready, key in rolled_out:
+        ModelOperations(f"ops-{m.name}", OperationsArgs(
+            namespace=ns, model=m, endpoint=routes.endpoints[m.served_model_name], operations=ops,
+            gpu_pool=cfg.gpu_pool, python_image=refs["modelVerify"], bench_image=refs["vllm"], revision_key=key,
+            api_key_secret=secrets.api_key_secret_name, scripts_config_map=scripts.config_map_name,
+            model_claim_name=volume.serving_claim_name, model_mount_path=cfg.model_volume.mount_path,
+            image_pull_secrets=tuple(images.pull_secrets), results_claim=results.claim_name if results else None),
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+                depends_on=[*ready, routes, *([results] if results else [])])))
+    if ops.monitoring.enabled:
+        EngineMonitoring("monitoring", MonitoringArgs(namespace=ns, monitoring=ops.monitoring), opts)
+    if ops.open_webui.enabled:
+        primary = cfg.models[0].served_model_name
+        OpenWebUiApp("open-webui", OpenWebUiArgs(
+            namespace=ns, settings=ops.open_webui, image=refs["openWebUI"],
+            endpoint=routes.external_endpoint or routes.endpoints[primary],
+            api_key_secret=secrets.api_key_secret_name, protect=protect_data,
+            image_pull_secrets=tuple(images.pull_secrets)), opts)
 
 
 def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
@@ -137,11 +173,13 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     scripts = ModelScripts("model-scripts", ns, opts)
     images = ImageMirror("images", ImageMirrorArgs(
         images=cfg.images, namespace=ns, gpu_pool=cfg.gpu_pool,
-        pull_secret_name=serving_secrets.registry_secret_name, scripts_config_map=scripts.config_map_name),
+        pull_secret_name=serving_secrets.registry_secret_name, scripts_config_map=scripts.config_map_name,
+        named=cfg.all_images()),
         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets, scripts])))
     pull_secrets = images.pull_secrets
 
     backends: list[RouteBackend] = []
+    rolled_out: list[tuple[ServedModel, list[pulumi.Resource], str]] = []
     syncs: dict[str, ModelSyncJob] = {}
     sync_opts = pulumi.ResourceOptions.merge(
         opts, pulumi.ResourceOptions(depends_on=[volume, scripts, serving_secrets, store, images]))
@@ -171,13 +209,17 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         # GPU pods are created only after the weights are verified: no GPU idles through a download
         # (field report 3.2, optimization 3).
         engine_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory], images]))
-        backends.append(_engines_of(m, base, cfg, images, engine_opts, workload_images))
+        backend, ready = _engines_of(m, base, cfg, images, engine_opts, workload_images)
+        backends.append(backend)
+        rolled_out.append((m, ready, rollout_key(m.model_dump_json(), image_ref.digest)))
 
     routes = ModelRoutes("routes", ModelRoutesArgs(namespace=ns, gateway=cfg.gateway, backends=backends), opts)
     if cfg.network_policy.enabled:
         NetworkPolicies("network", NetworkArgs(
             namespace=ns, gateway_namespace=cfg.gateway.namespace, engine_ports=[b.port for b in backends],
             rolesets=[roleset_name(m) for m in cfg.models if m.topology in ("pd", "hybrid")]), opts)
+
+    _operations(cfg, ns, routes, rolled_out, images, serving_secrets, scripts, volume, protect_data, opts)
 
     primary = cfg.models[0]
     return {

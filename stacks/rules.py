@@ -206,7 +206,7 @@ def _images(cfg: StackConfig) -> Iterator[Problem]:
         if cfg.object_store.endpoint:
             yield Problem("images.mirror.kind", "ecr", "needs AWS, but this stack's aws provider points at the "
                           f"non-AWS endpoint {cfg.object_store.endpoint}; use kind 'registry'")
-        for key, ref in sorted(cfg.images.named().items()):
+        for key, ref in sorted(cfg.all_images().items()):
             registry = parse_upstream(ref.upstream).registry
             if registry not in PULL_THROUGH_UPSTREAMS:
                 yield Problem(f"images.{key}.upstream", ref.upstream,

@@ -106,7 +106,7 @@ def test_copy_list_is_stable_and_complete():
                     model_verify=ImageRef(upstream="python:3.12-slim", digest=D),
                     mirror=Mirror(kind="registry", registry=RegistryMirror(
                         host="reg:5000", copy_image=ImageRef(upstream="quay.io/skopeo/stable", digest=D))))
-    lines = copy_list(images).splitlines()
+    lines = copy_list(images.named(), images.mirror.registry).splitlines()
     assert lines == [f"docker.io/amazon/aws-cli@{D} reg:5000/llm-serving/docker.io/amazon/aws-cli:pinned {D}",
                      f"docker.io/library/python@{D} reg:5000/llm-serving/docker.io/library/python:3.12-slim {D}",
                      f"docker.io/vllm/vllm-openai@{D} reg:5000/llm-serving/docker.io/vllm/vllm-openai:v1 {D}"]

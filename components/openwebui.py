@@ -1,0 +1,85 @@
+"""OpenWebUI for people (field report 10), pointed at the stable endpoint, never a Pod IP, with the
+API key from the Secret. Its admin settings persist in its database and then override later
+changes to these environment variables (see README)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.base import Component, labels, metadata
+from components.ops_commands import checked_endpoint
+from components.pod_template import container_security
+from stacks.config import OpenWebUi
+
+NAME = "open-webui"
+PORT = 8080
+
+
+@dataclass(frozen=True)
+class OpenWebUiArgs:
+    namespace: str
+    settings: OpenWebUi
+    image: Any                       # pulumi.Input[str]
+    endpoint: str                    # OpenAI-compatible base URL (gateway or Service), /v1
+    api_key_secret: str
+    protect: bool
+    image_pull_secrets: tuple[str, ...] = ()
+
+
+def deployment_spec(args: OpenWebUiArgs) -> dict:
+    selector = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/component": "ui"}
+    pod: dict = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{
+            "name": NAME,
+            "image": args.image,
+            "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
+            "env": [{"name": "OPENAI_API_BASE_URLS", "value": checked_endpoint(args.endpoint)},
+                    {"name": "OPENAI_API_KEYS",
+                     "valueFrom": {"secretKeyRef": {"name": args.api_key_secret, "key": "api-key"}}},
+                    {"name": "ENABLE_OLLAMA_API", "value": "false"}],
+            "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
+            "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10},
+            "livenessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 30, "failureThreshold": 5},
+            "securityContext": container_security(),
+            "volumeMounts": [{"name": "data", "mountPath": "/app/backend/data"}],
+        }],
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": NAME}}],
+    }
+    if args.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": n} for n in args.image_pull_secrets]
+    # One writer of a ReadWriteOnce claim: replace, never overlap.
+    return {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selector},
+            "template": {"metadata": {"labels": {**labels(NAME, "ui")}}, "spec": pod}}
+
+
+class OpenWebUiApp(Component):
+    def __init__(self, name: str, args: OpenWebUiArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:openwebui:OpenWebUI", name, opts)
+        ns, s = args.namespace, args.settings
+        claim: dict = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{s.storage_gib}Gi"}}}
+        if s.storage_class:
+            claim["storageClassName"] = s.storage_class
+        data = k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-data", metadata={**metadata(NAME, ns, "ui"), "annotations": {"pulumi.com/skipAwait": "true"}},
+            spec=claim, opts=self.child_opts(protect=args.protect, retain_on_delete=args.protect))
+        k8s.apps.v1.Deployment(f"{name}-deployment", metadata=metadata(NAME, ns, "ui"), spec=deployment_spec(args),
+                               opts=self.child_opts(depends_on=[data]))
+        k8s.core.v1.Service(
+            f"{name}-service", metadata=metadata(NAME, ns, "ui"),
+            spec={"type": "ClusterIP", "selector": {"app.kubernetes.io/name": NAME, "app.kubernetes.io/component": "ui"},
+                  "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]},
+            opts=self.child_opts())
+        # Users reach the UI through an Ingress or port-forward; the namespace denies ingress by default.
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-ingress", metadata=metadata("llm-serving-open-webui-ingress", ns, "network-policy"),
+            spec={"podSelector": {"matchLabels": {"app.kubernetes.io/name": NAME}}, "policyTypes": ["Ingress"],
+                  "ingress": [{"ports": [{"protocol": "TCP", "port": PORT}]}]},
+            opts=self.child_opts())
+        self.register_outputs({"service": f"http://{NAME}.{ns}.svc.cluster.local"})

@@ -1,0 +1,149 @@
+"""Day-2 operations per served model, run by `pulumi up` after its workloads are ready: the smoke
+test (correctness, field report 12.3), then the warm-up (JIT before traffic, 8.2), then optionally
+the load test (8.4, 11.4); plus a PodDisruptionBudget. The Jobs are CPU-only, reach the model
+through its stable Service, and are named after what they test, so a rollout brings new ones."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.base import Component, labels, metadata
+from components.combined import served_model_selector
+from components.engines import max_model_len, tokenizer_mode
+from components.ops_commands import load_test_plan, smoke_args, warmup_args
+from components.pod_template import SCRIPTS_MOUNT, container_security, off_gpu_affinity
+from stacks.config import GpuPool, Operations, ServedModel
+
+RESULTS_CLAIM = "llm-bench-results"
+RESULTS_MOUNT = "/results"
+AWAIT_MARGIN_SECONDS = 300
+
+
+@dataclass(frozen=True)
+class OperationsArgs:
+    namespace: str
+    model: ServedModel
+    endpoint: str                  # the model's Service /v1 URL
+    operations: Operations
+    gpu_pool: GpuPool
+    python_image: Any              # pulumi.Input[str]: stdlib scripts
+    bench_image: Any               # pulumi.Input[str]: the vLLM image (vllm bench serve, tokenizer)
+    revision_key: str              # hash of what was rolled out; new rollout, new Jobs
+    api_key_secret: str
+    scripts_config_map: str
+    model_claim_name: str
+    model_mount_path: str
+    image_pull_secrets: tuple[str, ...] = ()
+    results_claim: str | None = None
+
+
+def rollout_key(*parts: object) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:8]
+
+
+def job_pod(args: OperationsArgs, name: str, image: Any, command: list[str], cpu: str, memory: str,
+            extra_mounts: list[dict] | None = None, extra_volumes: list[dict] | None = None) -> dict:
+    pod: dict = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "affinity": off_gpu_affinity(args.gpu_pool),
+        "containers": [{
+            "name": name,
+            "image": image,
+            "command": command[:1],
+            "args": command[1:],
+            "env": [{"name": "OPENAI_API_KEY",
+                     "valueFrom": {"secretKeyRef": {"name": args.api_key_secret, "key": "api-key"}}},
+                    {"name": "PYTHONUNBUFFERED", "value": "1"}],
+            "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
+            "securityContext": container_security(),
+            "volumeMounts": [{"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True}, *(extra_mounts or [])],
+        }],
+        "volumes": [{"name": "scripts", "configMap": {"name": args.scripts_config_map, "defaultMode": 0o555}},
+                    *(extra_volumes or [])],
+    }
+    if args.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": n} for n in args.image_pull_secrets]
+    return pod
+
+
+class ModelOperations(Component):
+    job_names: dict[str, str]
+
+    def __init__(self, name: str, args: OperationsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:operations:ModelOperations", name, opts)
+        self.resource_prefix = name
+        m, ops, ns = args.model, args.operations, args.namespace
+        self.job_names = {}
+        previous: list[pulumi.Resource] = []
+        if ops.smoke.enabled:
+            previous = [self._job("smoke", args, args.python_image, smoke_args(args.endpoint, m.served_model_name, ops.smoke),
+                                  "500m", "256Mi", deadline=900, backoff=0, after=previous)]
+        if ops.warmup.enabled:
+            prefix = f"warmup-{m.name}-{args.revision_key}"
+            command = warmup_args(args.endpoint, m.served_model_name, ops.warmup, max_model_len(m), prefix)
+            previous = [self._job("warmup", args, args.python_image, command, "2", "2Gi",
+                                  deadline=ops.warmup.timeout_seconds, backoff=1, after=previous)]
+        if ops.load_test.enabled:
+            assert args.results_claim is not None
+            model_path = f"{args.model_mount_path}/{m.directory}"
+            run_id = f"bench-{m.name}-{args.revision_key}"
+            plan = load_test_plan(args.endpoint, m.served_model_name, model_path, tokenizer_mode(m),
+                                  ops.load_test.scenarios, RESULTS_MOUNT, run_id)
+            command = ["python3", f"{SCRIPTS_MOUNT}/load_test.py", "--plan", plan, "--results", RESULTS_MOUNT]
+            self._job("loadtest", args, args.bench_image, command, "4", "8Gi",
+                      deadline=ops.load_test.timeout_seconds, backoff=0, after=previous,
+                      mounts=[{"name": "results", "mountPath": RESULTS_MOUNT},
+                              {"name": "model", "mountPath": args.model_mount_path, "readOnly": True}],
+                      volumes=[{"name": "results", "persistentVolumeClaim": {"claimName": args.results_claim}},
+                               {"name": "model", "persistentVolumeClaim": {"claimName": args.model_claim_name,
+                                                                          "readOnly": True}}])
+        if ops.disruption_budget:
+            k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-pdb", metadata=metadata(m.name, ns, "engine"),
+                spec={"maxUnavailable": 1, "selector": {"matchLabels": served_model_selector(m)}},
+                opts=self.child_opts())
+        self.register_outputs({"jobs": self.job_names})
+
+    def _job(self, kind: str, args: OperationsArgs, image: Any, command: list[str], cpu: str, memory: str,
+             deadline: int, backoff: int, after: list[pulumi.Resource], mounts: list[dict] | None = None,
+             volumes: list[dict] | None = None) -> k8s.batch.v1.Job:
+        m = args.model
+        job_name = f"{kind}-{m.name}"[:54] + f"-{args.revision_key}"
+        self.job_names[kind] = job_name
+        timeout = f"{deadline + AWAIT_MARGIN_SECONDS}s"
+        return k8s.batch.v1.Job(
+            f"{self.resource_prefix}-{kind}",
+            metadata=metadata(job_name, args.namespace, kind),
+            spec={"backoffLimit": backoff, "activeDeadlineSeconds": deadline,
+                  "template": {"metadata": {"labels": {**labels(job_name, kind), "llm-serving.io/model": m.name}},
+                               "spec": job_pod(args, kind, image, command, cpu, memory, mounts, volumes)}},
+            opts=self.child_opts(depends_on=after, delete_before_replace=True,
+                                 custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
+
+
+class BenchResults(Component):
+    """The claim load-test results live on, kept when the stack is destroyed outside dev."""
+
+    claim_name: str = RESULTS_CLAIM
+
+    def __init__(self, name: str, namespace: str, size_gib: int, storage_class: str | None, protect: bool,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:operations:BenchResults", name, opts)
+        spec: dict = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{size_gib}Gi"}}}
+        if storage_class:
+            spec["storageClassName"] = storage_class
+        # Unbound until the first load test mounts it, so Pulumi must not wait for Bound.
+        k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-claim",
+            metadata={**metadata(RESULTS_CLAIM, namespace, "bench-results"),
+                      "annotations": {"pulumi.com/skipAwait": "true"}},
+            spec=spec, opts=self.child_opts(protect=protect, retain_on_delete=protect))
+        self.register_outputs({"claimName": RESULTS_CLAIM})
