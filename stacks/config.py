@@ -497,6 +497,11 @@ class StackConfig(Model):
     operations: Operations = Field(default_factory=Operations, description="Day-2 Jobs, monitoring, OpenWebUI, disruption budgets.")
     models: list[ServedModel] = Field(..., min_length=1, description="Served models; the first is the stack's primary endpoint.")
 
+    @staticmethod
+    def image_path(key: str) -> str:
+        """The stack-file path of an image key of all_images()."""
+        return "operations.openWebUI.image" if key == "openWebUI" else f"images.{key}"
+
     def all_images(self) -> dict[str, ImageRef]:
         """Every image the stack runs, by stack-file key: the images section plus optional apps."""
         named = self.images.named()

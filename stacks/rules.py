@@ -208,13 +208,14 @@ def _images(cfg: StackConfig) -> Iterator[Problem]:
                           f"non-AWS endpoint {cfg.object_store.endpoint}; use kind 'registry'")
         for key, ref in sorted(cfg.all_images().items()):
             registry = parse_upstream(ref.upstream).registry
+            path = cfg.image_path(key)
             if registry not in PULL_THROUGH_UPSTREAMS:
-                yield Problem(f"images.{key}.upstream", ref.upstream,
+                yield Problem(f"{path}.upstream", ref.upstream,
                               f"ECR cannot pull-through-cache {registry}; supported: "
                               f"{', '.join(sorted(PULL_THROUGH_UPSTREAMS))}. Use images.mirror.kind 'registry'")
             elif PULL_THROUGH_UPSTREAMS[registry][2] and registry not in mirror.ecr.upstream_credential_arns:
                 yield Problem("images.mirror.ecr.upstreamCredentialArns", mirror.ecr.upstream_credential_arns,
-                              f"needs a Secrets Manager ARN for {registry} (used by images.{key}): ECR caches "
+                              f"needs a Secrets Manager ARN for {registry} (used by {path}): ECR caches "
                               f"{registry} only with credentials")
 
 

@@ -418,7 +418,7 @@ def test_registry_mirror_needs_its_section_and_its_secret():
 
 def test_ecr_mirror_is_refused_for_a_non_aws_store():
     raw = raw_config()
-    raw["images"]["mirror"] = {"kind": "ecr", "ecr": {"upstreamCredentialArns": {"docker.io": "arn:x"}}}
+    raw["images"]["mirror"] = {"kind": "ecr", "ecr": {"upstreamCredentialArns": {"docker.io": "arn:x", "ghcr.io": "arn:y"}}}
     assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:images.mirror.kind = 'ecr': needs AWS, but this stack's "
                              "aws provider points at the non-AWS endpoint https://cos.ap-shanghai.myqcloud.com; use "
                              "kind 'registry'"]
