@@ -46,6 +46,10 @@ def engine_models(cfg: StackConfig) -> list[ServedModel]:
         for m in cfg.models]
 
 
+# Version of the stack outputs contract (docs/exports.md): bump it when a key changes meaning.
+CONTRACT_VERSION = 1
+
+
 @dataclass(frozen=True)
 class StackSecrets:
     api_key: pulumi.Output[str]
@@ -223,6 +227,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
 
     primary = cfg.models[0]
     return {
+        "contractVersion": CONTRACT_VERSION,
         "endpoint": routes.endpoints[primary.served_model_name],
         "externalEndpoint": routes.external_endpoint,
         "servedModelName": primary.served_model_name,

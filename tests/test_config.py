@@ -442,3 +442,44 @@ def test_ray_image_records_its_ray_version():
     assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:images.vllmRay.rayVersion = (unset): is required"]
     raw["images"]["vllmRay"]["rayVersion"] = "2.47.1"
     assert loader.validate(raw, "dev", SECRETS).images.vllm_ray.ray_version == "2.47.1"
+
+
+
+# ---- day-2 operations (issue 5) ----
+
+def test_external_endpoint_must_not_be_an_ip():
+    raw = raw_config()
+    raw["gateway"]["externalEndpoint"] = "http://10.96.0.12"
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:gateway.externalEndpoint = 'http://10.96.0.12': must be a "
+                             "stable DNS name, never an IP: a Pod IP changes when the pod is re-created (field report 10)"]
+
+
+def test_grace_period_must_cover_the_request_timeout():
+    raw = raw_config()
+    raw["models"][0]["terminationGraceSeconds"] = 120
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].terminationGraceSeconds = 120: must be at least "
+                             "150: the gateway request timeout 120s plus 30s, so in-flight requests finish before the "
+                             "engine stops"]
+
+
+def test_load_test_warmups_below_concurrency_are_refused():
+    raw = raw_config()
+    raw["operations"] = {"loadTest": {"enabled": True, "scenarios": [
+        {"inputLen": 128, "outputLen": 64, "concurrency": 8, "numPrompts": 64, "numWarmups": 2}]}}
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:operations.loadTest.scenarios[0].numWarmups = 2: must be "
+                             "at least the concurrency 8: fewer warm-ups leave shapes to JIT inside the measured round "
+                             "(field report 8.2)"]
+
+
+def test_smoke_needs_its_expected_text():
+    raw = raw_config()
+    raw["operations"] = {"smoke": {"expectedText": ""}}
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:operations.smoke.expectedText = '': must be the exact "
+                             "answer the deterministic prompt returns (field report 12.3)"]
+
+
+def test_open_webui_needs_an_image():
+    raw = raw_config()
+    raw["operations"] = {"openWebUI": {"enabled": True}}
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:operations.openWebUI.image = (unset): is required when "
+                             "operations.openWebUI.enabled is true"]

@@ -1,0 +1,304 @@
+"""Day-2 operations: command builders, the scripts against a real local HTTP server, the Jobs,
+disruption budgets, monitoring and OpenWebUI as rendered."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import stat
+import sys
+from pathlib import Path
+
+import promql_parser
+import pytest
+from conftest import k8s_objects, render_stack, shared_dir, stack_resources
+from crd_schemas import crd_index, validate_custom_resource
+from fake_openai import FakeEngine
+
+from components import ops_commands as ops
+from components.monitoring import alert_rules, pod_monitor_spec
+from policy import rules
+from policy.workloads import pod_templates
+from stacks.config import LoadScenario, Monitoring, Smoke, Warmup
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "components" / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import load_test  # noqa: E402
+import smoke  # noqa: E402
+import warmup  # noqa: E402
+
+ENDPOINT = "http://deepseek-v4-flash.llm-serving-dev.svc.cluster.local:8000/v1"
+REPORT_C8 = LoadScenario(input_len=128, output_len=64, concurrency=8, num_prompts=64, num_warmups=8)
+
+
+# ---- command builders ----
+
+@pytest.mark.parametrize("endpoint", ["http://10.244.3.17:8000/v1", "http://[fd00::17]:8000/v1"])
+def test_pod_ip_endpoints_are_refused(endpoint):
+    with pytest.raises(ops.OpsConfigError, match="IP address"):
+        ops.smoke_args(endpoint, "m", Smoke())
+
+
+def test_endpoint_must_be_the_v1_base_url():
+    with pytest.raises(ops.OpsConfigError, match="/v1 base URL"):
+        ops.checked_endpoint("http://svc.ns.svc.cluster.local:8000")
+
+
+def test_missing_expected_text_is_refused():
+    with pytest.raises(ops.OpsConfigError, match="expected answer"):
+        ops.smoke_args(ENDPOINT, "m", Smoke(expected_text="  "))
+
+
+def test_warmups_below_concurrency_are_refused():
+    with pytest.raises(ops.OpsConfigError, match="7 warm-ups are below the concurrency 8"):
+        ops.bench_round_args(ENDPOINT, "m", "/models/x", "deepseek_v4",
+                             REPORT_C8.model_copy(update={"num_warmups": 7}), "/results/r", "p-")
+
+
+def test_warmup_covers_every_level_length_and_shape():
+    argv = ops.warmup_args(ENDPOINT, "DeepSeek-V4-Flash", Warmup(), 204800, "warmup-x")
+    f = dict(zip(argv[2::2], argv[3::2]))
+    assert f["--concurrency"] == "1,8"
+    assert f["--input-tokens"] == "128,4096,184320"   # common lengths plus 90% of maxModelLen
+    assert f["--shapes"] == "chat,reasoning,tool" and f["--request-id-prefix"] == "warmup-x"
+    with pytest.raises(ops.OpsConfigError, match="exceed maxModelLen"):
+        ops.warmup_args(ENDPOINT, "m", Warmup(input_tokens=[4090]), 4096, "w")
+
+
+def report_bench_command() -> list[str]:
+    text = (shared_dir("seed") / "000_238c050cad1f662b.txt").read_text(encoding="utf-8")
+    section = text[text.index("8.4 Load Test Command"):text.index("9. Same-Pod")]
+    match = re.search(r"^vllm bench serve .*?(?=\n\n)", section, flags=re.S | re.M)
+    return shlex.split(match.group(0).replace("\\\n", " "))
+
+
+def flag_map(argv: list[str]) -> dict[str, str | None]:
+    out, i = {}, 0
+    while i < len(argv):
+        if argv[i].startswith("--"):
+            value = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else None
+            out[argv[i]] = value
+            i += 2 if value is not None else 1
+        else:
+            i += 1
+    return out
+
+
+def test_bench_round_is_the_report_command_plus_request_ids_and_result_dir():
+    report = flag_map(report_bench_command()[3:])
+    ours = flag_map(ops.bench_round_args(ENDPOINT, "DeepSeek-V4-Flash", "/models/DeepSeek-V4-Flash-0731",
+                                         "deepseek_v4", REPORT_C8, "/results/r0", "bench-r0-")[3:])
+    assert ours.pop("--request-id-prefix") == "bench-r0-" and ours.pop("--result-dir") == "/results/r0"
+    assert ours.pop("--base-url") == "http://deepseek-v4-flash.llm-serving-dev.svc.cluster.local:8000"
+    report.pop("--base-url")
+    for path_flag in ("--model", "--tokenizer"):
+        assert ours.pop(path_flag) == "/models/DeepSeek-V4-Flash-0731"
+        report.pop(path_flag)
+    assert ours == report
+
+
+def test_load_plan_gives_each_round_its_own_prefix_and_directory():
+    plan = json.loads(ops.load_test_plan(ENDPOINT, "m", "/models/x", "deepseek_v4", [
+        LoadScenario(input_len=128, output_len=64, concurrency=1, num_prompts=16, num_warmups=2), REPORT_C8],
+        "/results", "bench-m-abc"))
+    names = [r["name"] for r in plan["rounds"]]
+    assert names == ["bench-m-abc-r0-128x64-c1", "bench-m-abc-r1-128x64-c8"]
+    for rnd in plan["rounds"]:
+        f = flag_map(rnd["argv"])
+        assert f["--request-id-prefix"] == f"{rnd['name']}-" and f["--result-dir"] == f"/results/{rnd['name']}"
+
+
+# ---- scripts against a local server ----
+
+def test_smoke_passes_on_a_correct_engine_in_order(capsys):
+    with FakeEngine() as engine:
+        code = smoke.main(["--endpoint", f"{engine.base}/v1", "--model", "DeepSeek-V4-Flash",
+                           "--prompt", "只回答：你好", "--expected", "你好"])
+        paths = [p for p, _, _ in engine.requests]
+        exact = engine.requests[1][2]
+    assert code == 0
+    assert paths == ["/v1/models", "/v1/chat/completions", "/v1/chat/completions", "/v1/chat/completions"]
+    assert exact["temperature"] == 0 and exact["chat_template_kwargs"] == {"thinking": False}
+    assert "smoke 4/4 tool-call: ok" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("engine_kwargs,message", [
+    ({"model": "other"}, "smoke 1/4 models: FAILED: /v1/models lists ['other']"),
+    ({"answer": "Hello! 你好"}, "smoke 2/4 deterministic: FAILED: temperature 0, thinking off: expected '你好', got 'Hello! 你好'"),
+    ({"reasoning": False}, "smoke 3/4 reasoning: FAILED: thinking on: no separate reasoning field"),
+    ({"tool_calls": False}, "smoke 4/4 tool-call: FAILED: no structured get_weather tool call"),
+    ({"fail_status": 503}, "smoke 2/4 deterministic: FAILED:"),
+])
+def test_smoke_fails_loudly_on_the_first_broken_check(capsys, engine_kwargs, message):
+    with FakeEngine(**engine_kwargs) as engine:
+        code = smoke.main(["--endpoint", f"{engine.base}/v1", "--model", "DeepSeek-V4-Flash",
+                           "--prompt", "p", "--expected", "你好"])
+    assert code == 1
+    assert message in capsys.readouterr().err
+
+
+def test_warmup_sends_every_shape_at_every_level_with_its_own_request_ids():
+    with FakeEngine() as engine:
+        code = warmup.main(["--endpoint", f"{engine.base}/v1", "--model", "m", "--concurrency", "1,3",
+                            "--input-tokens", "16,64", "--request-id-prefix", "warmup-t"])
+        posts = [(h, b) for p, h, b in engine.requests if p == "/v1/chat/completions"]
+    assert code == 0
+    assert len(posts) == (1 + 3) * 2 * 3
+    ids = [h.get("X-Request-Id") for h, _ in posts]
+    assert all(i.startswith("warmup-t-") for i in ids) and len(set(ids)) == len(ids)
+    assert sum(1 for _, b in posts if b.get("tools")) == 8
+    assert sum(1 for _, b in posts if b["chat_template_kwargs"]["thinking"]) == 8
+
+
+def test_warmup_fails_with_the_request_that_failed(capsys):
+    with FakeEngine(fail_status=500) as engine:
+        code = warmup.main(["--endpoint", f"{engine.base}/v1", "--model", "m", "--concurrency", "1",
+                            "--input-tokens", "16", "--request-id-prefix", "warmup-t"])
+    assert code == 1
+    assert "warm-up request warmup-t-c1-16-chat-0 failed" in capsys.readouterr().err
+
+
+def fake_vllm(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "vllm"
+    tool.write_text(f"#!/bin/sh\necho \"$*\" >> {tmp_path}/runs\nexit 0\n")
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    return bin_dir
+
+
+def test_load_test_runs_rounds_in_order_under_a_lock(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{fake_vllm(tmp_path)}:{os.environ['PATH']}")
+    results = tmp_path / "results"
+    results.mkdir()
+    with FakeEngine() as engine:
+        plan = ops.load_test_plan(f"http://localhost:{engine.server.server_address[1]}/v1", "m", "/models/x",
+                                  "auto", [REPORT_C8, REPORT_C8], str(results), "bench-t")
+        code = load_test.main(["--plan", plan, "--results", str(results), "--idle-timeout", "5"])
+    assert code == 0
+    runs = (tmp_path / "runs").read_text().splitlines()
+    assert len(runs) == 2 and "--request-id-prefix bench-t-r0-128x64-c8-" in runs[0]
+    assert not (results / load_test.LOCK).exists()
+
+
+def test_load_test_refuses_to_run_beside_another_client(tmp_path):
+    (tmp_path / load_test.LOCK).write_text("other-host pid 7\n")
+    with pytest.raises(SystemExit, match="another benchmark client holds"):
+        load_test.main(["--plan", '{"endpoint":"http://x.svc/v1","rounds":[]}', "--results", str(tmp_path)])
+
+
+def test_load_test_waits_for_an_idle_engine(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", f"{fake_vllm(tmp_path)}:{os.environ['PATH']}")
+    with FakeEngine(in_flight=3) as engine:
+        plan = ops.load_test_plan(f"http://localhost:{engine.server.server_address[1]}/v1", "m", "/models/x",
+                                  "auto", [REPORT_C8], str(tmp_path), "bench-t")
+        code = load_test.main(["--plan", plan, "--results", str(tmp_path), "--idle-timeout", "0.5"])
+    assert code == 1
+    assert "still has requests in flight" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / load_test.LOCK).exists()
+
+
+# ---- rendered Jobs, budgets, monitoring, OpenWebUI ----
+
+def jobs(stack: str) -> dict[str, dict]:
+    return {o["metadata"]["name"].rsplit("-", 1)[0]: o for o in k8s_objects(render_stack(stack)) if o["kind"] == "Job"}
+
+
+def test_smoke_then_warmup_run_after_the_rollout_through_the_service():
+    r = render_stack("dev")
+    by_name = {x.name: x for x in r.resources}
+    smoke_job = by_name["ops-deepseek-v4-flash-smoke"]
+    warm_job = by_name["ops-deepseek-v4-flash-warmup"]
+    assert "kubernetes:apps/v1:Deployment::deepseek-v4-flash-deployment" in smoke_job.options["dependsOn"]
+    assert "kubernetes:batch/v1:Job::ops-deepseek-v4-flash-smoke" in warm_job.options["dependsOn"]
+    args = smoke_job.inputs["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--endpoint") + 1] == ENDPOINT
+    assert args[args.index("--expected") + 1] == "你好"
+
+
+def test_load_test_job_saves_results_on_a_kept_claim():
+    objs = k8s_objects(render_stack("staging"))
+    job = next(o for o in objs if o["metadata"]["name"].startswith("loadtest-deepseek-v4-flash-"))
+    pod = job["spec"]["template"]["spec"]
+    assert {"name": "results", "persistentVolumeClaim": {"claimName": "llm-bench-results"}} in pod["volumes"]
+    plan = json.loads(pod["containers"][0]["args"][pod["containers"][0]["args"].index("--plan") + 1])
+    assert [r["name"].split("-r", 1)[1] for r in plan["rounds"]] == ["0-128x64-c1", "1-128x64-c8", "2-4096x128-c4"]
+    claim = next(x for x in render_stack("staging").resources if x.name == "bench-results-claim")
+    assert claim.options["protect"] and claim.options["retainOnDelete"]
+
+
+def test_a_new_rollout_gets_new_jobs():
+    from variants import model, render, variant_file
+    base = {o["metadata"]["name"] for o in k8s_objects(render(variant_file())) if o["kind"] == "Job"}
+    changed = {o["metadata"]["name"] for o in k8s_objects(render(variant_file(models=[model(vllm={"maxNumSeqs": 32})])))
+               if o["kind"] == "Job"}
+    assert {n for n in base if n.startswith(("smoke-", "warmup-"))}.isdisjoint(changed)
+    assert {n for n in base if n.startswith("sync-")} <= changed  # same weights, same sync Job
+
+
+def test_every_served_model_has_a_disruption_budget():
+    for stack in ("dev", "staging", "prod"):
+        pdbs = [o for o in k8s_objects(render_stack(stack)) if o["kind"] == "PodDisruptionBudget"]
+        engines = {o["metadata"]["name"] for o in k8s_objects(render_stack(stack)) if o["kind"] in ("Deployment", "StormService")
+                   and o["metadata"]["name"] != "open-webui"}
+        assert {p["metadata"]["name"] for p in pdbs} == engines
+        assert all(p["spec"]["maxUnavailable"] == 1 for p in pdbs)
+
+
+def test_termination_grace_covers_the_request_timeout_and_prestop_drains():
+    for obj in k8s_objects(render_stack("prod")):
+        for ref in pod_templates(obj["kind"], obj):
+            if (ref.template["metadata"].get("annotations") or {}).get("llm-serving.io/role") != "engine":
+                continue
+            assert ref.template["spec"]["terminationGracePeriodSeconds"] >= 120 + 30
+            engine = ref.template["spec"]["containers"][0]
+            assert engine["lifecycle"]["preStop"]["exec"]["command"][:2] == ["python3", "/opt/llm-serving/drain.py"]
+
+
+def test_monitoring_objects_validate_and_alerts_parse():
+    objs = k8s_objects(render_stack("prod"))
+    monitor = next(o for o in objs if o["kind"] == "PodMonitor")
+    rule = next(o for o in objs if o["kind"] == "PrometheusRule")
+    for obj in (monitor, rule):
+        assert validate_custom_resource(obj, crd_index()) == []
+        assert obj["metadata"]["labels"]["release"] == "prometheus"
+    alerts = rule["spec"]["groups"][0]["rules"]
+    assert {a["alert"] for a in alerts} == {"LlmServingRequestFailureRate", "LlmServingQueueLength",
+                                           "LlmServingKvCacheUsage", "LlmServingTtftP95", "LlmServingGpuMemoryHeadroom"}
+    for a in alerts:
+        promql_parser.parse(a["expr"])
+
+
+def test_alert_thresholds_come_from_config():
+    mon = Monitoring(max_failure_ratio=0.02, max_queue_length=7, max_kv_cache_usage=0.9, ttft_p95_slo_seconds=1.5,
+                     min_gpu_memory_headroom_gib=3)
+    exprs = {a["alert"]: a["expr"] for a in alert_rules("ns", mon)}
+    assert exprs["LlmServingRequestFailureRate"].endswith("> 0.02")
+    assert exprs["LlmServingQueueLength"].endswith("> 7") and exprs["LlmServingKvCacheUsage"].endswith("> 0.9")
+    assert exprs["LlmServingTtftP95"].endswith("> 1.5") and exprs["LlmServingGpuMemoryHeadroom"].endswith("< 3.0")
+    assert all('namespace="ns"' in e for e in exprs.values())
+    with pytest.raises(ValueError):
+        promql_parser.parse("sum(rate(x[5m]) >")  # the parser does refuse broken expressions
+    assert [e["port"] for e in pod_monitor_spec()["podMetricsEndpoints"]] == ["engine", "prefill", "decode"]
+
+
+def test_open_webui_points_at_the_gateway_with_the_key_from_the_secret():
+    objs = k8s_objects(render_stack("dev"))
+    dep = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "open-webui")
+    env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["OPENAI_API_BASE_URLS"]["value"] == "http://llm.dev.example.internal/v1"
+    assert env["OPENAI_API_KEYS"]["valueFrom"]["secretKeyRef"] == {"name": "llm-serving-api-key", "key": "api-key"}
+    assert any(o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"] == "open-webui" for o in objs)
+    assert any(o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "llm-serving-open-webui-ingress" for o in objs)
+
+
+def test_policies_and_budget_hold_with_the_day2_objects():
+    for stack in ("dev", "staging", "prod"):
+        r = render_stack(stack)
+        for policy in rules.RESOURCE_POLICIES:
+            for res in r.resources:
+                assert policy.check(res.type, res.inputs) == [], (stack, policy.name, res.name)
+        assert rules.gpus_within_budget(stack_resources(r), r.outputs["gpuBudget"]) == []
