@@ -122,6 +122,27 @@ def shm_is_memory_backed(resource_type: str, props: dict) -> list[str]:
     return out
 
 
+HOST_ACCESS_REASON = "llm-serving.io/host-access-reason"
+
+
+def no_host_access(resource_type: str, props: dict) -> list[str]:
+    """No host network, PID or IPC namespace and no hostPath volume, unless the pod template documents
+    why (an RDMA setup that needs it) in the llm-serving.io/host-access-reason annotation."""
+    out = []
+    for ref in templates(resource_type, props):
+        if annotations_of(ref.template).get(HOST_ACCESS_REASON):
+            continue
+        spec = ref.template.get("spec") or {}
+        for field in ("hostNetwork", "hostPID", "hostIPC"):
+            if spec.get(field):
+                out.append(f"{name_of(props)}: {field} is on; remove it, or document the RDMA need in {HOST_ACCESS_REASON}.")
+        for v in spec.get("volumes") or []:
+            if "hostPath" in v:
+                out.append(f"{name_of(props)}: volume {v.get('name')} is a hostPath; use a claim, or document the need "
+                           f"in {HOST_ACCESS_REASON}.")
+    return out
+
+
 def images_pinned_by_digest(resource_type: str, props: dict) -> list[str]:
     out = []
     for ref in templates(resource_type, props):
@@ -309,6 +330,7 @@ RESOURCE_POLICIES = [
     ResourcePolicy("shm-memory", "/dev/shm is a Memory emptyDir sized per GPU.", shm_is_memory_backed),
     ResourcePolicy("image-digest", "Every container image is pinned by digest.", images_pinned_by_digest),
     ResourcePolicy("no-privileged", "No privileged container or privilege escalation.", no_privileged_containers),
+    ResourcePolicy("no-host-access", "No host network, PID, IPC or hostPath without a documented reason.", no_host_access),
     ResourcePolicy("secret-refs", "Credentials only through secretKeyRef.", secrets_only_by_reference),
     ResourcePolicy("sync-off-gpu", "The model sync Job stays off GPU nodes.", model_sync_stays_off_gpus),
     ResourcePolicy("rollout-gpus", "GPU rollouts never add pods and wait for the startup budget.", rollout_never_adds_gpus),

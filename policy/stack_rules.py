@@ -29,6 +29,7 @@ class StackResource:
     options: dict        # protect, retainOnDelete, customTimeouts{create,update}, ...
     provider: str
     custom: bool = True
+    parent: str = ""
 
 
 def gpu_total(resources: list[StackResource]) -> int:
@@ -69,13 +70,23 @@ def await_timeouts_cover_rollout(resources: list[StackResource]) -> list[str]:
     return out
 
 
-def data_is_protected(resources: list[StackResource], environment: str) -> list[str]:
-    """Outside dev, the weights bucket survives `pulumi destroy`."""
+def data_is_protected(resources: list[StackResource], environment: str, check_retain: bool = True) -> list[str]:
+    """Outside dev, the weights bucket is versioned and survives `pulumi destroy` (protect, and
+    retainOnDelete where the checker can see it: CrossGuard cannot)."""
     if environment == "dev":
         return []
-    return [f"Bucket {r.name} must be protected and retained on delete in {environment}."
-            for r in resources if r.type == "aws:s3/bucket:Bucket"
-            and not (r.options.get("protect") and r.options.get("retainOnDelete"))]
+    out = []
+    versioned_parents = {r.parent for r in resources if r.type == "aws:s3/bucketVersioning:BucketVersioning"
+                         and ((r.props.get("versioningConfiguration") or {}).get("status") == "Enabled")}
+    for r in resources:
+        if r.type != "aws:s3/bucket:Bucket":
+            continue
+        if not r.options.get("protect") or (check_retain and not r.options.get("retainOnDelete")):
+            out.append(f"Bucket {r.name} must be protected{' and retained on delete' if check_retain else ''} in "
+                       f"{environment}: set protect (and retain_on_delete) so `pulumi destroy` keeps the weights.")
+        if r.parent not in versioned_parents:
+            out.append(f"Bucket {r.name} must have versioning enabled in {environment}.")
+    return out
 
 
 def only_sync_jobs_write_models(resources: list[StackResource]) -> list[str]:

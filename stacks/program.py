@@ -46,6 +46,7 @@ def engine_models(cfg: StackConfig) -> list[ServedModel]:
         for m in cfg.models]
 
 
+STACK_FACTS = "llm-serving:stack:Facts"
 # Version of the stack outputs contract (docs/exports.md): bump it when a key changes meaning.
 CONTRACT_VERSION = 1
 
@@ -144,6 +145,11 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     opts = providers.opts()
     ns = cfg.namespace
     protect_data = cfg.environment != Environment.dev
+    # What stack-wide policies need and cannot see in any one resource: the CrossGuard pack reads
+    # the GPU budget and the environment from this component's inputs.
+    facts = pulumi.ComponentResource(STACK_FACTS, "stack-facts",
+                                     {"gpuBudget": cfg.gpu_budget, "environment": cfg.environment.value})
+    facts.register_outputs({})
 
     depends: list[pulumi.Resource] = []
     if cfg.cluster.create_namespace:

@@ -30,7 +30,7 @@ def render_stack(stack: str) -> runtime.Rendered:
 
 def stack_resources(rendered: runtime.Rendered) -> list[StackResource]:
     return [StackResource(type=r.type, name=r.name, props=r.inputs, options=r.options,
-                          provider=r.provider, custom=r.custom) for r in rendered.resources]
+                          provider=r.provider, custom=r.custom, parent=r.parent) for r in rendered.resources]
 
 
 def k8s_objects(rendered: runtime.Rendered) -> list[dict]:
