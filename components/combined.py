@@ -26,11 +26,13 @@ from components.engines import (
 )
 from components.gateway import RouteBackend
 from components.pod_template import (
+    ENGINE_SCANNER_EXCEPTIONS,
     PRE_START_ALLOWANCE_SECONDS,
     EngineContainer,
     EnginePodSpec,
     ModelMount,
     engine_pod_template,
+    scanner_exceptions,
 )
 from stacks.config import CompileCache, GpuPool, ServedModel
 
@@ -164,7 +166,8 @@ class CombinedEngine(Component):
         meta = metadata(m.name, ns, "engine")
         if m.orchestrator == "deployment":
             self.workload = k8s.apps.v1.Deployment(
-                f"{name}-deployment", metadata=meta, spec=deployment_spec(m, template),
+                f"{name}-deployment", metadata={**meta, "annotations": scanner_exceptions(ENGINE_SCANNER_EXCEPTIONS)},
+                spec=deployment_spec(m, template),
                 opts=self.child_opts(custom_timeouts=wait))
         else:
             api, kind, spec = (("orchestration.aibrix.ai/v1alpha1", "StormService", stormservice_spec(m, template))

@@ -45,11 +45,13 @@ from components.engines import (
 )
 from components.gateway import RouteBackend
 from components.pod_template import (
+    ENGINE_SCANNER_EXCEPTIONS,
     EngineContainer,
     EnginePodSpec,
     ModelMount,
     container_security,
     engine_pod_template,
+    scanner_exceptions,
     startup_failure_threshold,
     tcp_probe,
 )
@@ -239,7 +241,8 @@ class SamePodPdEngine(Component):
         m = base.model
         timeout = f"{rollout_deadline_seconds(m)}s"
         k8s.apps.v1.Deployment(
-            f"{name}-deployment", metadata=metadata(m.name, base.namespace, "engine"),
+            f"{name}-deployment", metadata={**metadata(m.name, base.namespace, "engine"),
+                                            "annotations": scanner_exceptions(ENGINE_SCANNER_EXCEPTIONS)},
             spec=deployment_spec(m, same_pod_template(base)),
             opts=self.child_opts(custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
         self.route_backend = RouteBackend(

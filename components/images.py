@@ -29,7 +29,7 @@ from components.image_refs import (
     registry_repository,
     upstream_reference,
 )
-from components.pod_template import SCRIPTS_MOUNT, container_security, off_gpu_affinity
+from components.pod_template import SCRIPTS_MOUNT, container_security, job_pod_security, off_gpu_affinity
 from stacks.config import GpuPool, ImageRef, Images
 
 COPY_TIMEOUT_SECONDS = 3600
@@ -98,7 +98,7 @@ class ImageMirror(Component):
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
-            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "securityContext": job_pod_security(),
             "affinity": off_gpu_affinity(args.gpu_pool),
             "containers": [{
                 "name": "copy",
@@ -106,9 +106,10 @@ class ImageMirror(Component):
                 "image": upstream_reference(mirror.copy_image),
                 "command": ["/bin/sh", f"{SCRIPTS_MOUNT}/mirror_images.sh"],
                 "env": [{"name": "IMAGE_LIST", "value": plan},
-                        {"name": "AUTHFILE", "value": "/auth/.dockerconfigjson"}],
+                        {"name": "AUTHFILE", "value": "/auth/.dockerconfigjson"},
+                        {"name": "HOME", "value": "/var/tmp"}, {"name": "TMPDIR", "value": "/var/tmp"}],
                 "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
-                "securityContext": container_security(),
+                "securityContext": container_security(non_root=True),
                 "volumeMounts": [{"name": "auth", "mountPath": "/auth", "readOnly": True},
                                  {"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},
                                  {"name": "tmp", "mountPath": "/var/tmp"}],

@@ -12,11 +12,17 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
 from components.ops_commands import checked_endpoint
-from components.pod_template import container_security
+from components.pod_template import container_security, scanner_exceptions
 from stacks.config import OpenWebUi
 
 NAME = "open-webui"
 PORT = 8080
+SCANNER_EXCEPTIONS = {
+    "CKV_K8S_23": "the OpenWebUI image runs as root and is not validated as another user",
+    "CKV_K8S_40": "the OpenWebUI image runs as root and is not validated as another user",
+    "CKV_K8S_22": "OpenWebUI writes its static build and caches under /app at start",
+    "CKV_K8S_35": "OpenWebUI reads connection keys only from OPENAI_API_KEYS; a secretKeyRef env is the narrower exposure",
+}
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,9 @@ class OpenWebUiApp(Component):
         data = k8s.core.v1.PersistentVolumeClaim(
             f"{name}-data", metadata={**metadata(NAME, ns, "ui"), "annotations": {"pulumi.com/skipAwait": "true"}},
             spec=claim, opts=self.child_opts(protect=args.protect, retain_on_delete=args.protect))
-        k8s.apps.v1.Deployment(f"{name}-deployment", metadata=metadata(NAME, ns, "ui"), spec=deployment_spec(args),
+        k8s.apps.v1.Deployment(f"{name}-deployment",
+                               metadata={**metadata(NAME, ns, "ui"), "annotations": scanner_exceptions(SCANNER_EXCEPTIONS)},
+                               spec=deployment_spec(args),
                                opts=self.child_opts(depends_on=[data]))
         k8s.core.v1.Service(
             f"{name}-service", metadata=metadata(NAME, ns, "ui"),

@@ -16,6 +16,11 @@ CEPH_SECRET = "llm-serving-ceph"
 REGISTRY_SECRET = "llm-serving-registry"
 
 
+def aws_credentials_file(access_key_id: str, secret_access_key: str) -> str:
+    """The AWS CLI shared-credentials format (AWS_SHARED_CREDENTIALS_FILE)."""
+    return f"[default]\naws_access_key_id = {access_key_id}\naws_secret_access_key = {secret_access_key}\n"
+
+
 @dataclass(frozen=True)
 class SecretsArgs:
     namespace: str
@@ -38,10 +43,10 @@ class ServingSecrets(Component):
         super().__init__("llm-serving:secrets:ServingSecrets", name, opts)
         ns = args.namespace
         self.api_key = self._secret(f"{name}-api-key", API_KEY_SECRET, ns, {"api-key": args.api_key})
-        self.object_store = self._secret(f"{name}-object-store", OBJECT_STORE_SECRET, ns, {
-            "AWS_ACCESS_KEY_ID": args.object_store_access_key_id,
-            "AWS_SECRET_ACCESS_KEY": args.object_store_secret_access_key,
-        })
+        # An AWS shared-credentials file: the sync Job mounts it instead of taking keys as env vars.
+        credentials = pulumi.Output.all(args.object_store_access_key_id, args.object_store_secret_access_key).apply(
+            lambda keys: aws_credentials_file(*keys))
+        self.object_store = self._secret(f"{name}-object-store", OBJECT_STORE_SECRET, ns, {"credentials": credentials})
         if args.ceph is not None:
             user, key, driver = args.ceph
             self.ceph_secret_name = CEPH_SECRET

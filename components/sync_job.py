@@ -21,11 +21,13 @@ from components.pod_template import (
     READY_MARKER,
     SCRIPTS_MOUNT,
     container_security,
+    job_pod_security,
     off_gpu_affinity,
 )
 from stacks.config import GpuPool, ModelSync, ObjectStore, ServedModel
 
 WORK_DIR = "/work"
+CREDENTIALS_DIR = "/var/run/secrets/object-store"
 SYNC_MOUNT = "/models"
 # Kubernetes awaits a Job to completion; beyond activeDeadlineSeconds it has failed anyway.
 AWAIT_MARGIN_SECONDS = 300
@@ -61,9 +63,8 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
                  "limits": {"cpu": str(sync.cpu_request), "memory": f"{sync.memory_request_gib}Gi"}}
     mounts = [{"name": "model", "mountPath": SYNC_MOUNT},
               {"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},
-              {"name": "work", "mountPath": WORK_DIR}]
-    secret_env = [{"name": key, "valueFrom": {"secretKeyRef": {"name": args.credentials_secret, "key": key}}}
-                  for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")]
+              {"name": "work", "mountPath": WORK_DIR},
+              {"name": "tmp", "mountPath": "/tmp"}]
     env = {
         "BUCKET": args.bucket_name, "PREFIX": m.object_prefix, "DEST": dest, "MARKER": READY_MARKER,
         "ADDRESSING_STYLE": store.addressing_style,
@@ -73,6 +74,8 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         # No instance metadata lookups: credentials come only from the Secret (field report 3.2).
         "AWS_EC2_METADATA_DISABLED": "true",
         "AWS_CONFIG_FILE": f"{WORK_DIR}/aws-config",
+        # Credentials are a file from the Secret, never environment variables of the pod.
+        "AWS_SHARED_CREDENTIALS_FILE": f"{CREDENTIALS_DIR}/credentials",
         "HOME": WORK_DIR,
     }
     if store.endpoint:
@@ -81,10 +84,10 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         "name": "download",
         "image": args.sync_image,
         "command": ["/bin/sh", f"{SCRIPTS_MOUNT}/sync_model.sh"],
-        "env": [{"name": k, "value": v} for k, v in sorted(env.items())] + secret_env,
+        "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
         "resources": resources,
-        "securityContext": container_security(),
-        "volumeMounts": mounts,
+        "securityContext": container_security(non_root=True),
+        "volumeMounts": mounts + [{"name": "credentials", "mountPath": CREDENTIALS_DIR, "readOnly": True}],
     }
     verify = {
         "name": "verify",
@@ -93,14 +96,15 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         "args": ["--model-dir", dest, "--revision", m.revision, "--expected-shards", str(m.expected_shard_count),
                  "--marker", READY_MARKER, "--workers", str(max(1, sync.cpu_request))],
         "resources": resources,
-        "securityContext": container_security(),
+        "securityContext": container_security(non_root=True),
         "volumeMounts": mounts,
     }
     pod: dict = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        # Files land on the model volume owned by this UID: the directory must be writable by it.
+        "securityContext": job_pod_security(),
         "affinity": off_gpu_affinity(args.gpu_pool),
         "initContainers": [download],
         "containers": [verify],
@@ -108,6 +112,9 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
             {"name": "model", "persistentVolumeClaim": {"claimName": args.sync_claim_name}},
             {"name": "scripts", "configMap": {"name": args.scripts_config_map, "defaultMode": 0o555}},
             {"name": "work", "emptyDir": {"sizeLimit": "1Gi"}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+            {"name": "credentials", "secret": {"secretName": args.credentials_secret, "defaultMode": 0o440,
+                                               "items": [{"key": "credentials", "path": "credentials"}]}},
         ],
     }
     if sync.node_selector:

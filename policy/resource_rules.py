@@ -162,13 +162,21 @@ def no_privileged_containers(resource_type: str, props: dict) -> list[str]:
     return out
 
 
+def _points_to_a_file(env: dict) -> bool:
+    """`*_FILE` / `*_PATH` variables holding an absolute path name a mounted Secret file, not a secret."""
+    name, value = env.get("name", ""), env.get("value")
+    return name.endswith(("_FILE", "_PATH")) and isinstance(value, str) and value.startswith("/")
+
+
 def secrets_only_by_reference(resource_type: str, props: dict) -> list[str]:
-    """Credentials reach containers only through secretKeyRef, never as literal env values."""
+    """Credentials reach containers only through secretKeyRef or mounted Secret files, never as
+    literal env values."""
     out = []
     for ref in templates(resource_type, props):
         for _, c in containers(ref.template):
             for e in c.get("env") or []:
-                if SECRET_NAME.search(e.get("name", "")) and "secretKeyRef" not in (e.get("valueFrom") or {}):
+                if (SECRET_NAME.search(e.get("name", "")) and "secretKeyRef" not in (e.get("valueFrom") or {})
+                        and not _points_to_a_file(e)):
                     out.append(f"{name_of(props)}: container {c.get('name')} env {e.get('name')} looks like a credential but is not a secretKeyRef.")
     return out
 

@@ -156,7 +156,7 @@ def test_secrets_are_masked_and_shaped_for_the_ceph_driver(driver, keys):
     data = {x.inputs["metadata"]["name"]: x.inputs["stringData"] for x in by_type(r, "kubernetes:core/v1:Secret")}
     assert set(data["llm-serving-ceph"]) == keys
     assert data["llm-serving-api-key"] == {"api-key": MASK}
-    assert data["llm-serving-object-store"] == {"AWS_ACCESS_KEY_ID": MASK, "AWS_SECRET_ACCESS_KEY": MASK}
+    assert data["llm-serving-object-store"] == {"credentials": MASK}
 
 
 # ---- Model sync Job ----
@@ -181,7 +181,10 @@ def test_sync_job_is_cpu_only_off_gpu_and_verifies():
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in pod["initContainers"][0]["env"]}
     assert env["ENDPOINT_URL"] == "https://cos.example.com" and env["ADDRESSING_STYLE"] == "virtual"
     assert env["MAX_CONCURRENT_REQUESTS"] == "20" and env["AWS_EC2_METADATA_DISABLED"] == "true"
-    assert env["AWS_SECRET_ACCESS_KEY"] == {"secretKeyRef": {"name": "creds", "key": "AWS_SECRET_ACCESS_KEY"}}
+    assert "AWS_SECRET_ACCESS_KEY" not in env and env["AWS_SHARED_CREDENTIALS_FILE"] == "/var/run/secrets/object-store/credentials"
+    assert {"name": "credentials", "secret": {"secretName": "creds", "defaultMode": 0o440,
+                                              "items": [{"key": "credentials", "path": "credentials"}]}} in pod["volumes"]
+    assert pod["securityContext"]["runAsNonRoot"] and pod["initContainers"][0]["securityContext"]["readOnlyRootFilesystem"]
     verify = pod["containers"][0]
     assert verify["args"][verify["args"].index("--expected-shards") + 1] == "48"
     assert job.options["deleteBeforeReplace"] is True
@@ -384,3 +387,12 @@ def test_platform_installs_pinned_manifests_in_order():
         "https://raw.githubusercontent.com/sgl-project/rbg/v0.7.0/deploy/kubectl/manifests.yaml"]
     core = next(f for f in files if "aibrix-core" in f.inputs["file"])
     assert any("aibrix-dependency" in d for d in core.options["dependsOn"])
+
+
+def test_object_store_keys_become_an_aws_credentials_file():
+    import configparser
+
+    from components.secrets import aws_credentials_file
+    parser = configparser.ConfigParser()
+    parser.read_string(aws_credentials_file("AKIDEXAMPLE", "s3cr3t/with+chars"))
+    assert dict(parser["default"]) == {"aws_access_key_id": "AKIDEXAMPLE", "aws_secret_access_key": "s3cr3t/with+chars"}

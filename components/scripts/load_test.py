@@ -14,7 +14,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from openai_client import wait_idle  # noqa: E402
+from openai_client import api_key, wait_idle  # noqa: E402
 
 LOCK = ".benchmark.lock"
 
@@ -49,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
                       "another client is using it, so this round would not be clean", file=sys.stderr)
                 return 1
             print(f"round {rnd['name']}: {' '.join(rnd['argv'])}", flush=True)
-            if subprocess.run(rnd["argv"]).returncode != 0:
+            # vllm bench reads the key from its environment only: hand it over in-process, never in the pod spec.
+            env = dict(os.environ, OPENAI_API_KEY=api_key() or "")
+            if subprocess.run(rnd["argv"], env=env).returncode != 0:
                 print(f"round {rnd['name']} failed", file=sys.stderr)
                 return 1
         print(f"{len(plan['rounds'])} rounds done; results under {a.results}")

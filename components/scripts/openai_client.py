@@ -18,9 +18,18 @@ class RequestFailed(RuntimeError):
     pass
 
 
+def api_key() -> str | None:
+    """The API key from the mounted Secret file (OPENAI_API_KEY_FILE), else from OPENAI_API_KEY."""
+    path = os.environ.get("OPENAI_API_KEY_FILE")
+    if path:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    return os.environ.get("OPENAI_API_KEY")
+
+
 def _headers(request_id: str | None) -> dict[str, str]:
     headers = {"Content-Type": "application/json"}
-    key = os.environ.get("OPENAI_API_KEY")
+    key = api_key()
     if key:
         headers["Authorization"] = f"Bearer {key}"
     if request_id:
