@@ -1,17 +1,25 @@
 # Both entry points bootstrap .venv from the pinned requirements.txt on first use.
 PYTHON ?= python3
-VENV   := .venv
+VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.requirements-installed
+# checkov pins libraries the program also uses, at other versions: it gets its own virtualenv.
+SCAN_VENV  ?= .venv-scan
+SCAN_STAMP := $(SCAN_VENV)/.requirements-installed
 STACK  ?= dev
 STACKS := dev staging prod
 
-.PHONY: render render-all test bench clean
+.PHONY: render render-all test bench snapshots clean
 
 $(STAMP): requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $(STAMP)
+
+$(SCAN_STAMP): requirements-scan.txt
+	$(PYTHON) -m venv $(SCAN_VENV)
+	$(SCAN_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-scan.txt
+	touch $(SCAN_STAMP)
 
 ## render: the stack STACK (default dev) under Pulumi's mock runtime into build/$(STACK)/
 render: $(STAMP)
@@ -21,10 +29,14 @@ render: $(STAMP)
 render-all: $(STAMP)
 	@for s in $(STACKS); do $(BIN)/python -m render --stack $$s || exit $$?; done
 
-## test: lint, then unit, policy, schema and bad-config tests
-test: $(STAMP)
+## test: lint, then unit, policy, schema, scan, fuzz and bad-config tests
+test: $(STAMP) $(SCAN_STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov $(BIN)/python -m pytest
+
+## snapshots: refresh tests/snapshots/<stack>.plan.md after a reviewed plan change
+snapshots: $(STAMP)
+	@for s in $(STACKS); do $(BIN)/python -m render --stack $$s --out build/$$s >/dev/null && cp build/$$s/plan.md tests/snapshots/$$s.plan.md; done
 
 ## bench: render timings against the bare mock runtime
 bench: $(STAMP)

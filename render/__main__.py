@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except ConfigError as err:
-        print(f"invalid stack configuration ({len(err.problems)} problems):\n{err}", file=sys.stderr)
+        count = len(err.problems)
+        print(f"invalid stack configuration ({count} problem{'s' if count != 1 else ''}):\n{err}", file=sys.stderr)
         return 2
     out_dir = args.out or args.project_dir / "build" / args.stack
     written = output.write(rendered, out_dir)

@@ -9,6 +9,7 @@ for example:
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Mapping
 
 from pydantic import ValidationError
@@ -39,12 +40,15 @@ def stack_file_name(stack: str) -> str:
 
 
 def _path(loc: tuple[Any, ...]) -> str:
+    """('models', 0, 'vllm') -> models[0].vllm; a key that is not a plain name is quoted: images[':']."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        else:
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", str(part)):
             out += ("." if out else "") + str(part)
+        else:
+            out += f"[{str(part)!r}]"
     return out
 
 

@@ -26,14 +26,6 @@ def run_cli(*args: str, seed: str = "0", cwd: Path = PROJECT_DIR) -> subprocess.
                           capture_output=True, text=True, timeout=120)
 
 
-def test_render_is_byte_identical_across_processes(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    assert run_cli("--stack", "prod", "--out", str(a), seed="1").returncode == 0
-    assert run_cli("--stack", "prod", "--out", str(b), seed="2").returncode == 0
-    for name in ("kubernetes.yaml", "resources.json", "outputs.json", "plan.md"):
-        assert (a / name).read_bytes() == (b / name).read_bytes(), name
-
-
 def bad_project(tmp_path: Path, text: str) -> Path:
     shutil.copy(PROJECT_DIR / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     (tmp_path / "Pulumi.bad.yaml").write_text(text)
@@ -70,21 +62,6 @@ def test_encrypted_values_are_masked_never_decrypted(tmp_path):
     assert rendered.missing_secrets == []
     text = output.kubernetes_yaml(rendered) + output.resources_json(rendered) + output.plan_md(rendered)
     assert cipher not in text and "Every required secret is set" in text
-
-
-def test_secret_values_never_reach_any_output():
-    sf = stackfile.read(PROJECT_DIR, "dev")
-    plain = {"apiKey": "sk-live-4242", "objectStoreAccessKeyId": "AKID-4242", "objectStoreSecretAccessKey": "sak-4242",
-             "cephUserKey": "AQD-4242", "kubeconfig": "apiVersion: v1 # kube-4242"}
-    for key, value in plain.items():
-        sf.config[f"llm-serving:{key}"] = value
-        sf.secret_keys.append(f"llm-serving:{key}")
-    rendered = runtime.render(sf)
-    text = (output.kubernetes_yaml(rendered) + output.resources_json(rendered) + output.outputs_json(rendered)
-            + output.plan_md(rendered))
-    assert "4242" not in text
-    provider = next(r for r in rendered.resources if r.type == "pulumi:providers:kubernetes")
-    assert provider.inputs["kubeconfig"] == stackfile.MASK
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -147,3 +124,59 @@ def test_main_program_exports_under_mocks():
     rendered = runtime.record("dev", program, sf.config, sf.secret_keys)
     assert set(rendered.outputs) == EXPORT_KEYS
     assert len(rendered.resources) == len(render_stack("dev").resources)
+
+
+KNOWN_SECRETS = {"apiKey": "sk-live-canary-4711", "objectStoreAccessKeyId": "AKIDCANARY4711",
+                 "objectStoreSecretAccessKey": "cos-secret-canary-4711", "cephUserKey": "AQDcephcanary4711==",
+                 "registryDockerConfigJson": '{"auths":{"registry.staging.internal:5000":{"auth":"cmVnOmNhbmFyeTQ3MTE="}}}',
+                 "kubeconfig": "apiVersion: v1\nkind: Config # kube-canary-4711"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_known_secret_values_never_leave_as_plaintext(stack, tmp_path):
+    """Every secret set with a known value: none of it appears in any rendered file or the CLI output."""
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(PROJECT_DIR / "Pulumi.yaml", project / "Pulumi.yaml")
+    # The render never decrypts: feed it the plaintext through the runtime, as `pulumi up` would.
+    sf = stackfile.read(PROJECT_DIR, stack)
+    for key, value in KNOWN_SECRETS.items():
+        sf.config[f"llm-serving:{key}"] = value
+        sf.secret_keys.append(f"llm-serving:{key}")
+    rendered = runtime.render(sf)
+    written = output.write(rendered, tmp_path / "out")
+    text = "".join(p.read_text() for p in written)
+    for value in KNOWN_SECRETS.values():
+        for fragment in (value, "canary4711", "canary-4711", "cmVnOmNhbmFyeTQ3MTE="):
+            if fragment in value:
+                assert fragment not in text, (stack, fragment)
+    # Kubernetes Secrets take their data only from secret Outputs: every value arrives masked.
+    for r in rendered.resources:
+        if r.type == "kubernetes:core/v1:Secret":
+            assert r.inputs["stringData"] and set(r.inputs["stringData"].values()) == {stackfile.MASK}, r.name
+
+
+def test_cli_output_carries_no_secret(tmp_path):
+    project = bad_project(tmp_path, (PROJECT_DIR / "Pulumi.staging.yaml").read_text() + "".join(
+        f"  llm-serving:{k}:\n    secure: v1:canary4711{k}\n" for k in ("apiKey", "registryDockerConfigJson")))
+    proc = run_cli("--stack", "bad", "--project-dir", str(project), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0
+    assert "canary4711" not in proc.stdout + proc.stderr
+    assert not any("canary4711" in p.read_text() for p in (tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_stack_renders_byte_identically(stack, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert run_cli("--stack", stack, "--out", str(a), seed="3").returncode == 0
+    assert run_cli("--stack", stack, "--out", str(b), seed="4").returncode == 0
+    for name in ("kubernetes.yaml", "resources.json", "outputs.json", "plan.md"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_plan_matches_the_committed_snapshot(stack):
+    """A pull request that changes what a stack deploys shows it as a diff of tests/snapshots/.
+    After reviewing the change: `make snapshots`."""
+    snapshot = PROJECT_DIR / "tests" / "snapshots" / f"{stack}.plan.md"
+    assert output.plan_md(render_stack(stack)) == snapshot.read_text(encoding="utf-8")
