@@ -87,10 +87,51 @@ def measure_case(name: str, repeat: int) -> dict:
     return {"stack": name, "resources": n, "render_ms": round(render_ms, 1), "floor_ms": round(floor_ms, 1)}
 
 
+def policy_ms_per_resource(repeat: int) -> tuple[float, int]:
+    """Every CrossGuard policy of the pack, through its own validate, over the prod stack."""
+    from pulumi_policy import (
+        PolicyCustomTimeouts,
+        PolicyResource,
+        PolicyResourceOptions,
+        ResourceValidationArgs,
+        ResourceValidationPolicy,
+        StackValidationArgs,
+    )
+
+    from policy.pack import policies
+
+    rendered = runtime.render(stackfile.read(PROJECT_DIR, "prod"))
+    resources = [PolicyResource(
+        resource_type=r.type, props=r.inputs, urn=r.urn, name=r.name,
+        opts=PolicyResourceOptions(r.options["protect"], [], r.options["deleteBeforeReplace"], [],
+                                   PolicyCustomTimeouts(0, 0, 0), [], r.parent or None),
+        provider=None, parent=None, dependencies=[], property_dependencies={}) for r in rendered.resources]
+    pack = policies()
+
+    def run_all():
+        for p in pack:
+            if isinstance(p, ResourceValidationPolicy):
+                for r in resources:
+                    p.validate(ResourceValidationArgs(r.resource_type, r.props, r.urn, r.name, r.opts, None),
+                               lambda *a: None)
+            else:
+                p.validate(StackValidationArgs(resources), lambda *a: None)
+
+    ms, _ = timed(run_all, repeat)
+    return ms / len(resources), len(resources)
+
+
+def make_test_seconds() -> float:
+    start = time.perf_counter()
+    subprocess.run(["make", "test"], cwd=PROJECT_DIR, check=True, capture_output=True, text=True)
+    return time.perf_counter() - start
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: measure one case, print JSON
+    parser.add_argument("--skip-test-time", action="store_true", help="do not time a full `make test`")
     args = parser.parse_args()
     if args.case:
         print(json.dumps(measure_case(args.case, args.repeat)))
@@ -123,11 +164,19 @@ def main() -> int:
     print(f"prod within 1.5x of floor plus imports: {prod['render_plus_imports_over_floor_plus_imports'] <= 1.5}")
     print(f"per-resource time, {large['stack']} vs {small['stack']}: render {growth:.2f}x, floor {floor_growth:.2f}x "
           "(1.0 = linear)")
+    policy_ms, policy_resources = policy_ms_per_resource(args.repeat)
+    print(f"policy pack over prod: {policy_ms:.3f} ms per resource ({policy_resources} resources, every policy)")
+    test_seconds = None if args.skip_test_time else make_test_seconds()
+    if test_seconds is not None:
+        print(f"make test: {test_seconds:.0f} s wall time (goal: under 180 s on 2 cores)")
     out = PROJECT_DIR / "build" / "bench.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"imports_ms": round(imports, 1), "sdk_imports_ms": round(bare_imports, 1),
                                "rows": rows, "per_resource_growth": round(growth, 2),
-                               "floor_per_resource_growth": round(floor_growth, 2)}, indent=2) + "\n")
+                               "floor_per_resource_growth": round(floor_growth, 2),
+                               "policy_ms_per_resource": round(policy_ms, 3),
+                               "make_test_seconds": None if test_seconds is None else round(test_seconds)},
+                              indent=2) + "\n")
     return 0
 
 
