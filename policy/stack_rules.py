@@ -42,7 +42,7 @@ def gpu_total(resources: list[StackResource]) -> int:
 
 def gpus_within_budget(resources: list[StackResource], budget: int) -> list[str]:
     total = gpu_total(resources)
-    return [] if total <= budget else [f"The stack needs {total} GPUs at peak (rollouts included) but its budget is {budget}."]
+    return [] if total <= budget else [f"The stack needs {total} GPUs at peak (rollouts included) but its budget is {budget}; raise llm-serving:gpuBudget or lower replicas."]
 
 
 def _seconds(duration: str) -> int:

@@ -118,7 +118,7 @@ def test_gpu_budget_comes_from_the_stack_facts():
         if r.type == pack.STACK_FACTS:
             props["gpuBudget"] = 8
     found = stack_violations(by_name("gpu-budget"), policy_resources(render_stack("prod"), shrink))
-    assert found == ["The stack needs 16 GPUs at peak (rollouts included) but its budget is 8."]
+    assert found == ["The stack needs 16 GPUs at peak (rollouts included) but its budget is 8; raise llm-serving:gpuBudget or lower replicas."]
     resources = [r for r in policy_resources(render_stack("prod")) if r.resource_type != pack.STACK_FACTS]
     assert "not built by llm-serving" in stack_violations(by_name("gpu-budget"), resources)[0]
 

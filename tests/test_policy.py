@@ -164,7 +164,7 @@ def test_budget_overrun_is_reported_with_rollout_pods():
     dep.props["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     try:
         assert rules.gpus_within_budget(resources, 16) == [
-            "The stack needs 24 GPUs at peak (rollouts included) but its budget is 16."]
+            "The stack needs 24 GPUs at peak (rollouts included) but its budget is 16; raise llm-serving:gpuBudget or lower replicas."]
     finally:
         dep.props["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
 
