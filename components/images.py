@@ -29,7 +29,7 @@ from components.image_refs import (
     registry_repository,
     upstream_reference,
 )
-from components.pod_template import SCRIPTS_MOUNT, container_security, job_pod_security, off_gpu_affinity
+from components.pod_template import SCRIPTS_MOUNT, container_security, cpu_job_pod
 from stacks.config import GpuPool, ImageRef, Images
 
 COPY_TIMEOUT_SECONDS = 3600
@@ -94,30 +94,24 @@ class ImageMirror(Component):
         self.pull_secrets = [args.pull_secret_name]
         plan = copy_list(named, mirror)
         job_name = f"image-mirror-{hashlib.sha256(plan.encode()).hexdigest()[:8]}"
-        pod = {
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": job_pod_security(),
-            "affinity": off_gpu_affinity(args.gpu_pool),
-            "containers": [{
-                "name": "copy",
-                # The copier itself cannot come from the mirror it fills.
-                "image": upstream_reference(mirror.copy_image),
-                "command": ["/bin/sh", f"{SCRIPTS_MOUNT}/mirror_images.sh"],
-                "env": [{"name": "IMAGE_LIST", "value": plan},
-                        {"name": "AUTHFILE", "value": "/auth/.dockerconfigjson"},
-                        {"name": "HOME", "value": "/var/tmp"}, {"name": "TMPDIR", "value": "/var/tmp"}],
-                "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
-                "securityContext": container_security(non_root=True),
-                "volumeMounts": [{"name": "auth", "mountPath": "/auth", "readOnly": True},
-                                 {"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},
-                                 {"name": "tmp", "mountPath": "/var/tmp"}],
-            }],
-            "volumes": [{"name": "auth", "secret": {"secretName": args.pull_secret_name}},
-                        {"name": "scripts", "configMap": {"name": args.scripts_config_map, "defaultMode": 0o555}},
-                        {"name": "tmp", "emptyDir": {"sizeLimit": "100Gi"}}],
+        copier = {
+            "name": "copy",
+            # The copier itself cannot come from the mirror it fills.
+            "image": upstream_reference(mirror.copy_image),
+            "command": ["/bin/sh", f"{SCRIPTS_MOUNT}/mirror_images.sh"],
+            "env": [{"name": "IMAGE_LIST", "value": plan},
+                    {"name": "AUTHFILE", "value": "/auth/.dockerconfigjson"},
+                    {"name": "HOME", "value": "/var/tmp"}, {"name": "TMPDIR", "value": "/var/tmp"}],
+            "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
+            "securityContext": container_security(non_root=True),
+            "volumeMounts": [{"name": "auth", "mountPath": "/auth", "readOnly": True},
+                             {"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},
+                             {"name": "tmp", "mountPath": "/var/tmp"}],
         }
+        pod = cpu_job_pod(args.gpu_pool, [copier], [
+            {"name": "auth", "secret": {"secretName": args.pull_secret_name}},
+            {"name": "scripts", "configMap": {"name": args.scripts_config_map, "defaultMode": 0o555}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "100Gi"}}])
         timeout = f"{COPY_TIMEOUT_SECONDS}s"
         self.copy_job = k8s.batch.v1.Job(
             f"{name}-copy",

@@ -16,7 +16,7 @@ from components.base import Component, labels, metadata
 from components.combined import served_model_selector
 from components.engines import max_model_len, tokenizer_mode
 from components.ops_commands import load_test_plan, smoke_args, warmup_args
-from components.pod_template import SCRIPTS_MOUNT, container_security, job_pod_security, off_gpu_affinity
+from components.pod_template import SCRIPTS_MOUNT, container_security, cpu_job_pod
 from stacks.config import GpuPool, Operations, ServedModel
 
 RESULTS_CLAIM = "llm-bench-results"
@@ -49,36 +49,27 @@ def rollout_key(*parts: object) -> str:
 
 def job_pod(args: OperationsArgs, name: str, image: Any, command: list[str], cpu: str, memory: str,
             extra_mounts: list[dict] | None = None, extra_volumes: list[dict] | None = None) -> dict:
-    pod: dict = {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "securityContext": job_pod_security(),
-        "affinity": off_gpu_affinity(args.gpu_pool),
-        "containers": [{
-            "name": name,
-            "image": image,
-            "command": command[:1],
-            "args": command[1:],
-            # The API key is a file from the Secret, never an environment variable of the pod.
-            "env": [{"name": "OPENAI_API_KEY_FILE", "value": f"{KEY_DIR}/api-key"},
-                    {"name": "HOME", "value": "/tmp"}, {"name": "HF_HOME", "value": "/tmp/huggingface"},
-                    {"name": "VLLM_NO_USAGE_STATS", "value": "1"}, {"name": "PYTHONUNBUFFERED", "value": "1"}],
-            "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
-            "securityContext": container_security(non_root=True),
-            "volumeMounts": [{"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},
-                             {"name": "api-key", "mountPath": KEY_DIR, "readOnly": True},
-                             {"name": "tmp", "mountPath": "/tmp"}, *(extra_mounts or [])],
-        }],
-        "volumes": [{"name": "scripts", "configMap": {"name": args.scripts_config_map, "defaultMode": 0o555}},
-                    {"name": "api-key", "secret": {"secretName": args.api_key_secret, "defaultMode": 0o440,
-                                                   "items": [{"key": "api-key", "path": "api-key"}]}},
-                    {"name": "tmp", "emptyDir": {"sizeLimit": "4Gi"}},
-                    *(extra_volumes or [])],
+    container = {
+        "name": name,
+        "image": image,
+        "command": command[:1],
+        "args": command[1:],
+        # The API key is a file from the Secret, never an environment variable of the pod.
+        "env": [{"name": "OPENAI_API_KEY_FILE", "value": f"{KEY_DIR}/api-key"},
+                {"name": "HOME", "value": "/tmp"}, {"name": "HF_HOME", "value": "/tmp/huggingface"},
+                {"name": "VLLM_NO_USAGE_STATS", "value": "1"}, {"name": "PYTHONUNBUFFERED", "value": "1"}],
+        "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
+        "securityContext": container_security(non_root=True),
+        "volumeMounts": [{"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},
+                         {"name": "api-key", "mountPath": KEY_DIR, "readOnly": True},
+                         {"name": "tmp", "mountPath": "/tmp"}, *(extra_mounts or [])],
     }
-    if args.image_pull_secrets:
-        pod["imagePullSecrets"] = [{"name": n} for n in args.image_pull_secrets]
-    return pod
+    volumes = [{"name": "scripts", "configMap": {"name": args.scripts_config_map, "defaultMode": 0o555}},
+               {"name": "api-key", "secret": {"secretName": args.api_key_secret, "defaultMode": 0o440,
+                                              "items": [{"key": "api-key", "path": "api-key"}]}},
+               {"name": "tmp", "emptyDir": {"sizeLimit": "4Gi"}},
+               *(extra_volumes or [])]
+    return cpu_job_pod(args.gpu_pool, [container], volumes, image_pull_secrets=args.image_pull_secrets)
 
 
 class ModelOperations(Component):

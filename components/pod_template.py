@@ -124,6 +124,26 @@ def job_pod_security() -> dict:
             "runAsGroup": NON_ROOT_UID, "fsGroup": NON_ROOT_UID}
 
 
+def cpu_job_pod(pool: GpuPool, containers: list[dict], volumes: list[dict], init_containers: list[dict] | None = None,
+                image_pull_secrets: list[str] | tuple[str, ...] = ()) -> dict:
+    """The pod of every CPU Job (sync, mirror, smoke, warm-up, load test): never retried in place,
+    no API token, our non-root UID, and never on a GPU node."""
+    pod: dict = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": job_pod_security(),
+        "affinity": off_gpu_affinity(pool),
+    }
+    if init_containers:
+        pod["initContainers"] = init_containers
+    pod["containers"] = containers
+    pod["volumes"] = volumes
+    if image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": n} for n in image_pull_secrets]
+    return pod
+
+
 def scanner_exceptions(reasons: dict[str, str]) -> dict[str, str]:
     """checkov skip annotations, one per deliberate exception, each with its reason."""
     return {f"checkov.io/skip{i}": f"{check}={reason}" for i, (check, reason) in enumerate(sorted(reasons.items()), 1)}

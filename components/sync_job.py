@@ -17,13 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
-from components.pod_template import (
-    READY_MARKER,
-    SCRIPTS_MOUNT,
-    container_security,
-    job_pod_security,
-    off_gpu_affinity,
-)
+from components.pod_template import READY_MARKER, SCRIPTS_MOUNT, container_security, cpu_job_pod
 from stacks.config import GpuPool, ModelSync, ObjectStore, ServedModel
 
 WORK_DIR = "/work"
@@ -99,28 +93,17 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         "securityContext": container_security(non_root=True),
         "volumeMounts": mounts,
     }
-    pod: dict = {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        # Files land on the model volume owned by this UID: the directory must be writable by it.
-        "securityContext": job_pod_security(),
-        "affinity": off_gpu_affinity(args.gpu_pool),
-        "initContainers": [download],
-        "containers": [verify],
-        "volumes": [
-            {"name": "model", "persistentVolumeClaim": {"claimName": args.sync_claim_name}},
-            {"name": "scripts", "configMap": {"name": args.scripts_config_map, "defaultMode": 0o555}},
-            {"name": "work", "emptyDir": {"sizeLimit": "1Gi"}},
-            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
-            {"name": "credentials", "secret": {"secretName": args.credentials_secret, "defaultMode": 0o440,
-                                               "items": [{"key": "credentials", "path": "credentials"}]}},
-        ],
-    }
+    # Files land on the model volume owned by our job UID: the directory must be writable by it.
+    pod = cpu_job_pod(args.gpu_pool, [verify], [
+        {"name": "model", "persistentVolumeClaim": {"claimName": args.sync_claim_name}},
+        {"name": "scripts", "configMap": {"name": args.scripts_config_map, "defaultMode": 0o555}},
+        {"name": "work", "emptyDir": {"sizeLimit": "1Gi"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+        {"name": "credentials", "secret": {"secretName": args.credentials_secret, "defaultMode": 0o440,
+                                           "items": [{"key": "credentials", "path": "credentials"}]}},
+    ], init_containers=[download], image_pull_secrets=args.image_pull_secrets)
     if sync.node_selector:
         pod["nodeSelector"] = dict(sorted(sync.node_selector.items()))
-    if args.image_pull_secrets:
-        pod["imagePullSecrets"] = [{"name": n} for n in args.image_pull_secrets]
     return pod
 
 
