@@ -89,30 +89,39 @@ def rollout_strategy(model: ServedModel) -> str:
     return "Recreate" if model.orchestrator == "deployment" else "RollingUpdate"
 
 
-def pod_spec(args: CombinedEngineArgs) -> EnginePodSpec:
+def model_mount(args: CombinedEngineArgs) -> ModelMount:
     m = args.model
-    mount = ModelMount(claim_name=args.model_claim_name, mount_path=args.model_mount_path,
-                       directory=m.directory, revision=m.revision, expected_shard_count=m.expected_shard_count)
-    cmd = engine_command(mount.model_path, m)
-    annotations = {"llm-serving.io/model-revision": m.revision, ANN_TOPOLOGY: m.topology,
-                   **dict(args.extra_pod_annotations)}
+    return ModelMount(claim_name=args.model_claim_name, mount_path=args.model_mount_path,
+                      directory=m.directory, revision=m.revision, expected_shard_count=m.expected_shard_count)
+
+
+def engine_pod_spec(args: CombinedEngineArgs, name: str, engines: list[EngineContainer], extra_labels: dict,
+                    extra_annotations: dict, sidecars: list[dict] | None = None) -> EnginePodSpec:
+    """The pod of any engine workload of a served model: one or more engine containers (and
+    sidecars), with the model's mount, cache, budget, secrets and identity labels."""
+    m = args.model
+    annotations = {"llm-serving.io/model-revision": m.revision, ANN_TOPOLOGY: m.topology, **extra_annotations}
     if args.ab_baseline:
         annotations[ANN_AB_BASELINE] = args.ab_baseline
     return EnginePodSpec(
-        name=m.name,
-        labels={**labels(m.name, "engine"), **served_model_selector(m), **aibrix_labels(m), **dict(args.extra_pod_labels)},
+        name=name, labels={**labels(name, "engine"), **served_model_selector(m), **extra_labels},
         image=args.image, image_digest=args.image_digest, cuda_version=args.image_cuda_version,
-        engines=[EngineContainer(name="engine", command=cmd.command, args=cmd.args, env=cmd.env,
-                                 port=ENGINE_PORT[m.engine], gpus=gpus_per_pod(m), api_key_env=API_KEY_ENV[m.engine])],
-        parallel_size=parallel_size(m),
-        gpu_pool=args.gpu_pool, model=mount, compile_cache=args.compile_cache,
-        startup_budget_seconds=startup_budget_seconds(m),
-        termination_grace_seconds=m.termination_grace_seconds,
-        api_key_secret=args.api_key_secret,
-        scripts_config_map=args.scripts_config_map,
-        annotations=annotations, image_pull_secrets=list(args.image_pull_secrets),
-        drain_timeout_seconds=args.drain_timeout_seconds,
-    )
+        engines=engines, parallel_size=parallel_size(m), gpu_pool=args.gpu_pool, model=model_mount(args),
+        compile_cache=args.compile_cache, startup_budget_seconds=startup_budget_seconds(m),
+        termination_grace_seconds=m.termination_grace_seconds, api_key_secret=args.api_key_secret,
+        scripts_config_map=args.scripts_config_map, annotations=annotations,
+        image_pull_secrets=list(args.image_pull_secrets), sidecars=sidecars or [],
+        drain_timeout_seconds=args.drain_timeout_seconds)
+
+
+def pod_spec(args: CombinedEngineArgs) -> EnginePodSpec:
+    """The combined pod: one engine container doing prefill and decode."""
+    m = args.model
+    cmd = engine_command(model_mount(args).model_path, m)
+    engine = EngineContainer(name="engine", command=cmd.command, args=cmd.args, env=cmd.env,
+                             port=ENGINE_PORT[m.engine], gpus=gpus_per_pod(m), api_key_env=API_KEY_ENV[m.engine])
+    return engine_pod_spec(args, m.name, [engine], {**aibrix_labels(m), **dict(args.extra_pod_labels)},
+                           dict(args.extra_pod_annotations))
 
 
 def selector(model: ServedModel) -> dict[str, str]:

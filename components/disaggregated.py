@@ -24,13 +24,13 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.base import Component, labels, metadata
+from components.base import Component, metadata
 from components.combined import (
-    ANN_AB_BASELINE,
-    ANN_TOPOLOGY,
     CombinedEngineArgs,
     aibrix_labels,
     deployment_spec,
+    engine_pod_spec,
+    model_mount,
     rollout_deadline_seconds,
     served_model_selector,
 )
@@ -47,8 +47,6 @@ from components.gateway import RouteBackend
 from components.pod_template import (
     ENGINE_SCANNER_EXCEPTIONS,
     EngineContainer,
-    EnginePodSpec,
-    ModelMount,
     container_security,
     engine_pod_template,
     scanner_exceptions,
@@ -112,28 +110,9 @@ class DisaggregatedArgs:
     hybrid: bool = False              # True: this roleset takes only long prompts beside combined pods
 
 
-def _pod_spec(base: CombinedEngineArgs, name: str, engines: list[EngineContainer], extra_labels: dict,
-              extra_annotations: dict, sidecars: list[dict] | None = None) -> EnginePodSpec:
-    m = base.model
-    mount = ModelMount(claim_name=base.model_claim_name, mount_path=base.model_mount_path,
-                       directory=m.directory, revision=m.revision, expected_shard_count=m.expected_shard_count)
-    annotations = {"llm-serving.io/model-revision": m.revision, ANN_TOPOLOGY: m.topology, **extra_annotations}
-    if base.ab_baseline:
-        annotations[ANN_AB_BASELINE] = base.ab_baseline
-    return EnginePodSpec(
-        name=name, labels={**labels(name, "engine"), **served_model_selector(m), **extra_labels},
-        image=base.image, image_digest=base.image_digest, cuda_version=base.image_cuda_version,
-        engines=engines, parallel_size=parallel_size(m), gpu_pool=base.gpu_pool, model=mount,
-        compile_cache=base.compile_cache, startup_budget_seconds=startup_budget_seconds(m),
-        termination_grace_seconds=m.termination_grace_seconds, api_key_secret=base.api_key_secret,
-        scripts_config_map=base.scripts_config_map, annotations=annotations,
-        image_pull_secrets=list(base.image_pull_secrets), sidecars=sidecars or [],
-        drain_timeout_seconds=base.drain_timeout_seconds)
-
-
 def fleet_pod_template(base: CombinedEngineArgs, side: str, hybrid: bool) -> dict:
     m = base.model
-    model_path = f"{base.model_mount_path}/{m.directory}"
+    model_path = model_mount(base).model_path
     rdma = m.pd.rdma
     engine = EngineContainer(
         name="engine", command=list(RAY_HEAD_WRAPPER), args=["vllm", *fleet_engine_args(model_path, m)],
@@ -145,7 +124,7 @@ def fleet_pod_template(base: CombinedEngineArgs, side: str, hybrid: bool) -> dic
     routing = {"promptLenBucketMinLength": m.pd.prompt_len_bucket_min_length} if hybrid else None
     pod_labels = {**aibrix_labels(m), "roleset-name": roleset_name(m), "role-name": side,
                   "model.aibrix.ai/kv-connector-type": "shfs"}
-    return engine_pod_template(_pod_spec(base, f"{m.name}-{side}", [engine], pod_labels,
+    return engine_pod_template(engine_pod_spec(base, f"{m.name}-{side}", [engine], pod_labels,
                                          {ANN_MODEL_CONFIG: model_config(routing)}))
 
 
@@ -199,7 +178,7 @@ class DisaggregatedEngine(Component):
 def same_pod_template(base: CombinedEngineArgs) -> dict:
     m = base.model
     sp = m.same_pod
-    model_path = f"{base.model_mount_path}/{m.directory}"
+    model_path = model_mount(base).model_path
     tp = parallel_size(m)
     engines = []
     for role, port, side_channel, vllm_port, kv_role in (
@@ -228,7 +207,7 @@ def same_pod_template(base: CombinedEngineArgs) -> dict:
         "securityContext": container_security(),
     }
     pod_labels = {**aibrix_labels(m), "model.aibrix.ai/port": str(sp.proxy_port)}
-    return engine_pod_template(_pod_spec(base, m.name, engines, pod_labels, {}, sidecars=[proxy]))
+    return engine_pod_template(engine_pod_spec(base, m.name, engines, pod_labels, {}, sidecars=[proxy]))
 
 
 class SamePodPdEngine(Component):
