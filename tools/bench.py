@@ -89,33 +89,15 @@ def measure_case(name: str, repeat: int) -> dict:
 
 def policy_ms_per_resource(repeat: int) -> tuple[float, int]:
     """Every CrossGuard policy of the pack, through its own validate, over the prod stack."""
-    from pulumi_policy import (
-        PolicyCustomTimeouts,
-        PolicyResource,
-        PolicyResourceOptions,
-        ResourceValidationArgs,
-        ResourceValidationPolicy,
-        StackValidationArgs,
-    )
-
     from policy.pack import policies
+    from render.crossguard import policy_resources, violations
 
-    rendered = runtime.render(stackfile.read(PROJECT_DIR, "prod"))
-    resources = [PolicyResource(
-        resource_type=r.type, props=r.inputs, urn=r.urn, name=r.name,
-        opts=PolicyResourceOptions(r.options["protect"], [], r.options["deleteBeforeReplace"], [],
-                                   PolicyCustomTimeouts(0, 0, 0), [], r.parent or None),
-        provider=None, parent=None, dependencies=[], property_dependencies={}) for r in rendered.resources]
+    resources = policy_resources(runtime.render(stackfile.read(PROJECT_DIR, "prod")))
     pack = policies()
 
     def run_all():
         for p in pack:
-            if isinstance(p, ResourceValidationPolicy):
-                for r in resources:
-                    p.validate(ResourceValidationArgs(r.resource_type, r.props, r.urn, r.name, r.opts, None),
-                               lambda *a: None)
-            else:
-                p.validate(StackValidationArgs(resources), lambda *a: None)
+            violations(p, resources)
 
     ms, _ = timed(run_all, repeat)
     return ms / len(resources), len(resources)
