@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Callable
 
-from policy.inspect import (
+from policy.manifests import (
     BUILTIN,
     DIGEST,
     LOOPBACK,

@@ -1,7 +1,7 @@
 """The policy rules in one namespace: resource rules (policy.resource_rules), stack rules
-(policy.stack_rules) and the manifest readers they share (policy.inspect)."""
+(policy.stack_rules) and the manifest readers they share (policy.manifests)."""
 
-from policy.inspect import PROBES, ROLE, pod_gpus  # noqa: F401
+from policy.manifests import PROBES, ROLE, pod_gpus  # noqa: F401
 from policy.resource_rules import *  # noqa: F401,F403
 from policy.resource_rules import RESOURCE_POLICIES, ResourcePolicy  # noqa: F401
 from policy.stack_rules import *  # noqa: F401,F403

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from policy.inspect import (
+from policy.manifests import (
     STARTUP_BUDGET,
     annotations_of,
     argv_of,
