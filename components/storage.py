@@ -49,25 +49,27 @@ class ModelStore(Component):
         super().__init__("llm-serving:storage:ModelStore", name, opts)
         store = args.store
         if store.create:
+            # Outside dev every resource that configures the bucket is protected and retained as well:
+            # `pulumi destroy` would otherwise delete the versioning, encryption and public-access
+            # block before it reached the protected bucket, leaving it unversioned and exposed.
+            keep = {"protect": args.protect_data, "retain_on_delete": args.protect_data}
             self.bucket = aws.s3.Bucket(
-                f"{name}-bucket", bucket=store.bucket_name, force_destroy=False,
-                opts=self.child_opts(protect=args.protect_data, retain_on_delete=args.protect_data),
-            )
+                f"{name}-bucket", bucket=store.bucket_name, force_destroy=False, opts=self.child_opts(**keep))
             bucket_id = self.bucket.id
             self.bucket_name = self.bucket.bucket
             aws.s3.BucketVersioning(
                 f"{name}-versioning", bucket=bucket_id,
-                versioning_configuration={"status": "Enabled"}, opts=self.child_opts())
+                versioning_configuration={"status": "Enabled"}, opts=self.child_opts(**keep))
             sse = ({"sse_algorithm": "aws:kms", "kms_master_key_id": store.kms_key_arn}
                    if store.kms_key_arn else {"sse_algorithm": "AES256"})
             aws.s3.BucketServerSideEncryptionConfiguration(
                 f"{name}-encryption", bucket=bucket_id,
                 rules=[{"apply_server_side_encryption_by_default": sse, "bucket_key_enabled": bool(store.kms_key_arn)}],
-                opts=self.child_opts())
+                opts=self.child_opts(**keep))
             aws.s3.BucketPublicAccessBlock(
                 f"{name}-public-access-block", bucket=bucket_id,
                 block_public_acls=True, block_public_policy=True,
-                ignore_public_acls=True, restrict_public_buckets=True, opts=self.child_opts())
+                ignore_public_acls=True, restrict_public_buckets=True, opts=self.child_opts(**keep))
         else:
             self.bucket_name = pulumi.Output.from_input(store.bucket_name)
 

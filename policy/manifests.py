@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
+from policy.unknowns import UnknownTouched, decide, is_unknown, items_of
 from policy.workloads import (
     PodTemplateRef,
     containers,
@@ -32,9 +33,19 @@ def kind_of(resource_type: str) -> str:
     return resource_type.rsplit(":", 1)[-1]
 
 
+def _text(read, default: str) -> str:
+    try:
+        value = read()
+        return "(unknown)" if is_unknown(value) else str(value if value is not None else default)
+    except UnknownTouched:
+        return "(unknown)"
+
+
 def name_of(props: dict) -> str:
-    meta = props.get("metadata") or {}
-    return f"{props.get('kind', '?')} {meta.get('namespace', '-')}/{meta.get('name', '?')}"
+    """`Kind namespace/name` for messages; never raises, whatever is unknown."""
+    meta = lambda: props.get("metadata") or {}  # noqa: E731
+    return (f"{_text(lambda: props.get('kind'), '?')} {_text(lambda: meta().get('namespace'), '-')}/"
+            f"{_text(lambda: meta().get('name'), '?')}")
 
 
 def templates(resource_type: str, props: dict) -> list[PodTemplateRef]:
@@ -55,15 +66,42 @@ def is_engine(template: dict) -> bool:
     return annotations_of(template).get(ROLE) == "engine" or pod_gpus(template) > 0
 
 
+def _is_engine_container(group: str, c: dict) -> list[bool]:
+    return [group == "containers" and (c.get("name") == "engine" or max(gpu_count(c)) > 0)]
+
+
 def engine_containers(template: dict) -> list[dict]:
-    return [c for g, c in containers(template) if g == "containers" and (max(gpu_count(c)) > 0 or c.get("name") == "engine")]
+    """The engine containers; one whose name and GPU count are unknown is left out (undecided)."""
+    return [c for g, c in containers(template) if decide(_is_engine_container, g, c) == [True]]
+
+
+def _engine_pod(ref: PodTemplateRef) -> list[tuple[PodTemplateRef, list[dict]]]:
+    return [(ref, engine_containers(ref.template))] if is_engine(ref.template) else []
 
 
 def engine_pods(resource_type: str, props: dict) -> Iterator[tuple[PodTemplateRef, list[dict]]]:
-    """Engine pod templates of a workload, with their engine containers."""
+    """Engine pod templates of a workload, with their engine containers; a template whose
+    engine-ness depends on unknown values is not yielded (undecided until `pulumi up`)."""
     for ref in templates(resource_type, props):
-        if is_engine(ref.template):
-            yield ref, engine_containers(ref.template)
+        yield from decide(_engine_pod, ref)
+
+
+def each_container(resource_type: str, props: dict, check) -> list[str]:
+    """check(ref, container) over every container of every pod template, each decided alone."""
+    out: list[str] = []
+    for ref in templates(resource_type, props):
+        for _, c in decide(lambda r: list(containers(r.template)), ref):
+            out += decide(check, ref, c)
+    return out
+
+
+def each_engine_container(resource_type: str, props: dict, check) -> list[str]:
+    """check(ref, container) over every engine container, each decided alone."""
+    out: list[str] = []
+    for ref, engines in engine_pods(resource_type, props):
+        for c in engines:
+            out += decide(check, ref, c)
+    return out
 
 
 def quantity_gib(q: Any) -> float:
@@ -77,11 +115,13 @@ LOOPBACK = ("localhost", "127.", "::1")
 
 
 def env_value(container: dict, name: str) -> str | None:
-    return next((e.get("value") for e in container.get("env") or [] if e.get("name") == name), None)
+    """The literal value of env `name`; raises UnknownTouched when it (or an earlier name) is unknown."""
+    return next((e.get("value") for e in items_of(container.get("env")) if e.get("name") == name), None)
 
 
 def argv_of(container: dict) -> list[str]:
-    return [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+    """command + args as text; raises UnknownTouched when any element is unknown (flags are read by position)."""
+    return [str(a) for a in items_of(container.get("command")) + items_of(container.get("args"))]
 
 
 def flag_value(argv: list[str], *flags: str) -> str | None:

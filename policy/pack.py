@@ -4,6 +4,7 @@ does it; this module just returns the policies."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 from pulumi_policy import (
@@ -17,6 +18,7 @@ from pulumi_policy import (
 
 from policy import resource_rules, stack_rules
 from policy.stack_rules import StackResource
+from policy.unknowns import is_unknown, plain
 
 STACK_FACTS = "llm-serving:stack:Facts"
 
@@ -25,7 +27,7 @@ MANDATORY = {
     "engine-probes-tcp", "no-generative-health", "model-read-only", "gpu-parallel-size", "image-digest",
     "no-privileged", "no-host-access", "secret-refs", "pd-wiring", "aibrix-profiles-schema", "capabilities-minimal",
     "no-router-owned-routes", "custom-resources-awaited",
-    "gpu-budget", "data-protected", "pd-rolesets", "model-writers",
+    "gpu-budget", "data-protected", "gpu-budget-stack", "data-protected-stack", "pd-rolesets", "model-writers",
 }
 
 
@@ -33,15 +35,109 @@ def level(name: str) -> EnforcementLevel:
     return EnforcementLevel.MANDATORY if name in MANDATORY else EnforcementLevel.ADVISORY
 
 
-def _resource_validate(check: Callable[[str, dict], list[str]]):
+def _report_failure(report_violation, name: str, err: Exception) -> None:
+    """A rule that fails on data it did not expect reports that, at its own level, instead of raising:
+    the engine turns a raising policy into "failed to run policy" and fails the whole preview."""
+    report_violation(f"policy {name} could not evaluate this resource ({type(err).__name__}: {err}); "
+                     "treating it as a violation.", None)
+
+
+def _resource_validate(name: str, check: Callable[[str, dict], list[str]]):
     def validate(args: ResourceValidationArgs, report_violation) -> None:
-        for message in check(args.resource_type, dict(args.props)):
+        try:
+            messages = check(args.resource_type, plain(args.props))
+        except Exception as err:  # noqa: BLE001 - see _report_failure
+            _report_failure(report_violation, name, err)
+            return
+        for message in messages:
             report_violation(message, None)
     return validate
 
 
 def _seconds(value: float) -> str:
     return f"{int(value)}s" if value else ""
+
+
+def stack_of(urn: str) -> str:
+    """The stack segment of `urn:pulumi:<stack>::<project>::<type>::<name>`."""
+    return urn.split("::", 1)[0].removeprefix("urn:pulumi:")
+
+
+class Operation:
+    """What the pack has seen so far in one preview or update, per stack.
+
+    The engine analyzes every resource as the program registers it, before any change, in
+    registration order (pulumi/pulumi v3.259.0 pkg/resource/deploy/step_generator.go: analyzeAll
+    before the resource's steps; a mandatory violation stops the deployment there), and stack
+    policies only see the stack after every change in `pulumi up`. So the rules that must block
+    before a change carry state between resources: the stack facts (registered first by the
+    program) and each GPU workload's peak GPUs, keyed by URN so a re-analysis replaces, never adds.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._facts: dict[str, dict[str, Any]] = {}
+        self._gpus: dict[str, dict[str, int]] = {}
+
+    def record_facts(self, urn: str, facts: dict[str, Any]) -> None:
+        with self._lock:
+            self._facts[stack_of(urn)] = facts
+
+    def facts(self, urn: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._facts.get(stack_of(urn))
+
+    def add_gpus(self, urn: str, gpus: int) -> int:
+        """Record one workload's peak GPUs; the stack's total so far."""
+        with self._lock:
+            seen = self._gpus.setdefault(stack_of(urn), {})
+            seen[urn] = gpus
+            return sum(seen.values())
+
+
+OPERATION = Operation()
+
+
+def _facts_of(props: dict) -> dict[str, Any]:
+    return {k: props[k] for k in ("gpuBudget", "environment") if k in props and not is_unknown(props[k])}
+
+
+def _gpu_budget(args: ResourceValidationArgs, report_violation) -> None:
+    """Each GPU workload, as it is registered: the GPUs of the workloads registered so far, its own
+    included, fit the budget the stack facts stated. Blocks the workload that would exceed it."""
+    props = plain(args.props)
+    if args.resource_type == STACK_FACTS:
+        OPERATION.record_facts(args.urn, _facts_of(props))
+        return
+    gpus = stack_rules.workload_gpus(args.resource_type, props)
+    if is_unknown(gpus) or not gpus:
+        return  # no GPUs, or a count unknown in preview: `pulumi up` decides before the change
+    total = OPERATION.add_gpus(args.urn, int(gpus))
+    facts = OPERATION.facts(args.urn)
+    if facts is None or "gpuBudget" not in facts:
+        report_violation(f"{STACK_FACTS} did not state the GPU budget before this workload of {gpus} GPUs; "
+                         "the stack was not built by llm-serving.", None)
+        return
+    for message in stack_rules.budget_message(total, int(facts["gpuBudget"]), partial=True):
+        report_violation(message, None)
+
+
+def _data_protected(args: ResourceValidationArgs, report_violation) -> None:
+    """Each weights-bucket resource outside dev is protected, and versioning stays Enabled."""
+    facts = OPERATION.facts(args.urn) or {}
+    environment = str(facts.get("environment", "prod"))  # unknown environment: the strict one
+    for message in stack_rules.bucket_part_protected(args.resource_type, args.name, plain(args.props),
+                                                     {"protect": args.opts.protect}, environment, check_retain=False):
+        report_violation(message, None)
+
+
+def _guarded(name: str, validate: Callable[[ResourceValidationArgs, Any], None]):
+    def run(args: ResourceValidationArgs, report_violation) -> None:
+        try:
+            validate(args, report_violation)
+        except Exception as err:  # noqa: BLE001 - see _report_failure
+            _report_failure(report_violation, name, err)
+    return run
 
 
 def to_stack_resource(r: PolicyResource) -> StackResource:
@@ -51,21 +147,29 @@ def to_stack_resource(r: PolicyResource) -> StackResource:
         "customTimeouts": {k: v for k, v in (("create", _seconds(timeouts.create_seconds)),
                                               ("update", _seconds(timeouts.update_seconds))) if v},
     }
+    # The engine gives every custom resource a provider reference (a default one when the program
+    # passed none); the root stack and components have none.
     provider = r.provider.urn if r.provider is not None else ""
-    return StackResource(type=r.resource_type, name=r.name, props=dict(r.props), options=options,
-                         provider=provider, custom=not r.resource_type.startswith("llm-serving:"),
+    return StackResource(type=r.resource_type, name=r.name, props=plain(r.props), options=options,
+                         provider=provider, custom=r.provider is not None,
                          parent=r.opts.parent or "")
 
 
-def stack_facts(resources: list[PolicyResource]) -> dict[str, Any]:
-    facts = next((r for r in resources if r.resource_type == STACK_FACTS), None)
-    return dict(facts.props) if facts is not None else {}
+def stack_facts(resources: list[StackResource]) -> dict[str, Any]:
+    """The facts component's outputs: what it passed to register_outputs (AnalyzeStack sees outputs)."""
+    facts = next((r for r in resources if r.type == STACK_FACTS), None)
+    return _facts_of(facts.props) if facts is not None else {}
 
 
-def _stack_validate(check: Callable[[list[StackResource], dict[str, Any]], list[str]]):
+def _stack_validate(name: str, check: Callable[[list[StackResource], dict[str, Any]], list[str]]):
     def validate(args: StackValidationArgs, report_violation) -> None:
-        facts = stack_facts(args.resources)
-        for message in check([to_stack_resource(r) for r in args.resources], facts):
+        try:
+            resources = [to_stack_resource(r) for r in args.resources]
+            messages = check(resources, stack_facts(resources))
+        except Exception as err:  # noqa: BLE001 - see _report_failure
+            _report_failure(report_violation, name, err)
+            return
+        for message in messages:
             report_violation(message, None)
     return validate
 
@@ -76,10 +180,18 @@ def _budget(resources: list[StackResource], facts: dict[str, Any]) -> list[str]:
     return stack_rules.gpus_within_budget(resources, int(facts["gpuBudget"]))
 
 
+# Blocking before the change: run on each resource as it is registered, in preview and in up.
+BLOCKING_RESOURCE_CHECKS: dict[str, tuple[str, Callable[[ResourceValidationArgs, Any], None]]] = {
+    "gpu-budget": ("GPU total so far, rollout surge and known overshoot included, within the stack's budget.",
+                   _gpu_budget),
+    "data-protected": ("Outside dev the weights bucket and everything configuring it are protected, versioning on.",
+                       _data_protected),
+}
+
 STACK_CHECKS: dict[str, tuple[str, Callable[[list[StackResource], dict[str, Any]], list[str]]]] = {
-    "gpu-budget": ("GPU total, rollout surge and known overshoot included, within the stack's budget.", _budget),
-    "data-protected": ("Outside dev the weights bucket is protected and versioned.",
-                       lambda rs, f: stack_rules.data_is_protected(rs, str(f.get("environment", "prod")), check_retain=False)),
+    "gpu-budget-stack": ("GPU total of the whole stack, rollouts included, within the stack's budget.", _budget),
+    "data-protected-stack": ("Outside dev every weights bucket is protected and has versioning.",
+                             lambda rs, f: stack_rules.data_is_protected(rs, str(f.get("environment", "prod")), check_retain=False)),
     "pd-rolesets": ("P/D rolesets are complete and their sides match.",
                     lambda rs, f: stack_rules.pd_rolesets_are_complete_and_matched(rs)),
     "model-writers": ("Only the sync Job writes a model claim.", lambda rs, f: stack_rules.only_sync_jobs_write_models(rs)),
@@ -92,10 +204,13 @@ STACK_CHECKS: dict[str, tuple[str, Callable[[list[StackResource], dict[str, Any]
 
 
 def policies() -> list:
-    out: list = [ResourceValidationPolicy(name=p.name, description=p.description, validate=_resource_validate(p.check),
+    out: list = [ResourceValidationPolicy(name=p.name, description=p.description, validate=_resource_validate(p.name, p.check),
                                           enforcement_level=level(p.name))
                  for p in resource_rules.RESOURCE_POLICIES]
-    out += [StackValidationPolicy(name=name, description=description, validate=_stack_validate(check),
+    out += [ResourceValidationPolicy(name=name, description=description, validate=_guarded(name, validate),
+                                     enforcement_level=level(name))
+            for name, (description, validate) in BLOCKING_RESOURCE_CHECKS.items()]
+    out += [StackValidationPolicy(name=name, description=description, validate=_stack_validate(name, check),
                                   enforcement_level=level(name))
             for name, (description, check) in STACK_CHECKS.items()]
     return out

@@ -19,6 +19,8 @@ from policy.manifests import (
     annotations_of,
     argv_of,
     containers,
+    each_container,
+    each_engine_container,
     engine_pods,
     env_value,
     flag_value,
@@ -30,7 +32,8 @@ from policy.manifests import (
     templates,
     volumes_of,
 )
-from policy.workloads import GPU
+from policy.unknowns import UnknownTouched, decide, is_unknown, items_of
+from policy.workloads import GPU, PodTemplateRef
 
 
 @dataclass(frozen=True)
@@ -43,83 +46,97 @@ class ResourcePolicy:
 def engine_probes_are_tcp(resource_type: str, props: dict) -> list[str]:
     """Engine probes are tcpSocket: an HTTP /health may run a real generation each period and
     pollute TTFT and throughput (field report 12.4)."""
-    out = []
-    for _, engine_containers in engine_pods(resource_type, props):
-        for c in engine_containers:
-            for probe in PROBES:
-                p = c.get(probe)
-                if not p:
-                    out.append(f"{name_of(props)}: container {c.get('name')} has no {probe}; engines need TCP startup, readiness and liveness probes.")
-                elif set(p) & {"httpGet", "exec", "grpc"} or "tcpSocket" not in p:
-                    out.append(f"{name_of(props)}: container {c.get('name')} {probe} is not tcpSocket; generative health checks pollute serving (field report 12.4).")
-    return out
+    def check(ref: PodTemplateRef, c: dict) -> list[str]:
+        out = []
+        for probe in PROBES:
+            out += decide(_probe_is_tcp, props, c, probe)
+        return out
+    return each_engine_container(resource_type, props, check)
+
+
+def _probe_is_tcp(props: dict, c: dict, probe: str) -> list[str]:
+    p = c.get(probe)
+    if not p:
+        return [f"{name_of(props)}: container {c.get('name')} has no {probe}; engines need TCP startup, readiness and liveness probes."]
+    if set(p) & {"httpGet", "exec", "grpc"} or "tcpSocket" not in p:
+        return [f"{name_of(props)}: container {c.get('name')} {probe} is not tcpSocket; generative health checks pollute serving (field report 12.4)."]
+    return []
 
 
 def startup_allowance_covers_budget(resource_type: str, props: dict) -> list[str]:
     """startupProbe periodSeconds x failureThreshold is at least the startup budget."""
-    out = []
-    for ref, engine_containers in engine_pods(resource_type, props):
+    def check(ref: PodTemplateRef, c: dict) -> list[str]:
         budget = annotations_of(ref.template).get(STARTUP_BUDGET)
         if budget is None:
-            continue
-        for c in engine_containers:
-            p = c.get("startupProbe") or {}
-            allowance = int(p.get("periodSeconds", 10)) * int(p.get("failureThreshold", 3))
-            if allowance < int(budget):
-                out.append(f"{name_of(props)}: container {c.get('name')} startup allowance {allowance}s is below the startup budget {budget}s; cold starts would be killed.")
-    return out
+            return []
+        p = c.get("startupProbe") or {}
+        allowance = int(p.get("periodSeconds", 10)) * int(p.get("failureThreshold", 3))
+        if allowance < int(budget):
+            return [f"{name_of(props)}: container {c.get('name')} startup allowance {allowance}s is below the startup budget {budget}s; cold starts would be killed."]
+        return []
+    return each_engine_container(resource_type, props, check)
 
 
 def model_mount_read_only(resource_type: str, props: dict) -> list[str]:
     """Engine pods mount the model from a claim, read-only at the volume and at every mount."""
-    out = []
-    for ref, _ in engine_pods(resource_type, props):
+    def volume_check(ref: PodTemplateRef) -> list[str]:
         model = volumes_of(ref.template).get("model")
         if model is None or "persistentVolumeClaim" not in model:
-            out.append(f"{name_of(props)}: the engine pod has no model volume from a PersistentVolumeClaim; an emptyDir re-downloads about 156 GiB on every pod re-creation (field report 11.1).")
-            continue
-        if not model["persistentVolumeClaim"].get("readOnly"):
-            out.append(f"{name_of(props)}: model volume claim {model['persistentVolumeClaim'].get('claimName')} is not readOnly at the volume level.")
-        for _, c in containers(ref.template):
-            for m in c.get("volumeMounts") or []:
-                if m.get("name") == "model" and not m.get("readOnly"):
-                    out.append(f"{name_of(props)}: container {c.get('name')} mounts the model at {m.get('mountPath')} without readOnly.")
+            return [f"{name_of(props)}: the engine pod has no model volume from a PersistentVolumeClaim; an emptyDir re-downloads about 156 GiB on every pod re-creation (field report 11.1)."]
+        claim = model["persistentVolumeClaim"]
+        if not claim.get("readOnly"):
+            return [f"{name_of(props)}: model volume claim {claim.get('claimName')} is not readOnly at the volume level."]
+        return []
+
+    def mount_check(ref: PodTemplateRef, c: dict) -> list[str]:
+        return [f"{name_of(props)}: container {c.get('name')} mounts the model at {m.get('mountPath')} without readOnly."
+                for m in items_of(c.get("volumeMounts")) if m.get("name") == "model" and not m.get("readOnly")]
+
+    out = []
+    for ref, _ in engine_pods(resource_type, props):
+        out += decide(volume_check, ref)
+        for _, c in decide(lambda r: list(containers(r.template)), ref):
+            out += decide(mount_check, ref, c)
     return out
 
 
 def gpu_counts_match_parallel_size(resource_type: str, props: dict) -> list[str]:
     """nvidia.com/gpu requests equal limits equal the parallel size (TP x DP in the engine argv)."""
-    out = []
-    for ref, engine_containers in engine_pods(resource_type, props):
+    def check(ref: PodTemplateRef, c: dict) -> list[str]:
+        out = []
+        req, lim = gpu_count(c)
+        if req != lim:
+            out.append(f"{name_of(props)}: container {c.get('name')} requests {req} {GPU} but limits {lim}; they must be equal.")
+        out += decide(_parallel_size_matches, props, c, lim)
         declared = annotations_of(ref.template).get(PARALLEL_SIZE)
-        for c in engine_containers:
-            req, lim = gpu_count(c)
-            if req != lim:
-                out.append(f"{name_of(props)}: container {c.get('name')} requests {req} {GPU} but limits {lim}; they must be equal.")
-            argv = argv_of(c)
-            size = (int(flag_value(argv, "--tensor-parallel-size", "--tp") or 1)
-                    * int(flag_value(argv, "--data-parallel-size", "--dp") or 1))
-            if lim != size:
-                out.append(f"{name_of(props)}: container {c.get('name')} has {lim} GPUs but the engine argv asks for a parallel size of {size}.")
-            if declared is None or int(declared) != lim:
-                out.append(f"{name_of(props)}: annotation {PARALLEL_SIZE}={declared} does not match the {lim} GPUs of container {c.get('name')}.")
-    return out
+        if declared is None or int(declared) != lim:
+            out.append(f"{name_of(props)}: annotation {PARALLEL_SIZE}={declared} does not match the {lim} GPUs of container {c.get('name')}.")
+        return out
+    return each_engine_container(resource_type, props, check)
+
+
+def _parallel_size_matches(props: dict, c: dict, gpus: int) -> list[str]:
+    argv = argv_of(c)
+    size = (int(flag_value(argv, "--tensor-parallel-size", "--tp") or 1)
+            * int(flag_value(argv, "--data-parallel-size", "--dp") or 1))
+    if gpus != size:
+        return [f"{name_of(props)}: container {c.get('name')} has {gpus} GPUs but the engine argv asks for a parallel size of {size}."]
+    return []
 
 
 def shm_is_memory_backed(resource_type: str, props: dict) -> list[str]:
     """Engine pods get /dev/shm from a Memory emptyDir of at least 8 GiB per GPU (field report 2.1)."""
-    out = []
-    for ref, engine_containers in engine_pods(resource_type, props):
+    def check(ref: PodTemplateRef, c: dict) -> list[str]:
         volumes = volumes_of(ref.template)
         gpus = pod_gpus(ref.template)
-        for c in engine_containers:
-            shm = next((m for m in c.get("volumeMounts") or [] if m.get("mountPath") == "/dev/shm"), None)
-            src = (volumes.get(shm.get("name")) or {}).get("emptyDir") if shm else None
-            if not src or src.get("medium") != "Memory":
-                out.append(f"{name_of(props)}: container {c.get('name')} has no Memory emptyDir at /dev/shm.")
-            elif quantity_gib(src.get("sizeLimit", 0)) < SHM_GIB_PER_GPU * gpus:
-                out.append(f"{name_of(props)}: /dev/shm sizeLimit {src.get('sizeLimit')} is below {SHM_GIB_PER_GPU * gpus}Gi for {gpus} GPUs.")
-    return out
+        shm = next((m for m in items_of(c.get("volumeMounts")) if m.get("mountPath") == "/dev/shm"), None)
+        src = (volumes.get(shm.get("name")) or {}).get("emptyDir") if shm else None
+        if not src or src.get("medium") != "Memory":
+            return [f"{name_of(props)}: container {c.get('name')} has no Memory emptyDir at /dev/shm."]
+        if quantity_gib(src.get("sizeLimit", 0)) < SHM_GIB_PER_GPU * gpus:
+            return [f"{name_of(props)}: /dev/shm sizeLimit {src.get('sizeLimit')} is below {SHM_GIB_PER_GPU * gpus}Gi for {gpus} GPUs."]
+        return []
+    return each_engine_container(resource_type, props, check)
 
 
 HOST_ACCESS_REASON = "llm-serving.io/host-access-reason"
@@ -128,106 +145,144 @@ HOST_ACCESS_REASON = "llm-serving.io/host-access-reason"
 def no_host_access(resource_type: str, props: dict) -> list[str]:
     """No host network, PID or IPC namespace and no hostPath volume, unless the pod template documents
     why (an RDMA setup that needs it) in the llm-serving.io/host-access-reason annotation."""
+    def documented(ref: PodTemplateRef) -> list[bool]:
+        return [bool(annotations_of(ref.template).get(HOST_ACCESS_REASON))]
+
+    def namespace_check(ref: PodTemplateRef, field: str) -> list[str]:
+        if (ref.template.get("spec") or {}).get(field):
+            return [f"{name_of(props)}: {field} is on; remove it, or document the RDMA need in {HOST_ACCESS_REASON}."]
+        return []
+
+    def volume_check(v: dict) -> list[str]:
+        if "hostPath" in v:
+            return [f"{name_of(props)}: volume {v.get('name')} is a hostPath; use a claim, or document the need "
+                    f"in {HOST_ACCESS_REASON}."]
+        return []
+
     out = []
     for ref in templates(resource_type, props):
-        if annotations_of(ref.template).get(HOST_ACCESS_REASON):
-            continue
-        spec = ref.template.get("spec") or {}
+        if decide(documented, ref) != [False]:
+            continue  # documented, or undecided during preview
         for field in ("hostNetwork", "hostPID", "hostIPC"):
-            if spec.get(field):
-                out.append(f"{name_of(props)}: {field} is on; remove it, or document the RDMA need in {HOST_ACCESS_REASON}.")
-        for v in spec.get("volumes") or []:
-            if "hostPath" in v:
-                out.append(f"{name_of(props)}: volume {v.get('name')} is a hostPath; use a claim, or document the need "
-                           f"in {HOST_ACCESS_REASON}.")
+            out += decide(namespace_check, ref, field)
+        for v in decide(lambda r: items_of((r.template.get("spec") or {}).get("volumes")), ref):
+            out += decide(volume_check, v)
     return out
 
 
 def images_pinned_by_digest(resource_type: str, props: dict) -> list[str]:
-    out = []
-    for ref in templates(resource_type, props):
-        for _, c in containers(ref.template):
-            if not DIGEST.search(str(c.get("image", ""))):
-                out.append(f"{name_of(props)}: container {c.get('name')} image {c.get('image')!r} is not pinned by digest.")
-    return out
+    def check(ref: PodTemplateRef, c: dict) -> list[str]:
+        if not DIGEST.search(str(c.get("image", ""))):
+            return [f"{name_of(props)}: container {c.get('name')} image {c.get('image')!r} is not pinned by digest."]
+        return []
+    return each_container(resource_type, props, check)
 
 
 def no_privileged_containers(resource_type: str, props: dict) -> list[str]:
-    out = []
-    for ref in templates(resource_type, props):
-        for _, c in containers(ref.template):
-            sc = c.get("securityContext") or {}
-            if sc.get("privileged") or sc.get("allowPrivilegeEscalation", True):
-                out.append(f"{name_of(props)}: container {c.get('name')} must set privileged false and allowPrivilegeEscalation false.")
-    return out
+    def check(ref: PodTemplateRef, c: dict) -> list[str]:
+        sc = c.get("securityContext") or {}
+        if sc.get("privileged") or sc.get("allowPrivilegeEscalation", True):
+            return [f"{name_of(props)}: container {c.get('name')} must set privileged false and allowPrivilegeEscalation false."]
+        return []
+    return each_container(resource_type, props, check)
 
 
 def _points_to_a_file(env: dict) -> bool:
     """`*_FILE` / `*_PATH` variables holding an absolute path name a mounted Secret file, not a secret."""
-    name, value = env.get("name", ""), env.get("value")
+    name, value = str(env.get("name", "")), env.get("value")
+    if is_unknown(value):
+        raise UnknownTouched()
     return name.endswith(("_FILE", "_PATH")) and isinstance(value, str) and value.startswith("/")
 
 
 def secrets_only_by_reference(resource_type: str, props: dict) -> list[str]:
     """Credentials reach containers only through secretKeyRef or mounted Secret files, never as
     literal env values."""
-    out = []
-    for ref in templates(resource_type, props):
-        for _, c in containers(ref.template):
-            for e in c.get("env") or []:
-                if (SECRET_NAME.search(e.get("name", "")) and "secretKeyRef" not in (e.get("valueFrom") or {})
-                        and not _points_to_a_file(e)):
-                    out.append(f"{name_of(props)}: container {c.get('name')} env {e.get('name')} looks like a credential but is not a secretKeyRef.")
-    return out
+    def env_check(c: dict, e: dict) -> list[str]:
+        if (SECRET_NAME.search(str(e.get("name", ""))) and "secretKeyRef" not in (e.get("valueFrom") or {})
+                and not _points_to_a_file(e)):
+            return [f"{name_of(props)}: container {c.get('name')} env {e.get('name')} looks like a credential but is not a secretKeyRef."]
+        return []
+
+    def check(ref: PodTemplateRef, c: dict) -> list[str]:
+        out = []
+        for e in items_of(c.get("env")):
+            out += decide(env_check, c, e)
+        return out
+    return each_container(resource_type, props, check)
 
 
 def model_sync_stays_off_gpus(resource_type: str, props: dict) -> list[str]:
     """The sync Job requests no GPU and is kept off GPU nodes (field report 3.2)."""
     if kind_of(resource_type) != "Job":
         return []
-    out = []
-    for ref in templates(resource_type, props):
-        spec = ref.template.get("spec") or {}
+
+    def gpu_check(ref: PodTemplateRef) -> list[str]:
         if any(max(gpu_count(c)) for _, c in containers(ref.template)):
-            out.append(f"{name_of(props)}: a Job must not request {GPU}; downloads and checks run on CPU nodes.")
+            return [f"{name_of(props)}: a Job must not request {GPU}; downloads and checks run on CPU nodes."]
+        return []
+
+    def affinity_check(ref: PodTemplateRef) -> list[str]:
+        spec = ref.template.get("spec") or {}
         terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
                  .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
         if not terms or not all(any(e.get("operator") == "DoesNotExist" for e in t.get("matchExpressions") or []) for t in terms):
-            out.append(f"{name_of(props)}: the Job needs a required node affinity that excludes GPU nodes (DoesNotExist on the GPU pool labels).")
-        if any(t.get("key") == GPU for t in spec.get("tolerations") or []):
-            out.append(f"{name_of(props)}: the Job tolerates the GPU taint; it must never land on a GPU node.")
+            return [f"{name_of(props)}: the Job needs a required node affinity that excludes GPU nodes (DoesNotExist on the GPU pool labels)."]
+        return []
+
+    def toleration_check(ref: PodTemplateRef) -> list[str]:
+        if any(t.get("key") == GPU for t in (ref.template.get("spec") or {}).get("tolerations") or []):
+            return [f"{name_of(props)}: the Job tolerates the GPU taint; it must never land on a GPU node."]
+        return []
+
+    out = []
+    for ref in templates(resource_type, props):
+        for check in (gpu_check, affinity_check, toleration_check):
+            out += decide(check, ref)
     return out
 
 
 def rollout_never_adds_gpus(resource_type: str, props: dict) -> list[str]:
     """A GPU workload of any kind rolls without surge pods; a Deployment also waits at least the
     startup budget before declaring the rollout stuck."""
-    out = []
-    for ref in templates(resource_type, props):
-        if pod_gpus(ref.template) == 0:
-            continue
-        if ref.surge:
-            out.append(f"{name_of(props)}: the rollout at {ref.path or 'the pod'} may start {ref.surge} extra pod(s) of "
-                       f"{pod_gpus(ref.template)} GPUs; use Recreate or maxSurge 0.")
+    def surge_check(ref: PodTemplateRef) -> list[str]:
+        if pod_gpus(ref.template) and ref.surge:
+            return [f"{name_of(props)}: the rollout at {ref.path or 'the pod'} may start {ref.surge} extra pod(s) of "
+                    f"{pod_gpus(ref.template)} GPUs; use Recreate or maxSurge 0."]
+        return []
+
+    def deadline_check(ref: PodTemplateRef) -> list[str]:
         budget = annotations_of(ref.template).get(STARTUP_BUDGET)
-        if kind_of(resource_type) == "Deployment" and budget is not None:
+        if kind_of(resource_type) == "Deployment" and budget is not None and pod_gpus(ref.template):
             deadline = (props.get("spec") or {}).get("progressDeadlineSeconds", 600)
             if int(deadline) < int(budget):
-                out.append(f"{name_of(props)}: progressDeadlineSeconds {deadline} is below the startup budget {budget}s.")
+                return [f"{name_of(props)}: progressDeadlineSeconds {deadline} is below the startup budget {budget}s."]
+        return []
+
+    out = []
+    for ref in templates(resource_type, props):
+        out += decide(surge_check, ref) + decide(deadline_check, ref)
     return out
+
+
+def _has_gpu_pods(resource_type: str, props: dict) -> bool:
+    return any(decide(lambda r: [pod_gpus(r.template) > 0], ref) == [True] for ref in templates(resource_type, props))
 
 
 def custom_workloads_are_awaited(resource_type: str, props: dict) -> list[str]:
     """Pulumi does not wait for a custom resource unless it carries pulumi.com/waitFor; without it
     `pulumi up` would report success while the engine is still cold."""
-    if kind_of(resource_type) in BUILTIN or not any(pod_gpus(r.template) for r in templates(resource_type, props)):
+    if kind_of(resource_type) in BUILTIN or not _has_gpu_pods(resource_type, props):
         return []
-    annotations = (props.get("metadata") or {}).get("annotations") or {}
-    if "pulumi.com/waitFor" not in annotations:
-        return [f"{name_of(props)}: a GPU custom resource needs a pulumi.com/waitFor annotation (e.g. condition=Ready)."]
-    if "pulumi.com/skipAwait" in annotations:
-        return [f"{name_of(props)}: pulumi.com/skipAwait makes `pulumi up` return before the engine is ready."]
-    return []
+
+    def check() -> list[str]:
+        annotations = (props.get("metadata") or {}).get("annotations") or {}
+        if "pulumi.com/waitFor" not in annotations:
+            return [f"{name_of(props)}: a GPU custom resource needs a pulumi.com/waitFor annotation (e.g. condition=Ready)."]
+        if "pulumi.com/skipAwait" in annotations:
+            return [f"{name_of(props)}: pulumi.com/skipAwait makes `pulumi up` return before the engine is ready."]
+        return []
+    return decide(check)
 
 
 SGLANG_HEALTH = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"
@@ -235,20 +290,18 @@ SGLANG_HEALTH = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"
 
 def no_generative_health_checks(resource_type: str, props: dict) -> list[str]:
     """An SGLang engine runs with /health generation off (field report 12.4), whatever probes say."""
-    out = []
-    for _, engine_containers in engine_pods(resource_type, props):
-        for c in engine_containers:
-            argv = " ".join(str(a) for a in (c.get("command") or []) + (c.get("args") or []))
-            if "sglang" not in argv:
-                continue
-            env = {e.get("name"): e for e in c.get("env") or []}
-            if (env.get(SGLANG_HEALTH) or {}).get("value") != "0":
-                out.append(f"{name_of(props)}: SGLang container {c.get('name')} must set {SGLANG_HEALTH}=0.")
-    return out
+    def check(ref: PodTemplateRef, c: dict) -> list[str]:
+        if "sglang" not in " ".join(argv_of(c)):
+            return []
+        if env_value(c, SGLANG_HEALTH) != "0":
+            return [f"{name_of(props)}: SGLang container {c.get('name')} must set {SGLANG_HEALTH}=0."]
+        return []
+    return each_engine_container(resource_type, props, check)
 
 
 # Kinds whose own labels AIBrix v0.7.0's model router watches to create a `<model>-router` route.
 ROUTER_WATCHED_KINDS = {"Deployment", "RayClusterFleet", "LeaderWorkerSet", "ModelAdapter"}
+MODEL_LABEL = "model.aibrix.ai/name"
 
 
 def no_router_owned_routes(resource_type: str, props: dict) -> list[str]:
@@ -256,15 +309,22 @@ def no_router_owned_routes(resource_type: str, props: dict) -> list[str]:
     workload owns, shared by every workload with that label and deleted with any of them (11.2)."""
     if kind_of(resource_type) not in ROUTER_WATCHED_KINDS:
         return []
-    out = []
-    labels = (props.get("metadata") or {}).get("labels") or {}
-    if "model.aibrix.ai/name" in labels:
-        out.append(f"{name_of(props)}: carries model.aibrix.ai/name at its top level; AIBrix would create a shared "
-                   "HTTPRoute that deleting this workload removes. Keep the label on the pod template only.")
-    for ref in templates(resource_type, props):
+
+    def top_level() -> list[str]:
+        if MODEL_LABEL in ((props.get("metadata") or {}).get("labels") or {}):
+            return [f"{name_of(props)}: carries {MODEL_LABEL} at its top level; AIBrix would create a shared "
+                    "HTTPRoute that deleting this workload removes. Keep the label on the pod template only."]
+        return []
+
+    def worker(ref: PodTemplateRef) -> list[str]:
         # Ray workers are not engines: AIBrix must not discover them as model pods (11.2).
-        if ".workerGroupSpecs[" in ref.path and "model.aibrix.ai/name" in ((ref.template.get("metadata") or {}).get("labels") or {}):
-            out.append(f"{name_of(props)}: Ray worker pods at {ref.path} carry model.aibrix.ai/name; only the head serves.")
+        if ".workerGroupSpecs[" in ref.path and MODEL_LABEL in ((ref.template.get("metadata") or {}).get("labels") or {}):
+            return [f"{name_of(props)}: Ray worker pods at {ref.path} carry {MODEL_LABEL}; only the head serves."]
+        return []
+
+    out = decide(top_level)
+    for ref in templates(resource_type, props):
+        out += decide(worker, ref)
     return out
 
 
@@ -272,62 +332,73 @@ def pd_wiring(resource_type: str, props: dict) -> list[str]:
     """The field report's "looked like P/D but was not" causes (11.3), on every engine pod:
     Ray executor, loopback side channel across pods, wrong AIBrix connector type, implicit KV
     failure policy."""
-    out = []
-    for ref, engine_containers in engine_pods(resource_type, props):
-        pod_labels = (ref.template.get("metadata") or {}).get("labels") or {}
-        across_pods = "roleset-name" in pod_labels and pod_labels.get("role-name") in ("prefill", "decode")
-        for c in engine_containers:
-            argv = argv_of(c)
-            if flag_value(argv, "--distributed-executor-backend") == "ray":
-                out.append(f"{name_of(props)}: container {c.get('name')} uses the Ray executor for a single-node engine; "
-                           "use mp (the Ray executor produced garbage tokens, field report 11.3).")
-            transfer = flag_value(argv, "--kv-transfer-config")
-            if transfer is None:
-                continue
+    def check(ref: PodTemplateRef, c: dict) -> list[str]:
+        out = []
+        argv = argv_of(c)
+        if flag_value(argv, "--distributed-executor-backend") == "ray":
+            out.append(f"{name_of(props)}: container {c.get('name')} uses the Ray executor for a single-node engine; "
+                       "use mp (the Ray executor produced garbage tokens, field report 11.3).")
+        transfer = flag_value(argv, "--kv-transfer-config")
+        if transfer is None:
+            return out
+        try:
             kv = json.loads(transfer)
-            if "kv_load_failure_policy" not in kv:
-                out.append(f"{name_of(props)}: container {c.get('name')} leaves kv_load_failure_policy implicit; set it.")
-            if across_pods:
-                host = env_value(c, "VLLM_NIXL_SIDE_CHANNEL_HOST")
-                if not host or host.startswith(LOOPBACK):
-                    out.append(f"{name_of(props)}: container {c.get('name')} NIXL side channel host is {host or 'unset (loopback)'}; "
-                               "the other side cannot connect across pods (set 0.0.0.0).")
-                if kv.get("kv_connector") == "NixlConnector" and pod_labels.get("model.aibrix.ai/kv-connector-type") != "shfs":
-                    out.append(f"{name_of(props)}: vLLM NixlConnector pods need model.aibrix.ai/kv-connector-type=shfs "
-                               "(AIBrix's nixl agent is for Neuron and its prefill response is not read by GPU vLLM).")
+        except ValueError:
+            return out + [f"{name_of(props)}: container {c.get('name')} --kv-transfer-config is not JSON."]
+        if not isinstance(kv, dict):
+            return out + [f"{name_of(props)}: container {c.get('name')} --kv-transfer-config is not a JSON object."]
+        if "kv_load_failure_policy" not in kv:
+            out.append(f"{name_of(props)}: container {c.get('name')} leaves kv_load_failure_policy implicit; set it.")
+        return out + decide(_across_pods_wiring, props, ref, c, kv)
+    return each_engine_container(resource_type, props, check)
+
+
+def _across_pods_wiring(props: dict, ref: PodTemplateRef, c: dict, kv: dict) -> list[str]:
+    pod_labels = (ref.template.get("metadata") or {}).get("labels") or {}
+    if not ("roleset-name" in pod_labels and pod_labels.get("role-name") in ("prefill", "decode")):
+        return []
+    out = []
+    host = env_value(c, "VLLM_NIXL_SIDE_CHANNEL_HOST")
+    if not host or str(host).startswith(LOOPBACK):
+        out.append(f"{name_of(props)}: container {c.get('name')} NIXL side channel host is {host or 'unset (loopback)'}; "
+                   "the other side cannot connect across pods (set 0.0.0.0).")
+    if kv.get("kv_connector") == "NixlConnector" and pod_labels.get("model.aibrix.ai/kv-connector-type") != "shfs":
+        out.append(f"{name_of(props)}: vLLM NixlConnector pods need model.aibrix.ai/kv-connector-type=shfs "
+                   "(AIBrix's nixl agent is for Neuron and its prefill response is not read by GPU vLLM).")
     return out
 
 
 def aibrix_profiles_schema(resource_type: str, props: dict) -> list[str]:
     """model.aibrix.ai/config is the profiles schema; the old top-level routingStrategy does not route
     ordinary requests into P/D reliably (field report 11.3)."""
-    out = []
-    for ref in templates(resource_type, props):
+    def check(ref: PodTemplateRef) -> list[str]:
         raw = annotations_of(ref.template).get("model.aibrix.ai/config")
         if raw is None:
-            continue
+            return []
         try:
-            doc = json.loads(raw)
+            doc = json.loads(str(raw))
         except ValueError:
-            out.append(f"{name_of(props)}: model.aibrix.ai/config is not JSON.")
-            continue
-        if not isinstance(doc.get("profiles"), dict) or not doc["profiles"] or "routingStrategy" in doc:
-            out.append(f"{name_of(props)}: model.aibrix.ai/config must be {{\"profiles\": {{\"default\": {{...}}}}}}, "
-                       "not the top-level routingStrategy form.")
+            return [f"{name_of(props)}: model.aibrix.ai/config is not JSON."]
+        if not isinstance(doc, dict) or not isinstance(doc.get("profiles"), dict) or not doc["profiles"] or "routingStrategy" in doc:
+            return [f"{name_of(props)}: model.aibrix.ai/config must be {{\"profiles\": {{\"default\": {{...}}}}}}, "
+                    "not the top-level routingStrategy form."]
+        return []
+    out = []
+    for ref in templates(resource_type, props):
+        out += decide(check, ref)
     return out
 
 
 def capabilities_minimal(resource_type: str, props: dict) -> list[str]:
     """The only capability ever added is IPC_LOCK, and only for a container that requests RDMA devices."""
-    out = []
-    for ref in templates(resource_type, props):
-        for _, c in containers(ref.template):
-            added = set(((c.get("securityContext") or {}).get("capabilities") or {}).get("add") or [])
-            limits = (c.get("resources") or {}).get("limits") or {}
-            rdma = any(k.startswith("rdma/") or "rdma" in k for k in limits)
-            if added - {"IPC_LOCK"} or (added and not rdma):
-                out.append(f"{name_of(props)}: container {c.get('name')} adds {sorted(added)}; only IPC_LOCK, only with RDMA devices.")
-    return out
+    def check(ref: PodTemplateRef, c: dict) -> list[str]:
+        added = set(((c.get("securityContext") or {}).get("capabilities") or {}).get("add") or [])
+        limits = (c.get("resources") or {}).get("limits") or {}
+        rdma = any(str(k).startswith("rdma/") or "rdma" in str(k) for k in limits)
+        if added - {"IPC_LOCK"} or (added and not rdma):
+            return [f"{name_of(props)}: container {c.get('name')} adds {sorted(added)}; only IPC_LOCK, only with RDMA devices."]
+        return []
+    return each_container(resource_type, props, check)
 
 
 RESOURCE_POLICIES = [

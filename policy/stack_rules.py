@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from policy.manifests import (
     STARTUP_BUDGET,
@@ -19,6 +20,7 @@ from policy.manifests import (
     templates,
     volumes_of,
 )
+from policy.unknowns import decide, items_of, known_or_unknown, mapping
 
 
 @dataclass(frozen=True)
@@ -32,17 +34,30 @@ class StackResource:
     parent: str = ""
 
 
-def gpu_total(resources: list[StackResource]) -> int:
-    total = 0
-    for r in resources:
-        for ref in templates(r.type, r.props):
-            total += (ref.replicas + ref.extra_pods) * pod_gpus(ref.template)
+def workload_gpus(resource_type: str, props: dict) -> Any:
+    """GPUs a workload holds at peak, rollout surge and known overshoot included; UNKNOWN when a count
+    it depends on is unknown (preview)."""
+    total: Any = 0
+    for ref in templates(resource_type, props):
+        total = total + known_or_unknown(lambda r=ref: (r.replicas + r.extra_pods) * pod_gpus(r.template))
     return total
 
 
+def gpu_total(resources: list[StackResource]) -> Any:
+    return sum((workload_gpus(r.type, r.props) for r in resources), 0)
+
+
+def budget_message(total: int, budget: int, partial: bool = False) -> list[str]:
+    if total <= budget:
+        return []
+    if partial:
+        return [f"The workloads registered so far need {total} GPUs at peak (rollouts included) but the stack's "
+                f"budget is {budget}; raise llm-serving:gpuBudget or lower replicas."]
+    return [f"The stack needs {total} GPUs at peak (rollouts included) but its budget is {budget}; raise llm-serving:gpuBudget or lower replicas."]
+
+
 def gpus_within_budget(resources: list[StackResource], budget: int) -> list[str]:
-    total = gpu_total(resources)
-    return [] if total <= budget else [f"The stack needs {total} GPUs at peak (rollouts included) but its budget is {budget}; raise llm-serving:gpuBudget or lower replicas."]
+    return decide(lambda: budget_message(gpu_total(resources), int(budget)))
 
 
 def _seconds(duration: str) -> int:
@@ -53,38 +68,59 @@ def _seconds(duration: str) -> int:
 def await_timeouts_cover_rollout(resources: list[StackResource]) -> list[str]:
     """Pulumi's 10-minute default await fails a 12-minute cold start: every GPU workload carries
     customTimeouts covering its progress deadline (Deployment) or its startup budget (others)."""
-    out = []
-    for r in resources:
+    def check(r: StackResource) -> list[str]:
         refs = [t for t in templates(r.type, r.props) if pod_gpus(t.template)]
         if not refs or kind_of(r.type) == "Job":
-            continue
+            return []
         if kind_of(r.type) == "Deployment":
             need, what = int((r.props.get("spec") or {}).get("progressDeadlineSeconds", 600)), "progressDeadlineSeconds"
         else:
             need = max(int(annotations_of(t.template).get(STARTUP_BUDGET, 600)) for t in refs)
             what = "the startup budget"
         timeouts = r.options.get("customTimeouts") or {}
-        for op in ("create", "update"):
-            if _seconds(timeouts.get(op, "")) < need:
-                out.append(f"{name_of(r.props)}: Pulumi {op} timeout {timeouts.get(op, '10m (default)')} is below {what} {need}.")
+        return [f"{name_of(r.props)}: Pulumi {op} timeout {timeouts.get(op, '10m (default)')} is below {what} {need}."
+                for op in ("create", "update") if _seconds(timeouts.get(op, "")) < need]
+    return [m for r in resources for m in decide(check, r)]
+
+
+# What keeps the weights when `pulumi destroy` runs outside dev: the bucket and every resource that
+# configures it, since destroying the configuration first (versioning, encryption, the public-access
+# block) leaves a protected but exposed or unversioned bucket behind.
+BUCKET = "aws:s3/bucket:Bucket"
+VERSIONING = "aws:s3/bucketVersioning:BucketVersioning"
+BUCKET_PARTS = (BUCKET, VERSIONING, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+                "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
+
+
+def bucket_part_protected(resource_type: str, name: str, props: dict, options: dict, environment: str,
+                          check_retain: bool = True) -> list[str]:
+    """One weights-bucket resource outside dev: protected (and retained where the checker sees it),
+    and versioning, when this is the versioning resource, Enabled."""
+    if environment == "dev" or resource_type not in BUCKET_PARTS:
+        return []
+    out = []
+    what = "Bucket" if resource_type == BUCKET else resource_type.rsplit(":", 1)[-1]
+    if not options.get("protect") or (check_retain and not options.get("retainOnDelete")):
+        out.append(f"{what} {name} must be protected{' and retained on delete' if check_retain else ''} in "
+                   f"{environment}: set protect (and retain_on_delete) so `pulumi destroy` keeps the weights.")
+    if resource_type == VERSIONING:
+        out += decide(lambda: [] if (props.get("versioningConfiguration") or {}).get("status") == "Enabled"
+                      else [f"{what} {name} must keep versioning Enabled in {environment}."])
     return out
 
 
 def data_is_protected(resources: list[StackResource], environment: str, check_retain: bool = True) -> list[str]:
     """Outside dev, the weights bucket is versioned and survives `pulumi destroy` (protect, and
-    retainOnDelete where the checker can see it: CrossGuard cannot)."""
+    retainOnDelete where the checker can see it: CrossGuard cannot), and so does every resource that
+    configures it."""
     if environment == "dev":
         return []
     out = []
-    versioned_parents = {r.parent for r in resources if r.type == "aws:s3/bucketVersioning:BucketVersioning"
-                         and ((r.props.get("versioningConfiguration") or {}).get("status") == "Enabled")}
+    versioned_parents = {r.parent for r in resources if r.type == VERSIONING
+                         and decide(lambda r=r: [(r.props.get("versioningConfiguration") or {}).get("status")]) != ["Suspended"]}
     for r in resources:
-        if r.type != "aws:s3/bucket:Bucket":
-            continue
-        if not r.options.get("protect") or (check_retain and not r.options.get("retainOnDelete")):
-            out.append(f"Bucket {r.name} must be protected{' and retained on delete' if check_retain else ''} in "
-                       f"{environment}: set protect (and retain_on_delete) so `pulumi destroy` keeps the weights.")
-        if r.parent not in versioned_parents:
+        out += bucket_part_protected(r.type, r.name, r.props, r.options, environment, check_retain)
+        if r.type == BUCKET and r.parent not in versioned_parents:
             out.append(f"Bucket {r.name} must have versioning enabled in {environment}.")
     return out
 
@@ -92,51 +128,66 @@ def data_is_protected(resources: list[StackResource], environment: str, check_re
 def only_sync_jobs_write_models(resources: list[StackResource]) -> list[str]:
     """A model claim (any claim of the model-volume component, or any volume named `model`) is
     mounted writable only by Jobs; everything else reads it read-only at volume and mount."""
-    model_claims = {(r.props.get("metadata") or {}).get("name") for r in resources
-                    if kind_of(r.type) == "PersistentVolumeClaim"
-                    and ((r.props.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/component") == "model-volume"}
+    def claim_name(r: StackResource) -> list[str]:
+        meta = r.props.get("metadata") or {}
+        if kind_of(r.type) == "PersistentVolumeClaim" and (meta.get("labels") or {}).get("app.kubernetes.io/component") == "model-volume":
+            return [meta.get("name")]
+        return []
+    model_claims = {n for r in resources for n in decide(claim_name, r)}
+
+    def check(r: StackResource, ref: Any, v: dict) -> list[str]:
+        claim = v.get("persistentVolumeClaim")
+        if claim is None or not (v.get("name") == "model" or claim.get("claimName") in model_claims):
+            return []
+        mounts = [m for _, c in containers(ref.template) for m in items_of(c.get("volumeMounts")) if m.get("name") == v.get("name")]
+        if not claim.get("readOnly") or not all(m.get("readOnly") for m in mounts):
+            return [f"{name_of(r.props)}: mounts model claim {claim.get('claimName')} writable; only the sync Job may write the model path."]
+        return []
+
     out = []
     for r in resources:
         if kind_of(r.type) == "Job":
             continue
         for ref in templates(r.type, r.props):
-            for v in volumes_of(ref.template).values():
-                claim = v.get("persistentVolumeClaim")
-                if claim is None or not (v.get("name") == "model" or claim.get("claimName") in model_claims):
-                    continue
-                mounts = [m for _, c in containers(ref.template) for m in c.get("volumeMounts") or [] if m.get("name") == v.get("name")]
-                if not claim.get("readOnly") or not all(m.get("readOnly") for m in mounts):
-                    out.append(f"{name_of(r.props)}: mounts model claim {claim.get('claimName')} writable; only the sync Job may write the model path.")
+            for v in decide(lambda t: list(volumes_of(t.template).values()), ref):
+                out += decide(check, r, ref, v)
     return out
 
 
 def routes_have_reference_grants(resources: list[StackResource]) -> list[str]:
     """Every HTTPRoute backend in another namespace is allowed by a ReferenceGrant there; without
     one the gateway answers 503 (RefNotPermitted)."""
-    grants = [(r.props.get("metadata") or {}, r.props.get("spec") or {}) for r in resources
-              if kind_of(r.type) == "ReferenceGrant"]
+    grants = [g for r in resources if kind_of(r.type) == "ReferenceGrant"
+              for g in decide(lambda r=r: [(mapping(r.props.get("metadata")), mapping(r.props.get("spec")))])]
 
     def allowed(route_ns: str, backend_ns: str, kind: str, name: str) -> bool:
         for meta, spec in grants:
-            if meta.get("namespace") != backend_ns:
+            if decide(lambda: [meta.get("namespace") == backend_ns]) != [True]:
                 continue
-            from_ok = any(f.get("kind") == "HTTPRoute" and f.get("namespace") == route_ns for f in spec.get("from") or [])
-            to_ok = any(t.get("kind") == kind and t.get("name", name) == name for t in spec.get("to") or [])
+            from_ok = decide(lambda: [any(f.get("kind") == "HTTPRoute" and f.get("namespace") == route_ns
+                                          for f in spec.get("from") or [])]) == [True]
+            to_ok = decide(lambda: [any(t.get("kind") == kind and t.get("name", name) == name
+                                        for t in spec.get("to") or [])]) == [True]
             if from_ok and to_ok:
                 return True
         return False
+
+    def check(r: StackResource, ref: dict) -> list[str]:
+        route_ns = (r.props.get("metadata") or {}).get("namespace")
+        backend_ns = ref.get("namespace", route_ns)
+        if backend_ns != route_ns and not allowed(route_ns, backend_ns, ref.get("kind", "Service"), ref.get("name")):
+            return [f"{name_of(r.props)}: backend {backend_ns}/{ref.get('name')} has no ReferenceGrant "
+                    f"from HTTPRoutes in {route_ns}; the gateway would answer 503."]
+        return []
 
     out = []
     for r in resources:
         if kind_of(r.type) != "HTTPRoute":
             continue
-        route_ns = (r.props.get("metadata") or {}).get("namespace")
-        for rule in (r.props.get("spec") or {}).get("rules") or []:
-            for ref in rule.get("backendRefs") or []:
-                backend_ns = ref.get("namespace", route_ns)
-                if backend_ns != route_ns and not allowed(route_ns, backend_ns, ref.get("kind", "Service"), ref.get("name")):
-                    out.append(f"{name_of(r.props)}: backend {backend_ns}/{ref.get('name')} has no ReferenceGrant "
-                               f"from HTTPRoutes in {route_ns}; the gateway would answer 503.")
+        backend_refs = decide(lambda r=r: [b for rule in (r.props.get("spec") or {}).get("rules") or []
+                                           for b in rule.get("backendRefs") or []])
+        for ref in backend_refs:
+            out += decide(check, r, ref)
     return out
 
 
@@ -148,12 +199,33 @@ def _model_path(argv: list[str]) -> str | None:
 def _roleset_engines(resources: list[StackResource]) -> dict[str, dict[str, list[dict]]]:
     """roleset-name -> role-name -> engine containers, over every workload of the stack."""
     out: dict[str, dict[str, list[dict]]] = {}
+
+    def add(ref: Any, engine_containers: list[dict]) -> list[None]:
+        pod_labels = (ref.template.get("metadata") or {}).get("labels") or {}
+        if "roleset-name" in pod_labels:
+            role = str(pod_labels.get("role-name", ""))
+            out.setdefault(str(pod_labels["roleset-name"]), {}).setdefault(role, []).extend(engine_containers)
+        return []
+
     for r in resources:
         for ref, engine_containers in engine_pods(r.type, r.props):
-            pod_labels = (ref.template.get("metadata") or {}).get("labels") or {}
-            if "roleset-name" in pod_labels:
-                role = pod_labels.get("role-name", "")
-                out.setdefault(pod_labels["roleset-name"], {}).setdefault(role, []).extend(engine_containers)
+            decide(add, ref, engine_containers)
+    return out
+
+
+def _sides_match(roleset: str, prefill: dict, decode: dict) -> list[str]:
+    out = []
+    p, d = argv_of(prefill), argv_of(decode)
+    if _model_path(p) != _model_path(d):
+        out.append(f"P/D roleset {roleset}: prefill and decode serve different model paths "
+                   f"({_model_path(p)} vs {_model_path(d)}).")
+    for flag in ("--served-model-name", "--kv-cache-dtype", "--block-size", "--max-model-len"):
+        if flag_value(p, flag) != flag_value(d, flag):
+            out.append(f"P/D roleset {roleset}: prefill and decode differ in {flag} "
+                       f"({flag_value(p, flag)} vs {flag_value(d, flag)}).")
+    ptp, dtp = int(flag_value(p, "--tensor-parallel-size") or 1), int(flag_value(d, "--tensor-parallel-size") or 1)
+    if dtp < ptp:
+        out.append(f"P/D roleset {roleset}: decode TP {dtp} is below prefill TP {ptp}; the transfer plan needs decode TP >= prefill TP.")
     return out
 
 
@@ -168,22 +240,21 @@ def pd_rolesets_are_complete_and_matched(resources: list[StackResource]) -> list
         if missing:
             out.append(f"P/D roleset {roleset} has no {' or '.join(sorted(missing))} pods; AIBrix only pairs complete rolesets.")
             continue
-        p, d = argv_of(roles["prefill"][0]), argv_of(roles["decode"][0])
-        if _model_path(p) != _model_path(d):
-            out.append(f"P/D roleset {roleset}: prefill and decode serve different model paths "
-                       f"({_model_path(p)} vs {_model_path(d)}).")
-        for flag in ("--served-model-name", "--kv-cache-dtype", "--block-size", "--max-model-len"):
-            if flag_value(p, flag) != flag_value(d, flag):
-                out.append(f"P/D roleset {roleset}: prefill and decode differ in {flag} "
-                           f"({flag_value(p, flag)} vs {flag_value(d, flag)}).")
-        ptp, dtp = int(flag_value(p, "--tensor-parallel-size") or 1), int(flag_value(d, "--tensor-parallel-size") or 1)
-        if dtp < ptp:
-            out.append(f"P/D roleset {roleset}: decode TP {dtp} is below prefill TP {ptp}; the transfer plan needs decode TP >= prefill TP.")
+        out += decide(_sides_match, roleset, roles["prefill"][0], roles["decode"][0])
     return out
 
 
+def is_default_provider(provider_urn: str) -> bool:
+    """Default providers are named `default` or `default_<version>` (pulumi/pulumi v3.259.0,
+    pkg/resource/deploy/providers/provider.go ProviderRequest.DefaultName); the analyzer is given the
+    provider's URN, whose last segment is that name."""
+    return provider_urn.rsplit("::", 1)[-1].startswith("default")
+
+
 def explicit_providers_only(resources: list[StackResource]) -> list[str]:
-    """Every custom resource names its provider; default providers are disabled in Pulumi.yaml."""
-    return [f"{r.type} {r.name} has no explicit provider ({r.provider or 'default'}); pass one."
+    """Every custom resource uses an explicit provider (default providers are disabled in
+    Pulumi.yaml). The engine gives every custom resource a provider reference, a default one when the
+    program passed none; the root stack and components have none, and providers are not provided."""
+    return [f"{r.type} {r.name} uses the default provider ({r.provider or 'none passed'}); pass an explicit one."
             for r in resources if r.custom and not r.type.startswith("pulumi:providers:")
-            and (not r.provider or "::default" in r.provider)]
+            and r.type != "pulumi:pulumi:Stack" and (not r.provider or is_default_provider(r.provider))]

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from policy.unknowns import UNKNOWN, UnknownTouched, decide, each, is_unknown, known_or_unknown
+
 GPU = "nvidia.com/gpu"
 
 
@@ -25,19 +27,24 @@ class PodTemplateRef:
         return self.surge + self.overshoot
 
 
-def _int(value: Any, default: int) -> int:
-    return default if value is None else int(value)
+def _int(value: Any, default: int) -> Any:
+    """An integer field; an unknown one stays unknown (counts built on it are unknown too)."""
+    if value is None:
+        return default
+    return UNKNOWN if is_unknown(value) else int(value)
 
 
-def _surge(value: Any, replicas: int) -> int:
+def _surge(value: Any, replicas: Any) -> Any:
     """maxSurge as pods: an int, or a percentage of replicas rounded up (as Kubernetes does)."""
+    if is_unknown(value):
+        return UNKNOWN
     if isinstance(value, str):
         percent = int(value.rstrip("%"))
         return -(-replicas * percent // 100)
     return int(value)
 
 
-def _deployment_surge(spec: dict) -> int:
+def _deployment_surge(spec: dict) -> Any:
     strategy = spec.get("strategy") or {}
     if strategy.get("type") == "Recreate":
         return 0
@@ -45,19 +52,27 @@ def _deployment_surge(spec: dict) -> int:
     return _surge((strategy.get("rollingUpdate") or {}).get("maxSurge", "25%"), replicas)
 
 
+def _count(read, default: int) -> Any:
+    """An integer read from a manifest: its value, the default when absent, UNKNOWN when unknown."""
+    return known_or_unknown(lambda: _int(read(), default))
+
+
 def _stormservice_templates(spec: dict) -> list[PodTemplateRef]:
     """Roles of spec.template; a missing role or top-level maxSurge is counted as one pod, since
     the AIBrix CRD sets no default and its controller was seen to overshoot (field report 11.2)."""
-    role_sets = _int(spec.get("replicas"), 1)
-    top_surge = (spec.get("updateStrategy") or {}).get("maxSurge", 1)
+    role_sets = _count(lambda: spec.get("replicas"), 1)
+    top_surge = known_or_unknown(lambda: (spec.get("updateStrategy") or {}).get("maxSurge", 1))
     refs = []
-    roles = ((spec.get("template") or {}).get("spec") or {}).get("roles") or []
+    roles = each(known_or_unknown(lambda: ((spec.get("template") or {}).get("spec") or {}).get("roles")))
+
+    def role_ref(i: int, role: dict) -> list[PodTemplateRef]:
+        replicas = _count(lambda: role.get("replicas"), 1)
+        role_surge = known_or_unknown(lambda: (role.get("updateStrategy") or {}).get("maxSurge", 1))
+        surge = known_or_unknown(lambda: _surge(role_surge, replicas) * role_sets + _surge(top_surge, role_sets) * replicas)
+        return [PodTemplateRef(f"spec.template.spec.roles[{i}].template", _template(role), replicas * role_sets, surge)]
+
     for i, role in enumerate(roles):
-        replicas = _int(role.get("replicas"), 1)
-        role_surge = (role.get("updateStrategy") or {}).get("maxSurge", 1)
-        surge = _surge(role_surge, replicas) * role_sets + _surge(top_surge, role_sets) * replicas
-        refs.append(PodTemplateRef(f"spec.template.spec.roles[{i}].template", role.get("template") or {},
-                                   replicas * role_sets, surge))
+        refs += decide(role_ref, i, role)
     return refs
 
 
@@ -65,47 +80,71 @@ def _rayclusterfleet_templates(manifest: dict) -> list[PodTemplateRef]:
     """The head and worker groups of every RayCluster of the fleet. An unset maxSurge counts as one
     pod; the fleet's declared overshoot (llm-serving.io/rollout-overshoot-pods) is added too."""
     spec = manifest.get("spec") or {}
-    clusters = _int(spec.get("replicas"), 1)
-    rolling = (spec.get("strategy") or {}).get("rollingUpdate") or {}
-    surge_clusters = _surge(rolling.get("maxSurge", 1), clusters)
-    annotations = (manifest.get("metadata") or {}).get("annotations") or {}
-    overshoot_clusters = _int(annotations.get("llm-serving.io/rollout-overshoot-pods"), 0)
-    ray = ((spec.get("template") or {}).get("spec") or {})
-    refs = [PodTemplateRef("spec.template.spec.headGroupSpec.template",
-                           (ray.get("headGroupSpec") or {}).get("template") or {}, clusters, surge_clusters,
+    clusters = _count(lambda: spec.get("replicas"), 1)
+    surge_clusters = known_or_unknown(
+        lambda: _surge(((spec.get("strategy") or {}).get("rollingUpdate") or {}).get("maxSurge", 1), clusters))
+    overshoot_clusters = _count(lambda: ((manifest.get("metadata") or {}).get("annotations") or {})
+                                .get("llm-serving.io/rollout-overshoot-pods"), 0)
+    ray = known_or_unknown(lambda: (spec.get("template") or {}).get("spec") or {})
+    head = known_or_unknown(lambda: ray.get("headGroupSpec") or {})
+    refs = [PodTemplateRef("spec.template.spec.headGroupSpec.template", _template(head), clusters, surge_clusters,
                            overshoot_clusters)]
-    for i, group in enumerate(ray.get("workerGroupSpecs") or []):
-        per_cluster = _int(group.get("replicas"), 0) * _int(group.get("numOfHosts"), 1)
-        refs.append(PodTemplateRef(f"spec.template.spec.workerGroupSpecs[{i}].template", group.get("template") or {},
-                                   per_cluster * clusters, per_cluster * surge_clusters, per_cluster * overshoot_clusters))
+
+    def group_ref(i: int, group: dict) -> list[PodTemplateRef]:
+        per_cluster = _count(lambda: group.get("replicas"), 0) * _count(lambda: group.get("numOfHosts"), 1)
+        return [PodTemplateRef(f"spec.template.spec.workerGroupSpecs[{i}].template", _template(group),
+                               per_cluster * clusters, per_cluster * surge_clusters, per_cluster * overshoot_clusters)]
+
+    for i, group in enumerate(each(known_or_unknown(lambda: ray.get("workerGroupSpecs")))):
+        refs += decide(group_ref, i, group)
     return refs
 
 
 def _rolebasedgroup_templates(spec: dict) -> list[PodTemplateRef]:
     """Standalone and leader-worker roles; the CRD defaults maxSurge to 0."""
-    refs = []
-    for i, role in enumerate(spec.get("roles") or []):
-        replicas = _int(role.get("replicas"), 1)
-        rolling = (role.get("rolloutStrategy") or {}).get("rollingUpdate") or {}
-        surge = _surge(rolling.get("maxSurge", 0), replicas)
+    def role_ref(i: int, role: dict) -> list[PodTemplateRef]:
+        replicas = _count(lambda: role.get("replicas"), 1)
+        surge = known_or_unknown(
+            lambda: _surge(((role.get("rolloutStrategy") or {}).get("rollingUpdate") or {}).get("maxSurge", 0), replicas))
         if "standalonePattern" in role:
-            refs.append(PodTemplateRef(f"spec.roles[{i}].standalonePattern.template",
-                                       (role["standalonePattern"] or {}).get("template") or {}, replicas, surge))
-        elif "leaderWorkerPattern" in role:
-            lwp = role["leaderWorkerPattern"] or {}
-            size = _int(lwp.get("size"), 1)
-            refs.append(PodTemplateRef(f"spec.roles[{i}].leaderWorkerPattern.template",
-                                       lwp.get("template") or {}, replicas * size, surge * size))
+            pattern = known_or_unknown(lambda: role["standalonePattern"] or {})
+            return [PodTemplateRef(f"spec.roles[{i}].standalonePattern.template", _template(pattern), replicas, surge)]
+        if "leaderWorkerPattern" in role:
+            lwp = known_or_unknown(lambda: role["leaderWorkerPattern"] or {})
+            size = _count(lambda: lwp.get("size"), 1)
+            return [PodTemplateRef(f"spec.roles[{i}].leaderWorkerPattern.template", _template(lwp),
+                                   replicas * size, surge * size)]
+        return []
+
+    refs = []
+    for i, role in enumerate(each(known_or_unknown(lambda: spec.get("roles")))):
+        refs += decide(role_ref, i, role)
     return refs
 
 
+def _template(holder: dict) -> Any:
+    """holder.template, {} when absent, UNKNOWN when unknown."""
+    return known_or_unknown(lambda: holder.get("template") or {})
+
+
 def pod_templates(kind: str, manifest: dict) -> list[PodTemplateRef]:
+    """Every pod template of a workload. Never raises on unknown values: a template, count or surge
+    that is unknown during preview is UNKNOWN in the result, so only the checks that need it wait."""
+    try:
+        return _pod_templates(kind, manifest)
+    except UnknownTouched:
+        return []
+
+
+def _pod_templates(kind: str, manifest: dict) -> list[PodTemplateRef]:
     spec = manifest.get("spec") or {}
     if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
-        surge = _deployment_surge(spec) if kind == "Deployment" else 0
-        return [PodTemplateRef("spec.template", spec.get("template") or {}, _int(spec.get("replicas"), 1), surge)]
+        surge = known_or_unknown(lambda: _deployment_surge(spec)) if kind == "Deployment" else 0
+        return [PodTemplateRef("spec.template", _template(spec), known_or_unknown(lambda: _int(spec.get("replicas"), 1)),
+                               surge)]
     if kind == "Job":
-        return [PodTemplateRef("spec.template", spec.get("template") or {}, _int(spec.get("parallelism"), 1), 0)]
+        return [PodTemplateRef("spec.template", _template(spec), known_or_unknown(lambda: _int(spec.get("parallelism"), 1)),
+                               0)]
     if kind == "Pod":
         return [PodTemplateRef("", {"metadata": manifest.get("metadata") or {}, "spec": spec}, 1, 0)]
     if kind == "StormService":
@@ -118,9 +157,11 @@ def pod_templates(kind: str, manifest: dict) -> list[PodTemplateRef]:
 
 
 def containers(template: dict) -> Iterator[tuple[str, dict]]:
+    """(group, container) pairs; raises UnknownTouched when the template or its spec is unknown,
+    skips a container list that is unknown."""
     spec = template.get("spec") or {}
     for group in ("initContainers", "containers"):
-        for c in spec.get(group) or []:
+        for c in each(known_or_unknown(lambda: spec.get(group))):
             yield group, c
 
 

@@ -140,16 +140,18 @@ def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list
 
 def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     """Register every resource of the stack and return the stack outputs (flat camelCase keys)."""
+    # What the policy pack needs and cannot see in any one resource. Registered first: the engine
+    # analyzes resources in registration order, so the pack knows the budget and the environment
+    # before the first GPU workload or bucket (policy/pack.py Operation). Per-resource analysis sees
+    # these inputs; stack analysis sees a component's outputs, hence register_outputs with the same.
+    stack_facts = {"gpuBudget": cfg.gpu_budget, "environment": cfg.environment.value}
+    facts = pulumi.ComponentResource(STACK_FACTS, "stack-facts", stack_facts)
+    facts.register_outputs(stack_facts)
     providers = make_providers(cfg, secrets.kubeconfig, secrets.object_store_access_key_id,
                                secrets.object_store_secret_access_key)
     opts = providers.opts()
     ns = cfg.namespace
     protect_data = cfg.environment != Environment.dev
-    # What stack-wide policies need and cannot see in any one resource: the CrossGuard pack reads
-    # the GPU budget and the environment from this component's inputs.
-    facts = pulumi.ComponentResource(STACK_FACTS, "stack-facts",
-                                     {"gpuBudget": cfg.gpu_budget, "environment": cfg.environment.value})
-    facts.register_outputs({})
 
     depends: list[pulumi.Resource] = []
     if cfg.cluster.create_namespace:

@@ -189,6 +189,20 @@ def test_default_provider_is_refused():
     resources = [copy.deepcopy(r) for r in stack_resources(render_stack("dev"))]
     resources[0] = rules.StackResource(type="kubernetes:core/v1:Service", name="x", props={}, options={}, provider="")
     assert rules.explicit_providers_only(resources)
+    default = "urn:pulumi:dev::llm-serving::pulumi:providers:kubernetes::default_4_34_2"
+    resources[0] = rules.StackResource(type="kubernetes:core/v1:Service", name="x", props={}, options={}, provider=default)
+    assert rules.explicit_providers_only(resources) == [
+        f"kubernetes:core/v1:Service x uses the default provider ({default}); pass an explicit one."]
+
+
+def test_root_stack_components_and_providers_need_no_provider():
+    root = rules.StackResource(type="pulumi:pulumi:Stack", name="llm-serving-prod", props={}, options={}, provider="",
+                               custom=False)
+    component = rules.StackResource(type="llm-serving:stack:Facts", name="stack-facts", props={}, options={},
+                                    provider="", custom=False)
+    provider = rules.StackResource(type="pulumi:providers:kubernetes", name="kubernetes", props={}, options={},
+                                   provider="")
+    assert rules.explicit_providers_only([root, component, provider]) == []
 
 
 def test_writable_sync_claim_outside_a_job_is_refused():
