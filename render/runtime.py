@@ -2,7 +2,11 @@
 
 The recording monitor sees each RegisterResource request as the engine would: inputs with secrets
 still wrapped (so they can be masked), and the resource options that plain mocks hide (protect,
-retainOnDelete, customTimeouts, deleteBeforeReplace, dependencies).
+retainOnDelete, customTimeouts, deleteBeforeReplace, dependencies). It also keeps what the engine
+would hand a policy pack (tests/policy_server.py): the wire inputs, each resource's outputs, the
+root stack, and URNs as the engine builds them; and it refuses duplicate URNs as the engine does.
+`preview=True` runs the program as `pulumi preview` does for a new stack: provider-computed values
+are unknown, so dependants' inputs carry the unknown sentinel wherever such a value flows in.
 """
 
 from __future__ import annotations
@@ -10,19 +14,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pulumi
 from google.protobuf import json_format
 from pulumi.runtime import mocks as pulumi_mocks
-from pulumi.runtime import settings
+from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from render.stackfile import MASK, PROJECT, StackFile
 from stacks import loader
 from stacks.config import required_secret_keys
+from stacks.rules import Problem
 
 # How the Pulumi wire format marks a secret value.
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -58,6 +64,9 @@ def _short(urn: str) -> str:
     return f"{parts[-2].split('$')[-1]}::{parts[-1]}"
 
 
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
+
+
 @dataclass
 class Recorded:
     urn: str
@@ -68,9 +77,46 @@ class Recorded:
     provider: str
     inputs: dict
     options: dict
+    # What the engine holds for the resource (never written to build/): URNs as the engine builds
+    # them, the RegisterResource object on the wire (secrets wrapped, unknowns as the sentinel),
+    # the outputs (custom: the provider's answer; component: what it passed to register_outputs;
+    # root stack: the stack outputs) and the options as the engine passes them to analyzers.
+    engine_urn: str = ""
+    engine_parent: str = ""
+    engine_provider: str = ""
+    dependencies: list[str] = field(default_factory=list)
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    wire_inputs: dict = field(default_factory=dict)
+    wire_outputs: Any = None  # a protobuf Struct (converted on use: most renders never need it) or a dict
+    engine_options: dict = field(default_factory=dict)
+
+    def outputs(self) -> dict:
+        if self.wire_outputs is None:
+            return {}
+        if isinstance(self.wire_outputs, dict):
+            return self.wire_outputs
+        return json_format.MessageToDict(self.wire_outputs)
 
 
 MOCK_ACCOUNT = "000000000000"
+
+
+class DuplicateURNError(loader.ConfigError):
+    """The engine's refusal of a second resource with the same URN (pulumi/pulumi v3.259.0,
+    pkg/resource/deploy/step_generator.go generateURN; message from sdk/go/common/diag/errors.go
+    GetDuplicateResourceURNError; our SDK pin is 3.272.0)."""
+
+    def __init__(self, stack_file: str, urns: list[str]):
+        self.urns = urns
+        super().__init__(stack_file, [_EngineRefusal("", urn, f"Duplicate resource URN '{urn}'; try giving it a unique name")
+                                      for urn in urns])
+
+
+class _EngineRefusal(Problem):
+    """Not one config field: the line is the engine's own message (it names the URN)."""
+
+    def render(self, stack_file: str) -> str:
+        return f"{stack_file}: {self.allowed}"
 
 
 class MockResources(pulumi.runtime.Mocks):
@@ -100,28 +146,126 @@ class MockResources(pulumi.runtime.Mocks):
         return {}
 
 
+class PreviewMocks(pulumi.runtime.Mocks):
+    """What `pulumi preview` answers for a resource being created: no id yet, its inputs as given
+    (unknown wherever another resource's output flows in) and unknown for every value only the
+    provider computes: the ones the `up` mocks make up (ECR repositoryUrl, IAM access key secret,
+    bucket ARN) and a Kubernetes object's status. The Python SDK sends each unknown as
+    pulumi.runtime.rpc.UNKNOWN in the RegisterResource object of every dependant."""
+
+    def __init__(self, up: pulumi.runtime.Mocks):
+        self.up = up
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        resource_id, state = self.up.new_resource(args)
+        if not args.custom:
+            return resource_id, state
+        computed = {k: rpc.UNKNOWN for k in state if k not in args.inputs}
+        if args.typ.startswith("kubernetes:"):
+            computed["status"] = rpc.UNKNOWN
+        return None, {**args.inputs, **computed}  # an empty id is an unknown id (pulumi/runtime/resource.py)
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return self.up.call(args)
+
+
+def _go_duration_seconds(text: str) -> float:
+    """time.ParseDuration, which the engine applies to customTimeouts (pulumi/pulumi v3.259.0,
+    pkg/resource/deploy/source_eval.go generateTimeoutInSeconds); it refuses anything else."""
+    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    match = re.fullmatch(r"([-+]?)((?:(?:\d+\.?\d*|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+|0)", text)
+    if not match:
+        raise ValueError(f"unable to parse customTimeout Value {text}")
+    total = sum(float(n) * units[u] for n, u in re.findall(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)", match[2]))
+    return -total if match[1] == "-" else total
+
+
+def _urn_parts(urn: str) -> list[str]:
+    """urn:pulumi:<stack>::<project>::<qualified type>::<name>; the name may itself contain '::'."""
+    return urn.split("::", 3)
+
+
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: pulumi.runtime.Mocks):
         super().__init__(mocks)
         self.recorded: list[Recorded] = []
+        self.root: Recorded | None = None
+        self.by_urn: dict[str, Recorded] = {}
+        self._engine_urns: dict[str, str] = {}
+        self._seen: set[str] = set()
+        self.duplicates: list[str] = []
+
+    def _engine_urn(self, mock_parent: str, type_: str, name: str) -> str:
+        """The URN as the engine builds it (pulumi/pulumi v3.259.0, pkg/resource/deploy/deployment.go
+        generateURN): the parent's whole qualified type, none for the root stack. The mocks keep only
+        the parent's last type and do prefix the root stack's, so their URNs are not the engine's."""
+        parent = self._engine_urns.get(mock_parent, "")
+        parent_type = _urn_parts(parent)[2] if parent else ""
+        qualified = type_ if parent_type in ("", ROOT_STACK_TYPE) else f"{parent_type}${type_}"
+        return "urn:pulumi:" + "::".join([settings.get_stack(), settings.get_project(), qualified, name])
+
+    def _claim(self, mock_urn: str, engine_urn: str) -> None:
+        # The engine refuses the second registration of a URN in one deployment (step_generator.go
+        # generateURN, for reads as well as registrations).
+        if engine_urn in self._seen and engine_urn not in self.duplicates:
+            self.duplicates.append(engine_urn)
+        self._seen.add(engine_urn)
+        self._engine_urns[mock_urn] = engine_urn
+
+    def ReadResource(self, request):
+        response = super().ReadResource(request)
+        self._claim(response.urn, self._engine_urn(request.parent, request.type, request.name))
+        return response
 
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
-        if request.type != "pulumi:pulumi:Stack":
-            timeouts = request.customTimeouts if request.HasField("customTimeouts") else None
-            options = {
-                "protect": request.protect if request.HasField("protect") else False,
-                "retainOnDelete": request.retainOnDelete if request.HasField("retainOnDelete") else False,
-                "deleteBeforeReplace": request.deleteBeforeReplace,
-                "customTimeouts": {k: getattr(timeouts, k) for k in ("create", "update", "delete")
-                                   if timeouts is not None and getattr(timeouts, k)},
-                "dependsOn": sorted(_short(u) for u in request.dependencies),
-            }
-            self.recorded.append(Recorded(
-                urn=response.urn, type=request.type, name=request.name, custom=bool(request.custom),
-                parent=_short(request.parent), provider=_short(request.provider.rsplit("::", 1)[0]) if request.provider else "",
-                inputs=normalize(json_format.MessageToDict(request.object)), options=options))
+        engine_urn = self._engine_urn(request.parent, request.type, request.name)
+        self._claim(response.urn, engine_urn)
+        wire = json_format.MessageToDict(request.object)
+        timeouts = request.customTimeouts if request.HasField("customTimeouts") else None
+        engine_options = {
+            "protect": request.protect if request.HasField("protect") else False,
+            "ignoreChanges": list(request.ignoreChanges),
+            # pkg/resource/deploy/source_eval.go: deleteBeforeReplace counts only when the SDK defines it.
+            "deleteBeforeReplace": request.deleteBeforeReplace if request.deleteBeforeReplaceDefined else None,
+            "additionalSecretOutputs": list(request.additionalSecretOutputs),
+            "aliases": list(request.aliasURNs),
+            "customTimeouts": {k: _go_duration_seconds(getattr(timeouts, k)) for k in ("create", "update", "delete")
+                               if timeouts is not None and getattr(timeouts, k)},
+        }
+        provider_mock = request.provider.rsplit("::", 1)[0] if request.provider else ""
+        recorded = Recorded(
+            urn=response.urn, type=request.type, name=request.name, custom=bool(request.custom),
+            parent=_short(request.parent), provider=_short(provider_mock), inputs={}, options={},
+            engine_urn=engine_urn, engine_parent=self._engine_urns.get(request.parent, ""),
+            engine_provider=self._engine_urns.get(provider_mock, ""),
+            dependencies=[self._engine_urns.get(u, u) for u in request.dependencies],
+            property_dependencies={k: [self._engine_urns.get(u, u) for u in v.urns]
+                                   for k, v in request.propertyDependencies.items()},
+            wire_inputs=wire, wire_outputs=response.object if request.custom else None, engine_options=engine_options)
+        self.by_urn[response.urn] = recorded
+        if request.type == ROOT_STACK_TYPE:
+            self.root = recorded
+            return response
+        recorded.options = {
+            "protect": engine_options["protect"],
+            "retainOnDelete": request.retainOnDelete if request.HasField("retainOnDelete") else False,
+            "deleteBeforeReplace": request.deleteBeforeReplace,
+            "customTimeouts": {k: getattr(timeouts, k) for k in ("create", "update", "delete")
+                               if timeouts is not None and getattr(timeouts, k)},
+            "dependsOn": sorted(_short(u) for u in request.dependencies),
+        }
+        recorded.inputs = normalize(wire)
+        self.recorded.append(recorded)
         return response
+
+    def RegisterResourceOutputs(self, request):
+        # A component's outputs in the engine are exactly what it registered (pulumi/pulumi v3.259.0,
+        # pkg/resource/deploy/step_executor.go executeRegisterResourceOutputs).
+        recorded = self.by_urn.get(request.urn)
+        if recorded is not None:
+            recorded.wire_outputs = request.outputs
+        return super().RegisterResourceOutputs(request)
 
 
 @dataclass
@@ -131,13 +275,20 @@ class Rendered:
     outputs: dict[str, Any]
     secret_outputs: set[str]
     missing_secrets: list[str] = field(default_factory=list)
+    # The engine's view: registration order (the order the engine analyzes in), the root stack
+    # (its outputs are the stack outputs on the wire), and whether this was a preview.
+    registered: list[Recorded] = field(default_factory=list)
+    root: Recorded | None = None
+    preview: bool = False
 
 
-def _start(stack: str, config: dict[str, str], secret_keys: list[str], aws_region: str = "us-east-1") -> RecordingMonitor:
+def _start(stack: str, config: dict[str, str], secret_keys: list[str], aws_region: str = "us-east-1",
+           preview: bool = False) -> RecordingMonitor:
     settings.ROOT.set(None)  # a fresh root stack per run, so several renders share a process
     pulumi.runtime.set_all_config(config, secret_keys)
-    monitor = RecordingMonitor(MockResources(aws_region))
-    pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    mocks = MockResources(aws_region)
+    monitor = RecordingMonitor(PreviewMocks(mocks) if preview else mocks)
+    pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
     return monitor
 
 
@@ -158,11 +309,13 @@ def _without_cycle_collection():
 
 def record(stack: str, program: Callable[[], dict[str, pulumi.Input]],
            config: dict[str, str] | None = None, secret_keys: list[str] | None = None,
-           aws_region: str = "us-east-1") -> Rendered:
-    """Run `program` under the mock runtime; return what it registered and its resolved outputs."""
-    monitor = _start(stack, config or {}, secret_keys or [], aws_region)
+           aws_region: str = "us-east-1", preview: bool = False) -> Rendered:
+    """Run `program` under the mock runtime; return what it registered and its resolved outputs.
+    Raises DuplicateURNError (a loader.ConfigError) where the engine would refuse the program."""
+    monitor = _start(stack, config or {}, secret_keys or [], aws_region, preview)
     resolved: dict[str, Any] = {}
     secret_outputs: set[str] = set()
+    stack_outputs: dict[str, Any] = {}
 
     async def collect(outputs: dict[str, pulumi.Input]) -> None:
         for key, value in outputs.items():
@@ -170,19 +323,28 @@ def record(stack: str, program: Callable[[], dict[str, pulumi.Input]],
             resolved[key] = await out.future()
             if await out.is_secret():
                 secret_outputs.add(key)
+        # The root stack's outputs as the SDK registers the exports: None dropped, unknown as the
+        # sentinel, secrets wrapped (pulumi/runtime/rpc.py serialize_properties).
+        stack_outputs.update(json_format.MessageToDict(await rpc.serialize_properties(outputs, {})))
 
     with _without_cycle_collection():
         _sync_await(run_pulumi_func(lambda: _sync_await(asyncio.ensure_future(collect(program() or {})))))
+    if monitor.duplicates:
+        raise DuplicateURNError(loader.stack_file_name(stack), monitor.duplicates)
+    if monitor.root is not None:
+        monitor.root.wire_outputs = stack_outputs
     return Rendered(stack=stack, resources=sorted(monitor.recorded, key=lambda r: r.urn),
-                    outputs={k: normalize(v) for k, v in resolved.items()}, secret_outputs=secret_outputs)
+                    outputs={k: normalize(v) for k, v in resolved.items()}, secret_outputs=secret_outputs,
+                    registered=list(monitor.recorded), root=monitor.root, preview=preview)
 
 
-def render(stack_file: StackFile) -> Rendered:
-    """Validate, then run the program. Raises loader.ConfigError before anything is registered."""
+def render(stack_file: StackFile, preview: bool = False) -> Rendered:
+    """Validate, then run the program. Raises loader.ConfigError before anything is registered.
+    `preview=True` records what `pulumi preview` of a new stack registers (see PreviewMocks)."""
     from stacks import program
 
     config, secret_keys = dict(stack_file.config), list(stack_file.secret_keys)
-    _start(stack_file.stack, config, secret_keys)
+    _start(stack_file.stack, config, secret_keys, preview=preview)
     cfg = loader.from_pulumi(require_secrets=False)
     # Secrets the stack file does not hold yet are masked stand-ins here and listed in the plan;
     # `pulumi up` refuses to run without them.
@@ -190,6 +352,6 @@ def render(stack_file: StackFile) -> Rendered:
     for key in missing:
         config[f"{loader.NAMESPACE}:{key}"] = MASK
         secret_keys.append(f"{loader.NAMESPACE}:{key}")
-    rendered = record(stack_file.stack, program.run, config, secret_keys, cfg.object_store.region)
+    rendered = record(stack_file.stack, program.run, config, secret_keys, cfg.object_store.region, preview)
     rendered.missing_secrets = missing
     return rendered
