@@ -83,6 +83,22 @@ def rollout_deadline_seconds(model: ServedModel) -> int:
     return startup_budget_seconds(model) + PRE_START_ALLOWANCE_SECONDS
 
 
+def rollout_waves(pods: int, max_unavailable: int, recreate: bool = False) -> int:
+    """Cold starts in a row during an update: a RollingUpdate with maxUnavailable k replaces N pods
+    k at a time, each wave a full cold start (maxSurge is 0); Recreate restarts them all at once."""
+    return 1 if recreate else max(1, -(-pods // max_unavailable))
+
+
+def rollout_timeouts(model: ServedModel, waves: int | None = None) -> pulumi.CustomTimeouts:
+    """Pulumi's await covers the whole rollout, not one pod: a create starts every pod at once (one
+    deadline), an update waits for every wave. Kubernetes' progressDeadlineSeconds stays one cold
+    start, since each pod that becomes available resets its timer."""
+    if waves is None:
+        waves = rollout_waves(model.replicas, model.rollout.max_unavailable, rollout_strategy(model) == "Recreate")
+    deadline = rollout_deadline_seconds(model)
+    return pulumi.CustomTimeouts(create=f"{deadline}s", update=f"{deadline * waves}s")
+
+
 def rollout_strategy(model: ServedModel) -> str:
     if model.rollout.strategy is not None:
         return model.rollout.strategy
@@ -170,8 +186,7 @@ class CombinedEngine(Component):
         super().__init__("llm-serving:combined:CombinedEngine", name, opts)
         m, ns = args.model, args.namespace
         template = engine_pod_template(pod_spec(args))
-        timeout = f"{rollout_deadline_seconds(m)}s"
-        wait = pulumi.CustomTimeouts(create=timeout, update=timeout)
+        wait = rollout_timeouts(m)
         meta = metadata(m.name, ns, "engine")
         if m.orchestrator == "deployment":
             self.workload = k8s.apps.v1.Deployment(

@@ -31,7 +31,8 @@ from components.combined import (
     deployment_spec,
     engine_pod_spec,
     model_mount,
-    rollout_deadline_seconds,
+    rollout_timeouts,
+    rollout_waves,
     served_model_selector,
 )
 from components.engines import (
@@ -157,7 +158,8 @@ class DisaggregatedEngine(Component):
         super().__init__("llm-serving:disaggregated:DisaggregatedEngine", name, opts)
         base = args.base
         m = base.model
-        timeout = f"{rollout_deadline_seconds(m)}s"
+        # The fleets roll their RayClusters one at a time (maxUnavailable 1 in fleet_manifest_spec).
+        wait = rollout_timeouts(m, rollout_waves(1 if args.hybrid else m.replicas, 1))
         for side in ("prefill", "decode"):
             fleet = f"{m.name}-{side}"
             annotations = {"pulumi.com/waitFor": f"jsonpath={{.status.readyReplicas}}={1 if args.hybrid else m.replicas}"}
@@ -168,7 +170,7 @@ class DisaggregatedEngine(Component):
                 # No model label here: AIBrix would make a route both fleets share (11.2).
                 metadata={**metadata(fleet, base.namespace, "engine"), "annotations": annotations},
                 spec=fleet_manifest_spec(base, side, args.hybrid, ray_version),
-                opts=self.child_opts(custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
+                opts=self.child_opts(custom_timeouts=wait))
         self.route_backend = RouteBackend(
             served_model_name=m.served_model_name, service_name=m.name, selector=served_model_selector(m),
             port=ENGINE_PORT["vllm"], target_port="engine", service_labels=aibrix_labels(m))
@@ -218,12 +220,11 @@ class SamePodPdEngine(Component):
     def __init__(self, name: str, base: CombinedEngineArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:disaggregated:SamePodPdEngine", name, opts)
         m = base.model
-        timeout = f"{rollout_deadline_seconds(m)}s"
         k8s.apps.v1.Deployment(
             f"{name}-deployment", metadata={**metadata(m.name, base.namespace, "engine"),
                                             "annotations": scanner_exceptions(ENGINE_SCANNER_EXCEPTIONS)},
             spec=deployment_spec(m, same_pod_template(base)),
-            opts=self.child_opts(custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
+            opts=self.child_opts(custom_timeouts=rollout_timeouts(m)))
         self.route_backend = RouteBackend(
             served_model_name=m.served_model_name, service_name=m.name, selector=served_model_selector(m),
             port=m.same_pod.proxy_port, target_port="proxy",

@@ -21,6 +21,7 @@ from policy.manifests import (
     volumes_of,
 )
 from policy.unknowns import decide, items_of, known_or_unknown, mapping
+from policy.workloads import rollout_waves
 
 
 @dataclass(frozen=True)
@@ -67,19 +68,27 @@ def _seconds(duration: str) -> int:
 
 def await_timeouts_cover_rollout(resources: list[StackResource]) -> list[str]:
     """Pulumi's 10-minute default await fails a 12-minute cold start: every GPU workload carries
-    customTimeouts covering its progress deadline (Deployment) or its startup budget (others)."""
+    customTimeouts covering one cold start on create (its progress deadline for a Deployment, its
+    startup budget otherwise) and every wave of cold starts its rollout strategy runs in a row on
+    update (replicas N with maxUnavailable k: ceil(N/k) waves)."""
     def check(r: StackResource) -> list[str]:
         refs = [t for t in templates(r.type, r.props) if pod_gpus(t.template)]
         if not refs or kind_of(r.type) == "Job":
             return []
         if kind_of(r.type) == "Deployment":
-            need, what = int((r.props.get("spec") or {}).get("progressDeadlineSeconds", 600)), "progressDeadlineSeconds"
+            one, what = int((r.props.get("spec") or {}).get("progressDeadlineSeconds", 600)), "progressDeadlineSeconds"
         else:
-            need = max(int(annotations_of(t.template).get(STARTUP_BUDGET, 600)) for t in refs)
+            one = max(int(annotations_of(t.template).get(STARTUP_BUDGET, 600)) for t in refs)
             what = "the startup budget"
+        waves = rollout_waves(kind_of(r.type), r.props)
         timeouts = r.options.get("customTimeouts") or {}
-        return [f"{name_of(r.props)}: Pulumi {op} timeout {timeouts.get(op, '10m (default)')} is below {what} {need}."
-                for op in ("create", "update") if _seconds(timeouts.get(op, "")) < need]
+        out = []
+        for op, need in (("create", one), ("update", one * waves)):
+            if _seconds(timeouts.get(op, "")) < need:
+                rolled = f" x {waves} rollout waves" if op == "update" and waves > 1 else ""
+                out.append(f"{name_of(r.props)}: Pulumi {op} timeout {timeouts.get(op, '10m (default)')} is below "
+                           f"{what} {one}{rolled} = {need}s.")
+        return out
     return [m for r in resources for m in decide(check, r)]
 
 

@@ -228,3 +228,20 @@ def test_model_label_on_a_watched_workload_is_refused():
     dep = _deployment()
     dep["metadata"]["labels"]["model.aibrix.ai/name"] = "DeepSeek-V4-Flash"
     assert any("shared HTTPRoute" in v for v in _violations("no-router-owned-routes", dep))
+
+
+def test_update_timeout_covers_every_rollout_wave():
+    """Prod rolls 2 replicas one at a time: an update is two cold starts in a row, so one
+    progress deadline of await (what the program used to set) fails the second wave."""
+    resources = [copy.deepcopy(r) for r in stack_resources(render_stack("prod"))]
+    dep = next(r for r in resources if r.props.get("kind") == "Deployment" and r.props["spec"]["replicas"] == 2)
+    deadline = dep.props["spec"]["progressDeadlineSeconds"]
+    assert dep.props["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 1
+    assert dep.options["customTimeouts"] == {"create": f"{deadline}s", "update": f"{2 * deadline}s"}
+    assert rules.await_timeouts_cover_rollout(resources) == []
+    dep.options["customTimeouts"] = {"create": f"{deadline}s", "update": f"{deadline}s"}
+    assert rules.await_timeouts_cover_rollout(resources) == [
+        f"Deployment {dep.props['metadata']['namespace']}/{dep.props['metadata']['name']}: Pulumi update timeout "
+        f"{deadline}s is below progressDeadlineSeconds {deadline} x 2 rollout waves = {2 * deadline}s."]
+    dep.props["spec"]["strategy"] = {"type": "Recreate"}
+    assert rules.await_timeouts_cover_rollout(resources) == []
