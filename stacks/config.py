@@ -14,8 +14,9 @@ import re
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 # A Kubernetes label value, non-empty.
@@ -34,6 +35,36 @@ DnsLabel = text(DNS_LABEL, "a DNS label: 1-63 lowercase letters, digits or '-', 
 NonEmpty = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
 
 
+# The error type of a credential found in a plain field: stacks/loader.py never prints its value.
+CREDENTIAL_ERROR = "credential_in_plain_field"
+# Any userinfo in a URL (RFC 3986 section 3.2.1): user:password@ or a bare token@.
+_USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@")
+
+
+def _no_userinfo(value: Any) -> Any:
+    """Plain config is stored and shown in plaintext (stack file, state, `pulumi config`): a URL
+    carrying credentials would leak them, so it is refused before its pattern is even checked."""
+    if isinstance(value, str) and _USERINFO.match(value.strip()):
+        raise PydanticCustomError(CREDENTIAL_ERROR, "must not carry credentials (user:password@ or token@): "
+                                  "plain config reaches the stack file and the state unencrypted; give the bare "
+                                  "https://host and keep keys in secret config")
+    return value
+
+
+def _path_not_contents(value: Any) -> Any:
+    """A kubeconfig pasted here instead of into the secret would sit in plaintext in the stack file."""
+    if isinstance(value, str) and ("\n" in value or "\r" in value or value.lstrip().startswith("{") or re.search(
+            r"apiVersion|\bclusters\b\W*:|\busers\b\W*:|-data\W*:|\btoken\W*:", value)):
+        raise PydanticCustomError(CREDENTIAL_ERROR, "must be a path to a kubeconfig file, not its contents: set "
+                                  "the contents with pulumi config set --secret llm-serving:kubeconfig instead")
+    return value
+
+
+def url_text(pattern: str, meaning: str) -> Any:
+    """A URL string type: `pattern` as in text(), and never any userinfo."""
+    return Annotated[text(pattern, meaning), BeforeValidator(_no_userinfo)]
+
+
 def stack_key(field_name: str) -> str:
     """snake_case attribute -> camelCase stack-file key, keeping the unit spelled GiB."""
     return re.sub(r"Gib(?=[A-Z]|$)", "GiB", to_camel(field_name))
@@ -42,7 +73,10 @@ def stack_key(field_name: str) -> str:
 class Model(BaseModel):
     """Base for every config section: camelCase keys, unknown keys refused, immutable."""
 
+    # strict: the Pulumi CLI reads stack files as YAML 1.2, where `off` and "8" are text; lax
+    # validation would turn them back into false and 8 (and true into 1).
     model_config = ConfigDict(
+        strict=True,
         extra="forbid",
         frozen=True,
         alias_generator=stack_key,
@@ -61,7 +95,7 @@ class Cluster(Model):
     """How to reach the Kubernetes cluster. The kubeconfig itself, if not a path, is the secret
     `llm-serving:kubeconfig`."""
 
-    kubeconfig_path: str | None = Field(
+    kubeconfig_path: Annotated[str, BeforeValidator(_path_not_contents)] | None = Field(
         None, description="Path to a kubeconfig file; unset means the secret llm-serving:kubeconfig, "
         "or the ambient kubeconfig when neither is set.")
     context: str | None = Field(None, description="kubeconfig context to use.")
@@ -79,7 +113,7 @@ class ObjectStore(Model):
     create: bool = Field(True, description="Create and manage the bucket; false adopts an existing "
                          "bucket by name without managing it (the usual choice for non-AWS endpoints).")
     region: NonEmpty = Field("us-east-1", description="Region of the bucket or of the S3-compatible service.")
-    endpoint: text(r"^https://[^\s/]+/?$", "an https:// endpoint without a path") | None = Field(
+    endpoint: url_text(r"^https://[^\s/]+/?$", "an https:// endpoint without a path") | None = Field(
         None, description="S3-compatible endpoint (for example Tencent COS), https only. Unset means AWS S3. "
         "With virtual-hosted addressing give the service endpoint; the bucket is prefixed by the client.")
     addressing_style: Literal["virtual", "path"] = Field(
@@ -375,7 +409,7 @@ class Gateway(Model):
     enabled: bool = Field(True, description="Create the Services' HTTPRoutes and the ReferenceGrant.")
     namespace: DnsLabel = Field("aibrix-system", description="Namespace of the Gateway and of the HTTPRoutes.")
     name: DnsLabel = Field("aibrix-eg", description="The Gateway the routes attach to.")
-    external_endpoint: text(r"^https?://[^\s/]+$", "an http(s)://host[:port] base URL without a path") | None = Field(
+    external_endpoint: url_text(r"^https?://[^\s/]+$", "an http(s)://host[:port] base URL without a path") | None = Field(
         None, description="Stable external base URL of the gateway (a DNS name, never a Pod IP); exported with /v1.")
     request_timeout_seconds: int = Field(120, ge=1, le=3600, description="HTTPRoute request timeout in seconds (AIBrix default 120).")
     paths: list[text(r"^/[^\s]*$", "an absolute path")] = Field(
@@ -481,7 +515,8 @@ class NetworkPolicy(Model):
 class StackConfig(Model):
     """Everything under `llm-serving:` in a stack file, except the secrets."""
 
-    environment: Environment = Field(..., description="dev, staging or prod; outside dev, data-holding resources are protected.")
+    # An enum is strict only against Environment instances; its text comes from the CLI.
+    environment: Environment = Field(..., strict=False, description="dev, staging or prod; outside dev, data-holding resources are protected.")
     namespace: DnsLabel = Field(..., description="Namespace of every namespaced object.")
     gpu_budget: int = Field(..., ge=0, description="GPUs this stack may hold at once, rollouts included.")
     cluster: Cluster = Field(default_factory=Cluster, description="Cluster access.")
