@@ -17,6 +17,7 @@ pulumi==3.272.0, whose Python side is what actually runs):
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import decimal
 import hashlib
@@ -24,6 +25,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,10 +51,10 @@ PROVIDER_PREFIX = "pulumi:providers:"
 MOCK_ACCOUNT = "000000000000"
 
 # sdk/go/common/diag/errors.go (v3.259.0): GetDuplicateResourceURNError (2001),
-# GetDefaultProviderDenied (2015), GetUnknownProviderError.
+# GetDefaultProviderDenied (2015), GetUnknownProviderError (2007).
 DUPLICATE_URN = "Duplicate resource URN '{urn}'; try giving it a unique name"
 DEFAULT_PROVIDER_DENIED = "Default provider for '{pkg}' disabled. '{urn}' must use an explicit provider."
-UNKNOWN_PROVIDER = "unknown provider '{ref}' for '{urn}'"
+UNKNOWN_PROVIDER = "unknown provider '{ref}' for resource '{urn}'"
 # source_eval.go RegisterResource: what a caller waiting on a step gets once the deployment bailed.
 MONITOR_SHUT_DOWN = "resource monitor shut down while waiting on step's done channel"
 
@@ -712,13 +714,31 @@ def read_config(project_dir: Path, stack: str, plaintext_of, stack_text: str | N
     return name, config, secret_keys
 
 
-# sdk/python/cmd/pulumi-language-python-exec (v3.259.0), the steps that matter for a run: config
-# from the environment into the runtime, Settings from argv, chdir, run_in_stack(runpy.run_path),
-# RunError -> log.error + exit 1, any other exception -> log.error with the user's traceback + exit 32.
-EXEC_SCRIPT = r'''
+# sdk/python/cmd/pulumi-language-python-exec (v3.259.0), step for step for a run: config from the
+# environment into the runtime, Settings from argv, chdir, an event loop with parallel*4 workers,
+# run_in_stack(runpy.run_path), RunError -> log.error + exit 1, any other exception -> log.error
+# with the traceback cut to the user's frames + exit 32. Left out: the fallbacks for SDKs older than
+# the pinned one and the "no __main__.py" ImportError message.
+EXEC_SCRIPT = r"""
 import argparse, asyncio, logging, os, runpy, sys, traceback
 from concurrent.futures import ThreadPoolExecutor
 import pulumi, pulumi.runtime
+
+
+def get_abs_module_path(mod_path):
+    path, ext = os.path.splitext(mod_path)
+    if not ext:
+        path = os.path.join(path, "__main__")
+    return os.path.abspath(path)
+
+
+def _get_user_stacktrace(user_program_abspath):
+    tb = traceback.extract_tb(sys.exc_info()[2])
+    for frame_index, frame in enumerate(tb):
+        if get_abs_module_path(user_program_abspath) == get_abs_module_path(frame[0]):
+            return traceback.format_exc(limit=-(len(tb) - frame_index))
+    return traceback.format_exc()
+
 
 ap = argparse.ArgumentParser()
 for flag in ("project", "root_directory", "stack", "parallel", "dry_run", "pwd", "monitor", "engine",
@@ -742,12 +762,13 @@ loop.set_default_executor(executor)
 logging.getLogger("asyncio").setLevel(logging.CRITICAL)
 exit_code = 1
 try:
+    user_program_abspath = os.path.abspath(args.PROGRAM)
     loop.run_until_complete(pulumi.runtime.run_in_stack(lambda: runpy.run_path(args.PROGRAM, run_name="__main__")))
     exit_code = 0
 except pulumi.RunError as e:
     pulumi.log.error(str(e))
 except Exception:
-    pulumi.log.error("Program failed with an unhandled exception:\n" + traceback.format_exc())
+    pulumi.log.error("Program failed with an unhandled exception:\n" + _get_user_stacktrace(user_program_abspath))
     exit_code = 32
 finally:
     executor.shutdown(wait=True)
@@ -755,9 +776,12 @@ finally:
     sys.stdout.flush()
     sys.stderr.flush()
 sys.exit(exit_code)
-'''
+"""
 
+# Outside the project, like the CLI's install directory: the script's directory is sys.path[0], so
+# the program's own modules are importable only through runpy.run_path of the program directory.
 _exec_dir = tempfile.mkdtemp(prefix="pulumi-language-python-")
+atexit.register(shutil.rmtree, _exec_dir, ignore_errors=True)
 EXEC_PATH = Path(_exec_dir) / "pulumi-language-python-exec"
 EXEC_PATH.write_text(EXEC_SCRIPT)
 

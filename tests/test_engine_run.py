@@ -16,6 +16,7 @@ from typing import Any, Iterator
 import pytest
 from conftest import PROJECT_DIR, STACKS, render_stack
 from engine_host import (
+    DEFAULT_PROVIDER_DENIED,
     DUPLICATE_URN,
     ROOT_STACK_TYPE,
     ConfigReadError,
@@ -211,6 +212,18 @@ def test_duplicate_urn_is_refused_with_the_engine_message(tmp_path: Path):
     assert result.engine_errors == [DUPLICATE_URN.format(urn=urn)], _explain(result)
     assert result.exit_code != 0 and result.failed, _explain(result)
     assert [r.urn for r in result.resources].count(urn) == 1
+
+
+def test_custom_resource_without_explicit_provider_is_refused(tmp_path: Path):
+    """Pulumi.yaml disables default providers; the engine then refuses a custom resource that names
+    none (step_generator.go loadResourceProvider, GetDefaultProviderDenied)."""
+    (tmp_path / "__main__.py").write_text(
+        "import pulumi\npulumi.CustomResource('kubernetes:core/v1:Namespace', 'ns', {})\n")
+    config = {"pulumi:disable-default-providers": '["*"]'}
+    result = run_program(tmp_path, VENV, "nodefault", "dev", config, [], dry_run=True, timeout=60)
+    urn = "urn:pulumi:dev::nodefault::kubernetes:core/v1:Namespace::ns"
+    assert result.engine_errors == [DEFAULT_PROVIDER_DENIED.format(pkg="kubernetes", urn=urn)], _explain(result)
+    assert result.exit_code != 0
 
 
 def test_config_error_is_one_message_without_traceback(tmp_path: Path):
