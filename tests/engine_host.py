@@ -532,14 +532,13 @@ def _go_float(value: float) -> str:
 
 
 def _go_key(value: Any) -> str:
-    """fmt %v of a non-string map key (config/object.go unmarshalObject for map[any]any)."""
+    """fmt %v of a non-string map key (config/object.go unmarshalObject for map[any]any); floats
+    as JSON text, which differs from %v only for exponents below -4."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
         return "<nil>"
-    if isinstance(value, float):
-        return _go_float(value) if value == int(value) or "e" not in repr(value) else repr(value)
-    return str(value)
+    return _go_float(value) if isinstance(value, float) else str(value)
 
 
 def go_json(value: Any) -> str:
