@@ -35,3 +35,15 @@ def labels(name: str, component: str) -> dict[str, str]:
 
 def metadata(name: str, namespace: str, component: str, extra_labels: dict[str, str] | None = None) -> dict:
     return {"name": name, "namespace": namespace, "labels": {**labels(name, component), **(extra_labels or {})}}
+
+
+# pulumi-kubernetes keeps a failed Job in state as failed: the next `pulumi up` sees no diff and its
+# awaiter fails again at once on the Failed condition, so fixing the cause never reruns the Job.
+# With this annotation the provider's Diff replaces a Job that is not ready (pulumi/pulumi-kubernetes
+# v4.32.0, provider/pkg/provider/provider.go Diff: metadata.ReplaceUnready + checkjob Ready; our pin
+# is pulumi_kubernetes 4.34.2). Every Job also sets delete_before_replace: its name is fixed.
+RERUN_UNREADY = {"pulumi.com/replaceUnready": "true"}
+
+
+def job_metadata(name: str, namespace: str, component: str) -> dict:
+    return {**metadata(name, namespace, component), "annotations": dict(RERUN_UNREADY)}

@@ -19,7 +19,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.base import Component, labels, metadata
+from components.base import Component, job_metadata, labels
 from components.image_refs import (
     PULL_THROUGH_UPSTREAMS,
     copy_list,
@@ -115,7 +115,7 @@ class ImageMirror(Component):
         timeout = f"{COPY_TIMEOUT_SECONDS}s"
         self.copy_job = k8s.batch.v1.Job(
             f"{name}-copy",
-            metadata=metadata(job_name, args.namespace, "image-mirror"),
+            metadata=job_metadata(job_name, args.namespace, "image-mirror"),
             spec={"backoffLimit": 3, "activeDeadlineSeconds": COPY_TIMEOUT_SECONDS,
                   "template": {"metadata": {"labels": labels(job_name, "image-mirror")}, "spec": pod}},
             opts=self.child_opts(delete_before_replace=True,

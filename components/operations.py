@@ -12,7 +12,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.base import Component, labels, metadata
+from components.base import Component, job_metadata, labels, metadata
 from components.combined import served_model_selector
 from components.engines import max_model_len, tokenizer_mode
 from components.ops_commands import load_test_plan, smoke_args, warmup_args
@@ -119,7 +119,7 @@ class ModelOperations(Component):
         timeout = f"{deadline + AWAIT_MARGIN_SECONDS}s"
         return k8s.batch.v1.Job(
             f"{self.resource_prefix}-{kind}",
-            metadata=metadata(job_name, args.namespace, kind),
+            metadata=job_metadata(job_name, args.namespace, kind),
             spec={"backoffLimit": backoff, "activeDeadlineSeconds": deadline,
                   "template": {"metadata": {"labels": {**labels(job_name, kind), "llm-serving.io/model": m.name}},
                                "spec": job_pod(args, kind, image, command, cpu, memory, mounts, volumes)}},

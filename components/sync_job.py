@@ -16,7 +16,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.base import Component, labels, metadata
+from components.base import Component, job_metadata, labels
 from components.pod_template import READY_MARKER, SCRIPTS_MOUNT, container_security, cpu_job_pod
 from stacks.config import GpuPool, ModelSync, ObjectStore, ServedModel
 
@@ -117,7 +117,7 @@ class ModelSyncJob(Component):
         timeout = f"{args.sync.active_deadline_seconds + AWAIT_MARGIN_SECONDS}s"
         self.job = k8s.batch.v1.Job(
             f"{name}-job",
-            metadata=metadata(self.job_name, args.namespace, "model-sync"),
+            metadata=job_metadata(self.job_name, args.namespace, "model-sync"),
             spec={
                 "backoffLimit": args.sync.backoff_limit,
                 "activeDeadlineSeconds": args.sync.active_deadline_seconds,

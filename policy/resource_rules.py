@@ -401,6 +401,22 @@ def capabilities_minimal(resource_type: str, props: dict) -> list[str]:
     return each_container(resource_type, props, check)
 
 
+def jobs_rerun_when_unready(resource_type: str, props: dict) -> list[str]:
+    """A Job carries pulumi.com/replaceUnready: else a failed Job stays failed in state and every later
+    `pulumi up` fails at once on it, even after the cause is fixed (pulumi/pulumi-kubernetes v4.32.0,
+    provider/pkg/provider/provider.go Diff)."""
+    if kind_of(resource_type) != "Job":
+        return []
+
+    def check() -> list[str]:
+        annotations = (props.get("metadata") or {}).get("annotations") or {}
+        if annotations.get("pulumi.com/replaceUnready") != "true":
+            return [f"{name_of(props)}: set the annotation pulumi.com/replaceUnready: \"true\" so a retried `pulumi up` "
+                    "replaces a failed Job instead of failing on it again."]
+        return []
+    return decide(check)
+
+
 RESOURCE_POLICIES = [
     ResourcePolicy("engine-probes-tcp", "Engine startup, readiness and liveness probes are tcpSocket.", engine_probes_are_tcp),
     ResourcePolicy("startup-allowance", "Startup probe allowance covers the startup budget.", startup_allowance_covers_budget),
@@ -418,5 +434,6 @@ RESOURCE_POLICIES = [
     ResourcePolicy("no-router-owned-routes", "Watched workloads carry no top-level model label.", no_router_owned_routes),
     ResourcePolicy("pd-wiring", "P/D: mp executor, side channel off loopback across pods, shfs, explicit KV failure policy.", pd_wiring),
     ResourcePolicy("aibrix-profiles-schema", "AIBrix model config uses the profiles schema.", aibrix_profiles_schema),
+    ResourcePolicy("jobs-rerun", "Jobs are replaced when unready, so a retry reruns them.", jobs_rerun_when_unready),
     ResourcePolicy("capabilities-minimal", "Only IPC_LOCK is added, and only with RDMA.", capabilities_minimal),
 ]

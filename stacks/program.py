@@ -30,6 +30,7 @@ from components.scripts import ModelScripts
 from components.secrets import SecretsArgs, ServingSecrets
 from components.storage import ModelStore, ModelStoreArgs
 from components.sync_job import ModelSyncArgs, ModelSyncJob
+from components.sync_job import job_name as sync_job_name
 from components.volume import ModelVolumeArgs, ModelVolumeClaims
 from stacks import loader, rules
 from stacks.config import Environment, ServedModel, StackConfig
@@ -98,7 +99,9 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
         ray = cfg.images.vllm_ray
         pd_base = replace(base, image=refs["vllmRay"], image_digest=ray.digest, image_cuda_version=ray.cuda_version,
                           extra_pod_labels=(), extra_pod_annotations=())
-        ready.append(DisaggregatedEngine(f"{m.name}-pd", DisaggregatedArgs(base=pd_base, hybrid=True),
+        # A '.' cannot occur in a model name (a DNS label), so no other model's components can take
+        # this name: `X-pd` here collided with the pd model `X-pd` (three duplicate URNs).
+        ready.append(DisaggregatedEngine(f"{m.name}.pd", DisaggregatedArgs(base=pd_base, hybrid=True),
                                          ray.ray_version, opts))
         for side in ("prefill", "decode"):
             workload_images[f"{m.name}-{side}"] = {"engine": refs["vllmRay"], "model-gate": refs["vllmRay"]}
@@ -198,7 +201,9 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     workload_images: dict[str, dict[str, pulumi.Input[str]]] = {}
     for m in engine_models(cfg):
         if m.directory not in syncs:
-            syncs[m.directory] = sync = ModelSyncJob(f"sync-{m.name}", ModelSyncArgs(
+            # Named after what it syncs (directory, prefix, revision: its Job name), not after the
+            # first model that uses the directory: reordering models must not rename it.
+            syncs[m.directory] = sync = ModelSyncJob(sync_job_name(m), ModelSyncArgs(
                 namespace=ns, model=m, store=cfg.object_store, sync=cfg.model_sync, gpu_pool=cfg.gpu_pool,
                 bucket_name=cfg.object_store.bucket_name, sync_claim_name=volume.sync_claim_name,
                 credentials_secret=serving_secrets.object_store_secret_name,
