@@ -215,6 +215,8 @@ FAILING = [
     ("sync-off-gpu", "dev", "up",
      kind("Job", lambda p: pod_spec(p)["containers"][0]["resources"].setdefault("limits", {}).update(
          {"nvidia.com/gpu": "1"})), "must not request nvidia.com/gpu"),
+    ("jobs-rerun", "staging", "preview",
+     kind("Job", lambda p: p["metadata"]["annotations"].pop("pulumi.com/replaceUnready")), "pulumi.com/replaceUnready"),
     ("rollout-gpus", "prod", "up",
      deployment(lambda p: p["spec"]["strategy"]["rollingUpdate"].update(maxSurge=1)), "extra pod"),
     ("custom-resources-awaited", "pd", "up",
