@@ -242,7 +242,10 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     return {
         "contractVersion": CONTRACT_VERSION,
         "endpoint": routes.endpoints[primary.served_model_name],
-        "externalEndpoint": routes.external_endpoint,
+        # The SDK drops an output that is None before the engine sees it (pulumi/runtime/rpc.py
+        # serialize_properties: "properties that serialize to None" do not exist), so an unset
+        # optional value is exported as "" and every key of docs/exports.md is always there.
+        "externalEndpoint": routes.external_endpoint or "",
         "servedModelName": primary.served_model_name,
         "topology": primary.topology,
         "endpoints": routes.endpoints,
@@ -252,7 +255,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         "engineImage": images.references[primary.engine],
         "modelSyncImage": images.references["modelSync"],
         "modelVerifyImage": images.references["modelVerify"],
-        "vllmRayImage": images.references.get("vllmRay"),
+        "vllmRayImage": images.references.get("vllmRay") or "",
         "workloadImages": workload_images,
         "prerequisites": required_versions(cfg.platform),
         "gpuTotal": rules.gpu_total(cfg),
