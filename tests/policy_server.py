@@ -103,7 +103,9 @@ def resources_of(rendered: Rendered, stack: Optional[str] = None) -> list[Resour
     move = (lambda u: _retarget(u, stack, rendered.stack)) if stack else (lambda u: u)
 
     def one(r: Recorded) -> Resource:
-        return Resource(urn=move(r.engine_urn), type=r.type, name=r.name, custom=r.custom, parent=move(r.engine_parent),
+        urn = move(r.engine_urn)
+        # The engine names an analyzed resource by its URN (step_generator.go: Name: new.URN.Name()).
+        return Resource(urn=urn, type=r.type, name=urn.split("::", 3)[3], custom=r.custom, parent=move(r.engine_parent),
                         provider=move(r.engine_provider), dependencies=[move(u) for u in r.dependencies],
                         property_dependencies={k: [move(u) for u in v] for k, v in r.property_dependencies.items()},
                         inputs=copy.deepcopy(r.wire_inputs), outputs=copy.deepcopy(r.outputs()),
