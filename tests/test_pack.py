@@ -96,6 +96,33 @@ def test_every_stack_passes_through_the_server(server, stack, mode):
     assert {d.policy for d in report.skipped()} <= set(report.levels) - mandatory_levels()
 
 
+TOPOLOGIES = ["pd-rayclusterfleet", "pd-same-pod-deployment", "hybrid-stormservice", "sglang-rolebasedgroup"]
+
+
+@functools.lru_cache(maxsize=None)
+def topology_stack(name: str) -> stackfile.StackFile:
+    from test_pd import stack as pd_stack
+    from variants import sglang_stack
+    return {"pd-rayclusterfleet": lambda: pd_stack("pd", "rayclusterfleet", 24),
+            "pd-same-pod-deployment": lambda: pd_stack("pd-same-pod", "deployment", 8),
+            "hybrid-stormservice": lambda: pd_stack("hybrid", "stormservice", 32),
+            "sglang-rolebasedgroup": sglang_stack}[name]()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_every_workload_kind_passes_through_the_server(server, topology, mode):
+    """The committed stacks only run Deployments; the custom workloads (RayClusterFleet, StormService,
+    RoleBasedGroup) reach the server from the dev stack with that topology, under dev's policy config."""
+    sf = topology_stack(topology)
+    rendered = runtime.render(sf, preview=mode == "preview")
+    kinds = {plain(r.inputs).get("kind") for r in resources_of(rendered)}
+    assert kinds & {"RayClusterFleet", "StormService", "RoleBasedGroup", "Deployment"}
+    report = server.run(operation(rendered, server.fresh_stack("variant"), stack_file=sf, policy_config="dev"))
+    assert report.skipped_mandatory() == [], [(d.policy, d.message) for d in report.skipped_mandatory()]
+    assert report.violations() == [], [(d.policy, d.level, d.urn, d.message) for d in report.violations()]
+
+
 def test_preview_carries_unknowns_where_outputs_flow_in():
     """The preview proof is not vacuous: outside dev the object-store Secret is made from the new
     IAM access key and the bucket configuration from the new bucket, both unknown before `up`."""
@@ -330,6 +357,18 @@ def test_no_resource_policy_raises_on_any_unknown(stack):
     assert failures == [], failures[:10]
 
 
+@pytest.mark.parametrize("topology", ["pd-rayclusterfleet", "hybrid-stormservice", "sglang-rolebasedgroup"])
+def test_no_resource_policy_raises_on_any_unknown_in_a_custom_workload(topology):
+    """The same sweep over the custom workload kinds only (the rest of those stacks is dev's)."""
+    mandatory = {name for name, level in _levels("dev").items() if level == "mandatory"}
+    policies = [p for p in pack.policies() if isinstance(p, ResourceValidationPolicy)]
+    rendered = runtime.render(topology_stack(topology))
+    workloads = [r for r in rendered.registered if r.inputs.get("kind") in ("RayClusterFleet", "StormService", "RoleBasedGroup")]
+    assert workloads
+    failures = sweep(rendered, policies, mandatory, 400, seed=topology, only={r.name for r in workloads})
+    assert failures == [], failures[:10]
+
+
 def test_the_sweep_catches_naive_policies():
     """The sweep is not blind: a mandatory rule that reads a field the engine may send unknown is
     caught as skipped, one that adds a proxy list to a list as raising."""
@@ -348,8 +387,9 @@ def test_the_sweep_catches_naive_policies():
     assert any(f[0] == "adds" and "TypeError" in f[3] for f in failures)
 
 
-def sweep(rendered: runtime.Rendered, policies: list, mandatory: set[str], budget: int, seed: str) -> list[tuple]:
-    variants = [(r, props, path) for r in resources_of(rendered)
+def sweep(rendered: runtime.Rendered, policies: list, mandatory: set[str], budget: int, seed: str,
+          only: set[str] | None = None) -> list[tuple]:
+    variants = [(r, props, path) for r in resources_of(rendered) if only is None or r.name in only
                 for props in [plain(json_format.MessageToDict(marshal(r.inputs)))] for path in _paths(props) if path]
     top = [v for v in variants if len(v[2]) == 1]
     rest = [v for v in variants if len(v[2]) > 1]
