@@ -66,33 +66,56 @@ def stack_of(urn: str) -> str:
 class Operation:
     """What the pack has seen so far in one preview or update, per stack.
 
-    The engine analyzes every resource as the program registers it, before any change, in
-    registration order (pulumi/pulumi v3.259.0 pkg/resource/deploy/step_generator.go: analyzeAll
-    before the resource's steps; a mandatory violation stops the deployment there), and stack
-    policies only see the stack after every change in `pulumi up`. So the rules that must block
-    before a change carry state between resources: the stack facts (registered first by the
-    program) and each GPU workload's peak GPUs, keyed by URN so a re-analysis replaces, never adds.
+    The engine analyzes every resource as the program registers it, before any change (pulumi/pulumi
+    v3.259.0 pkg/resource/deploy/step_generator.go: analyzeAll before the resource's steps; a
+    mandatory violation stops the deployment there), while stack policies see the stack only after
+    every change in `pulumi up`. So the rules that must block before a change carry state between
+    resources: the stack facts, each GPU workload's peak GPUs and the bucket resources still waiting
+    for the facts, keyed by URN so a re-analysis replaces, never adds. The SDK registers a resource
+    when its inputs resolve, not in program order; the facts have no inputs to wait for and come
+    first in practice, and whichever of a fact and a workload comes second reports the violation.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._facts: dict[str, dict[str, Any]] = {}
         self._gpus: dict[str, dict[str, int]] = {}
+        self._waiting: dict[str, dict[str, tuple[str, str, dict, bool]]] = {}
 
-    def record_facts(self, urn: str, facts: dict[str, Any]) -> None:
+    def record_facts(self, urn: str, facts: dict[str, Any]) -> int:
+        """Record the facts; the GPU total of the workloads that came before them."""
+        stack = stack_of(urn)
         with self._lock:
-            self._facts[stack_of(urn)] = facts
+            self._facts[stack] = facts
+            return sum(self._gpus.get(stack, {}).values())
+
+    def take_waiting(self, urn: str, facts: dict[str, Any]) -> list[tuple[str, str, dict, bool]]:
+        """Record the facts; the bucket resources that waited for them, now taken."""
+        stack = stack_of(urn)
+        with self._lock:
+            self._facts[stack] = facts
+            return list(self._waiting.pop(stack, {}).values())
 
     def facts(self, urn: str) -> dict[str, Any] | None:
         with self._lock:
             return self._facts.get(stack_of(urn))
 
-    def add_gpus(self, urn: str, gpus: int) -> int:
-        """Record one workload's peak GPUs; the stack's total so far."""
+    def add_gpus(self, urn: str, gpus: int) -> tuple[int, dict[str, Any] | None]:
+        """Record one workload's peak GPUs; the stack's total so far and its facts, if known yet."""
+        stack = stack_of(urn)
         with self._lock:
-            seen = self._gpus.setdefault(stack_of(urn), {})
+            seen = self._gpus.setdefault(stack, {})
             seen[urn] = gpus
-            return sum(seen.values())
+            return sum(seen.values()), self._facts.get(stack)
+
+    def bucket_part(self, urn: str, part: tuple[str, str, dict, bool]) -> dict[str, Any] | None:
+        """The facts, or None after keeping the part until they arrive."""
+        stack = stack_of(urn)
+        with self._lock:
+            if stack in self._facts:
+                return self._facts[stack]
+            self._waiting.setdefault(stack, {})[urn] = part
+            return None
 
 
 OPERATION = Operation()
@@ -102,32 +125,50 @@ def _facts_of(props: dict) -> dict[str, Any]:
     return {k: props[k] for k in ("gpuBudget", "environment") if k in props and not is_unknown(props[k])}
 
 
+def _budget_messages(total: int, facts: dict[str, Any]) -> list[str]:
+    if "gpuBudget" not in facts:
+        return [f"{STACK_FACTS} states no GPU budget; the stack was not built by llm-serving."]
+    return stack_rules.budget_message(total, int(facts["gpuBudget"]), partial=True)
+
+
 def _gpu_budget(args: ResourceValidationArgs, report_violation) -> None:
-    """Each GPU workload, as it is registered: the GPUs of the workloads registered so far, its own
-    included, fit the budget the stack facts stated. Blocks the workload that would exceed it."""
+    """As each GPU workload is registered: the GPUs of the workloads registered so far, its own
+    included, fit the budget the stack facts state. Blocks the workload that would exceed it (or the
+    facts, when they come after the workloads)."""
     props = plain(args.props)
     if args.resource_type == STACK_FACTS:
-        OPERATION.record_facts(args.urn, _facts_of(props))
-        return
-    gpus = stack_rules.workload_gpus(args.resource_type, props)
-    if is_unknown(gpus) or not gpus:
-        return  # no GPUs, or a count unknown in preview: `pulumi up` decides before the change
-    total = OPERATION.add_gpus(args.urn, int(gpus))
-    facts = OPERATION.facts(args.urn)
-    if facts is None or "gpuBudget" not in facts:
-        report_violation(f"{STACK_FACTS} did not state the GPU budget before this workload of {gpus} GPUs; "
-                         "the stack was not built by llm-serving.", None)
-        return
-    for message in stack_rules.budget_message(total, int(facts["gpuBudget"]), partial=True):
+        total = OPERATION.record_facts(args.urn, _facts_of(props))
+        messages = _budget_messages(total, _facts_of(props)) if total else []
+    else:
+        gpus = stack_rules.workload_gpus(args.resource_type, props)
+        if is_unknown(gpus) or not gpus:
+            return  # no GPUs, or a count unknown in preview: `pulumi up` decides before the change
+        total, facts = OPERATION.add_gpus(args.urn, int(gpus))
+        messages = _budget_messages(total, facts) if facts is not None else []
+    for message in messages:
         report_violation(message, None)
 
 
+def _protection_messages(part: tuple[str, str, dict, bool], facts: dict[str, Any]) -> list[str]:
+    resource_type, name, props, protect = part
+    environment = str(facts.get("environment", "prod"))  # no environment stated: the strict one
+    return stack_rules.bucket_part_protected(resource_type, name, props, {"protect": protect}, environment,
+                                             check_retain=False)
+
+
 def _data_protected(args: ResourceValidationArgs, report_violation) -> None:
-    """Each weights-bucket resource outside dev is protected, and versioning stays Enabled."""
-    facts = OPERATION.facts(args.urn) or {}
-    environment = str(facts.get("environment", "prod"))  # unknown environment: the strict one
-    for message in stack_rules.bucket_part_protected(args.resource_type, args.name, plain(args.props),
-                                                     {"protect": args.opts.protect}, environment, check_retain=False):
+    """Each weights-bucket resource outside dev is protected, and versioning stays Enabled; checked as
+    it is registered, or when the facts that say which environment this is arrive."""
+    if args.resource_type == STACK_FACTS:
+        facts = _facts_of(plain(args.props))
+        messages = [m for part in OPERATION.take_waiting(args.urn, facts) for m in _protection_messages(part, facts)]
+    elif args.resource_type in stack_rules.BUCKET_PARTS:
+        part = (args.resource_type, args.name, plain(args.props), bool(args.opts.protect))
+        facts = OPERATION.bucket_part(args.urn, part)
+        messages = _protection_messages(part, facts) if facts is not None else []
+    else:
+        return
+    for message in messages:
         report_violation(message, None)
 
 

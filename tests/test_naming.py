@@ -80,3 +80,4 @@ def test_a_job_without_replace_unready_is_flagged():
     del job.inputs["metadata"]["annotations"]["pulumi.com/replaceUnready"]
     (message,) = policy.check(job.type, job.inputs)
     assert "pulumi.com/replaceUnready" in message and job.inputs["metadata"]["name"] in message
+

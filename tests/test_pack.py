@@ -317,6 +317,33 @@ def test_each_policy_fails_a_broken_stack_through_the_server(server, policy, sta
         assert {d.phase for d in found} == {"analyze"} and report.levels[policy] == "mandatory"
 
 
+def facts_last(change: Callable[[Resource], None]) -> Edit:
+    """The SDK registers a resource when its inputs resolve, not in program order: send the stack
+    facts after every other resource, as an unlucky schedule could."""
+    def edit(resources: list[Resource]) -> list[Resource]:
+        change_all = of_type("aws:s3/bucket:Bucket", change)(resources)
+        facts = [r for r in change_all if r.type == pack.STACK_FACTS]
+        for r in facts:
+            r.inputs.update(gpuBudget=8)
+        return [r for r in change_all if r.type != pack.STACK_FACTS] + facts
+    return edit
+
+
+def test_blocking_checks_do_not_depend_on_the_facts_coming_first(server):
+    """Whichever of the facts and a workload (or bucket) is registered second reports the violation."""
+    op = operation(rendered_in("prod", "preview"), server.fresh_stack("prod"),
+                   edit=facts_last(lambda r: r.options.update(protect=False)))
+    assert op.resources[-1].type == pack.STACK_FACTS
+    report = server.run(op)
+    facts_urn = op.resources[-1].urn
+    assert [(d.urn, m) for d, m in zip(report.of("gpu-budget"), report.messages("gpu-budget"))] == [
+        (facts_urn, "The workloads registered so far need 16 GPUs at peak (rollouts included) but the stack's "
+                    "budget is 8; raise llm-serving:gpuBudget or lower replicas.")]
+    protected = report.messages("data-protected")
+    assert [d.urn for d in report.of("data-protected")] == [facts_urn]
+    assert len(protected) == 1 and protected[0].startswith("Bucket model-store-bucket must be protected in prod")
+
+
 # ---- robustness: no rule raises on any unknown, through the server's own proxy ----
 
 # Variants per stack (of about 1300 to 2300): every top-level value, then a seeded sample of the rest.
