@@ -21,8 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(PROJECT_DIR))
+    from components.ops_commands import OpsConfigError
     from render import output, runtime, stackfile
-    from stacks.loader import ConfigError
+    from stacks.loader import ConfigError, FileProblem, stack_file_name
 
     started = time.perf_counter()
     try:
@@ -32,8 +33,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except ConfigError as err:
-        count = len(err.problems)
-        print(f"invalid stack configuration ({count} problem{'s' if count != 1 else ''}):\n{err}", file=sys.stderr)
+        print(err.report(), file=sys.stderr)
+        return 2
+    except OpsConfigError as err:
+        # A Job builder's refusal that no config rule caught first (components/ops_commands.py);
+        # the render has written nothing yet.
+        refusal = ConfigError(stack_file_name(args.stack), [FileProblem(path="", value=None, allowed=str(err))])
+        print(refusal.report(), file=sys.stderr)
         return 2
     out_dir = args.out or args.project_dir / "build" / args.stack
     written = output.write(rendered, out_dir)

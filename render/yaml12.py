@@ -268,7 +268,9 @@ class _Decoder:
             return node.value
         if tag == "!!binary":
             try:
-                return base64.b64decode(node.value.encode(), validate=False).decode("utf-8", "replace")
+                # Go's base64.StdEncoding skips only line breaks.
+                text = node.value.replace("\n", "").replace("\r", "")
+                return base64.b64decode(text.encode(), validate=True).decode("utf-8", "replace")
             except (binascii.Error, ValueError):
                 raise _Fatal(_line(node), path, "!!binary value contains invalid base64 data") from None
         if tag not in ("!!bool", "!!int", "!!float", "!!null", "!!timestamp"):
@@ -278,7 +280,7 @@ class _Decoder:
             return value
         if tag == "!!float" and rtag == "!!int":
             return float(value)
-        raise _Fatal(_line(node), path, f"cannot decode {rtag} `{node.value}` as a {tag}")
+        raise _Fatal(_line(node), path, f"is tagged {tag} but its text reads as {rtag} (go-yaml refuses it)")
 
     def _mapping(self, node: nodes.MappingNode, path: tuple[Any, ...], out: dict, merged: set | None) -> dict:
         pairs = node.value

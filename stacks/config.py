@@ -45,9 +45,9 @@ def _no_userinfo(value: Any) -> Any:
     """Plain config is stored and shown in plaintext (stack file, state, `pulumi config`): a URL
     carrying credentials would leak them, so it is refused before its pattern is even checked."""
     if isinstance(value, str) and _USERINFO.match(value.strip()):
-        raise PydanticCustomError(CREDENTIAL_ERROR, "must not carry credentials (user:password@ or token@): "
-                                  "plain config reaches the stack file and the state unencrypted; give the bare "
-                                  "https://host and keep keys in secret config")
+        raise PydanticCustomError(CREDENTIAL_ERROR, "must not carry credentials (userinfo before '@'): plain "
+                                  "config reaches the stack file and the state unencrypted; give the bare host and "
+                                  "keep keys in secret config")
     return value
 
 

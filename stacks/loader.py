@@ -50,10 +50,12 @@ HIDDEN = Hidden()
 # Shapes of credentials, found anywhere in a value: private keys, kubeconfig and Docker auth
 # documents, URL userinfo, JWTs, AWS/Tencent key ids, Ceph keys, provider token prefixes, and
 # `password=`-style assignments. Digests and image references must stay printable.
-_CREDENTIAL = re.compile(
-    r"-----BEGIN|apiVersion|client-key-data|certificate-authority-data|\"auths?\"|[A-Za-z][\w+.-]*://[^/\s@]*@"
-    r"|\beyJ[\w-]{8,}|\b(AKIA|ASIA|AKID)[A-Za-z0-9]{8,}|\bAQ[A-Za-z0-9+/]{20,}={0,2}|\b(sk|pk|rk)-[\w-]{8,}"
-    r"|\b(ghp|gho|ghs|github_pat|glpat|xox[abps])[-_][\w-]{8,}|(password|passwd|secret|token)\W{0,3}[:=]", re.I)
+_TOKEN = (r"-----BEGIN|[A-Za-z][\w+.-]*://[^/\s@]*@|\beyJ[\w-]{8,}|\b(AKIA|ASIA|AKID)[A-Za-z0-9]{8,}"
+          r"|\bAQ[A-Za-z0-9+/]{20,}={0,2}|\b(sk|pk|rk)-[\w-]{8,}|\b(ghp|gho|ghs|github_pat|glpat|xox[abps])[-_][\w-]{8,}")
+_CREDENTIAL = re.compile(_TOKEN + r"|apiVersion|client-key-data|certificate-authority-data|\"auths?\""
+                         r"|(password|passwd|secret|token)\W{0,3}[:=]", re.I)
+# What may be cut out of a message text (which quotes other config values) without garbling it.
+_CREDENTIAL_TOKEN = re.compile(_TOKEN, re.I)
 
 
 def looks_secret(value: Any) -> bool:
@@ -63,7 +65,7 @@ def looks_secret(value: Any) -> bool:
 
 def _scrub(problem: Problem) -> Problem:
     value = HIDDEN if looks_secret(problem.value) else problem.value
-    allowed = _CREDENTIAL.sub("(not shown)", problem.allowed) if isinstance(problem.allowed, str) else problem.allowed
+    allowed = _CREDENTIAL_TOKEN.sub("(not shown)", problem.allowed) if isinstance(problem.allowed, str) else problem.allowed
     if value is problem.value and allowed == problem.allowed:
         return problem
     return dataclasses.replace(problem, value=value, allowed=allowed)
@@ -86,6 +88,11 @@ class ConfigError(Exception):
         self.stack_file = stack_file
         self.problems = [_scrub(p) for p in problems]
         super().__init__("\n".join(p.render(stack_file) for p in self.problems))
+
+    def report(self) -> str:
+        """The whole refusal as both entry points print it: a count, then one line per problem."""
+        count = len(self.problems)
+        return f"invalid stack configuration ({count} problem{'s' if count != 1 else ''}):\n{self}"
 
 
 def stack_file_name(stack: str) -> str:
@@ -162,10 +169,13 @@ def validate(raw: Mapping[str, Any], stack: str, present_secrets: Mapping[str, b
     for key, is_secret in sorted(present_secrets.items()):
         if not is_secret:
             problems.append(Problem(key, "(plaintext)", f"must be stored encrypted: pulumi config set --secret {NAMESPACE}:{key} <value>"))
+    # A refused key is left out of `raw`; "is required" on top of the refusal would only confuse.
+    roots = {p.path for p in problems}
     try:
         cfg = StackConfig.model_validate(dict(raw))
     except ValidationError as err:
-        raise ConfigError(stack_file, problems + _problems_from_validation(err)) from None
+        found = [p for p in _problems_from_validation(err) if re.split(r"[.\[]", p.path)[0] not in roots]
+        raise ConfigError(stack_file, problems + found) from None
     problems += rules.check(cfg) + _warmup(cfg)
     for key in required_secret_keys(cfg) if require_secrets else []:
         if key not in present_secrets:

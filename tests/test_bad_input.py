@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from test_config import SECRETS, raw_config
 
 from render import runtime, stackfile
+from render.__main__ import main as render_main
 from stacks import loader
 from stacks.loader import ConfigError
 
@@ -154,3 +155,33 @@ def test_make_render_on_a_broken_stack_file(tmp_path):
     assert "Pulumi.broken.yaml: llm-serving:gpuBudget = 'two': Input should be a valid integer" in proc.stderr
     assert len(message) <= 20 and "Traceback" not in proc.stderr
     assert not (repo / "build").exists()
+
+
+# Plain scalars as a stack file may spell them: YAML 1.1 booleans, octal, dates, null, non-finite,
+# out-of-range numbers, tags, anchors and block text (go-yaml v3 reads each its own way).
+YAML_SCALARS = ["off", "yes", "on", "0777", "~", '""', "1e3", ".inf", ".nan", "2024-01-01", "[]", "{}", "-1", "0", "4096",
+                "true", "x y", "1.5", "99999999999999999999", "!!binary aGk=", "!!int x", "!!str 5", "*nowhere",
+                "'a\\nb'", "null", "[1, {a: 2}]", "{secure: v1:x}", "& x", "|\n          two\n          lines"]
+DEV_LINES = (PROJECT_DIR / "Pulumi.dev.yaml").read_text().splitlines()
+VALUE_LINES = [i for i, line in enumerate(DEV_LINES) if re.match(r"^\s+[-\w:]*\w: \S", line)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(VALUE_LINES), st.sampled_from(YAML_SCALARS)), min_size=1, max_size=3))
+def test_any_stack_file_value_renders_or_exits_2_one_line_per_problem(tmp_path_factory, capsys, edits):
+    """The whole render CLI, in process, on a stack file whose values are replaced: exit 0, or exit 2
+    with one `Pulumi.fuzz.yaml...` line per problem, never a traceback, nothing written."""
+    lines = list(DEV_LINES)
+    for index, scalar in edits:
+        lines[index] = f"{lines[index].split(': ', 1)[0]}: {scalar}"
+    project = tmp_path_factory.mktemp("fuzz")
+    shutil.copy(PROJECT_DIR / "Pulumi.yaml", project / "Pulumi.yaml")
+    (project / "Pulumi.fuzz.yaml").write_text("\n".join(lines) + "\n")
+    out = project / "out"
+    code = render_main(["--stack", "fuzz", "--project-dir", str(project), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code in (0, 2) and "Traceback" not in err
+    if code == 2:
+        assert not out.exists()
+        problems = err.splitlines()[1:]
+        assert problems and all(re.match(r"^Pulumi\.fuzz\.yaml(:\d+)?: \S", line) for line in problems), problems

@@ -105,6 +105,32 @@ def test_main_program_refuses_bad_config_without_registering():
     assert raised
 
 
+def test_main_program_refuses_what_the_render_refuses_with_the_same_lines(tmp_path, capsys):
+    """Under `pulumi up` the same config problem is a RunError carrying the render's lines."""
+    from render.__main__ import main as render_main
+
+    dev = (PROJECT_DIR / "Pulumi.dev.yaml").read_text()
+    text = dev.replace("maxNumSeqs: 64", "maxNumSeqs: 64\n        maxModelLen: 4096")
+    project = bad_project(tmp_path, text)
+    assert render_main(["--stack", "bad", "--project-dir", str(project), "--out", str(tmp_path / "out")]) == 2
+    render_lines = capsys.readouterr().err.splitlines()[1:]
+    assert render_lines and all("maxModelLen" in line for line in render_lines)
+    sf = stackfile.read(project, "bad")
+    for key in ("apiKey", "objectStoreAccessKeyId", "objectStoreSecretAccessKey", "cephUserKey"):
+        sf.config[f"llm-serving:{key}"] = "x"
+        sf.secret_keys.append(f"llm-serving:{key}")
+    raised = []
+
+    def program():
+        with pytest.raises(pulumi.RunError) as err:
+            runpy.run_path(str(PROJECT_DIR / "__main__.py"))
+        raised.append(err.value)
+        return {}
+
+    assert runtime.record("bad", program, sf.config, sf.secret_keys).resources == []
+    assert str(raised[0]).splitlines()[1:] == render_lines
+
+
 def test_main_program_exports_under_mocks():
     sf = stackfile.read(PROJECT_DIR, "dev")
     for key in ("apiKey", "objectStoreAccessKeyId", "objectStoreSecretAccessKey", "cephUserKey"):
