@@ -12,7 +12,7 @@ import shutil
 import subprocess
 
 from conftest import PROJECT_DIR
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from test_config import SECRETS, raw_config
 
@@ -112,6 +112,9 @@ def test_every_invalid_config_names_its_field(cfg):
 def test_an_invalid_config_registers_nothing(cfg):
     sf = stackfile.StackFile(stack="fuzz", path=PROJECT_DIR / "Pulumi.fuzz.yaml")
     sf.config = {f"llm-serving:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in cfg.items()}
+    # The program sees text: `namespace: 0` arrives as the valid name "0" (plaintext.go marshalText).
+    assume(not _is_valid({key: loader.decode(key, text) for key, text in
+                          ((full.removeprefix("llm-serving:"), text) for full, text in sf.config.items())}))
     sf.config.update({f"llm-serving:{k}": stackfile.MASK for k in SECRETS})
     sf.secret_keys = [f"llm-serving:{k}" for k in SECRETS]
     registered = []
