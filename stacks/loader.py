@@ -136,27 +136,6 @@ def _problems_from_validation(err: ValidationError) -> list[Problem]:
     return problems
 
 
-def _warmup(cfg: StackConfig) -> list[Problem]:
-    """components/ops_commands.py warmup_args refuses a warm-up longer than the model's context
-    while the program registers resources; refused here first, before anything is registered.
-    (A rule of stacks/rules.py by nature; kept here until it moves there.)"""
-    from components.engines import max_model_len
-
-    warmup = cfg.operations.warmup
-    if not warmup.enabled:
-        return []
-    problems = []
-    for i, m in enumerate(cfg.models):
-        limit = max_model_len(m)
-        longest = max([*warmup.input_tokens, int(limit * warmup.near_max_input_fraction)])
-        if longest + warmup.output_tokens > limit:
-            at = f"models[{i}].{'sglang.contextLength' if m.engine == 'sglang' else 'vllm.maxModelLen'}"
-            problems.append(Problem(at, limit, f"the warm-up sends {longest} input + {warmup.output_tokens} output "
-                                    "tokens, more than this context; lower operations.warmup.inputTokens or "
-                                    "nearMaxInputFraction, or disable operations.warmup"))
-    return problems
-
-
 def validate(raw: Mapping[str, Any], stack: str, present_secrets: Mapping[str, bool],
              require_secrets: bool = True, refused: list[Problem] | None = None) -> StackConfig:
     """Validate raw config values (camelCase keys without the namespace).
@@ -176,7 +155,7 @@ def validate(raw: Mapping[str, Any], stack: str, present_secrets: Mapping[str, b
     except ValidationError as err:
         found = [p for p in _problems_from_validation(err) if re.split(r"[.\[]", p.path)[0] not in roots]
         raise ConfigError(stack_file, problems + found) from None
-    problems += rules.check(cfg) + _warmup(cfg)
+    problems += rules.check(cfg)
     for key in required_secret_keys(cfg) if require_secrets else []:
         if key not in present_secrets:
             problems.append(Problem(key, None, f"is required ({SECRET_KEYS[key]}); set it with "

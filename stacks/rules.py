@@ -13,6 +13,7 @@ from components.engines import (
     COLD_START_ESTIMATE_SECONDS,
     gpu_workloads,
     gpus_per_pod,
+    max_model_len,
     parallel_size,
     speculative_decoding,
     startup_budget_seconds,
@@ -235,6 +236,22 @@ def is_ip_host(url: str) -> bool:
     return True
 
 
+def _warmup_fits(cfg: StackConfig) -> Iterator[Problem]:
+    """The warm-up's longest request fits each model's context; components/ops_commands.py
+    warmup_args would refuse it while resources are being registered."""
+    warmup = cfg.operations.warmup
+    if not warmup.enabled:
+        return
+    for i, m in enumerate(cfg.models):
+        limit = max_model_len(m)
+        longest = max([*warmup.input_tokens, int(limit * warmup.near_max_input_fraction)])
+        if longest + warmup.output_tokens > limit:
+            at = f"models[{i}].{'sglang.contextLength' if m.engine == 'sglang' else 'vllm.maxModelLen'}"
+            yield Problem(at, limit, f"the warm-up sends {longest} input + {warmup.output_tokens} output "
+                          "tokens, more than this context; lower operations.warmup.inputTokens or "
+                          "nearMaxInputFraction, or disable operations.warmup")
+
+
 def _operations(cfg: StackConfig) -> Iterator[Problem]:
     ops = cfg.operations
     for i, sc in enumerate(ops.load_test.scenarios):
@@ -252,6 +269,7 @@ def _operations(cfg: StackConfig) -> Iterator[Problem]:
     if cfg.gateway.external_endpoint and is_ip_host(cfg.gateway.external_endpoint):
         yield Problem("gateway.externalEndpoint", cfg.gateway.external_endpoint,
                       "must be a stable DNS name, never an IP: a Pod IP changes when the pod is re-created (field report 10)")
+    yield from _warmup_fits(cfg)
     need = cfg.gateway.request_timeout_seconds + DRAIN_MARGIN_SECONDS
     for i, m in enumerate(cfg.models):
         if m.termination_grace_seconds < need:

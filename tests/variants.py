@@ -8,6 +8,7 @@ import json
 from conftest import PROJECT_DIR
 
 from render import runtime, stackfile
+from stacks import loader
 
 # A test fixture, not a published image: the committed stacks carry no SGLang digest because the
 # field report did not record the v0.5.17 CUDA 13.0 image's digest.
@@ -21,10 +22,8 @@ def dev_config() -> dict[str, object]:
     out: dict[str, object] = {}
     for key, value in sf.config.items():
         if key.startswith(prefix):
-            try:
-                out[key[len(prefix):]] = json.loads(value)
-            except ValueError:
-                out[key[len(prefix):]] = value
+            # As the program reads it: by the field's type, so text fields stay text.
+            out[key[len(prefix):]] = loader.decode(key[len(prefix):], value)
     return out
 
 
