@@ -14,16 +14,15 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from cli_config import ConfigReadError, read_config
 from conftest import PROJECT_DIR, STACKS, render_stack
 from engine_host import (
     DEFAULT_PROVIDER_DENIED,
     DUPLICATE_URN,
     ROOT_STACK_TYPE,
-    ConfigReadError,
     RunResult,
     contains_unknown,
     is_secret,
-    read_config,
     run_program,
     short,
 )
