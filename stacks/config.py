@@ -422,6 +422,9 @@ class Platform(Model):
     cluster-wide); every stack exports the versions it was built for."""
 
     install: bool = Field(False, description="Install AIBrix (with its KubeRay and Envoy Gateway) and RBG from this stack.")
+    proxy_namespace: DnsLabel = Field(
+        "envoy-gateway-system", description="Namespace where Envoy Gateway runs this Gateway's proxy pods (v1.2.8, "
+        "which AIBrix v0.7.0 installs, runs them in its own namespace); the engines accept requests from them.")
     aibrix_version: text(r"^v[0-9]+\.[0-9]+\.[0-9]+$", "a release tag such as 'v0.7.0'") = Field(
         "v0.7.0", description="AIBrix release; its dependency bundle brings KubeRay v1.2.1 and Envoy Gateway v1.2.8.")
     rbg_version: text(r"^v[0-9]+\.[0-9]+\.[0-9]+$", "a release tag such as 'v0.7.0'") = Field(
@@ -494,6 +497,9 @@ class OpenWebUi(Model):
 
     enabled: bool = Field(False, description="Deploy OpenWebUI in this stack.")
     image: ImageRef | None = Field(None, description="OpenWebUI image pinned by digest (required when enabled).")
+    prometheus_namespace: DnsLabel = Field(
+        "monitoring", description="Namespace of the Prometheus (Prometheus Operator) that scrapes the engines; the "
+        "engines' metrics ports accept its scrapes.")
     storage_gib: int = Field(10, ge=1, description="Size of its data claim (users, chats, admin settings).")
     storage_class: str | None = Field(None, description="StorageClass of the data claim; unset uses the cluster default.")
 
