@@ -6,6 +6,11 @@ STAMP  := $(VENV)/.requirements-installed
 # checkov pins libraries the program also uses, at other versions: it gets its own virtualenv.
 SCAN_VENV  ?= .venv-scan
 SCAN_STAMP := $(SCAN_VENV)/.requirements-installed
+# The engines' own code the tests run (SGLang, TileLang, tvm-ffi): every pin of requirements-engines.txt
+# --no-deps (no torch, no CUDA libraries) in its own directory, since two SGLang versions cannot share
+# one virtualenv; the tests load the files by path with the program's interpreter.
+ENGINES_DIR   ?= .venv-engines
+ENGINES_STAMP := $(ENGINES_DIR)/.requirements-installed
 STACK  ?= dev
 STACKS := dev staging prod
 
@@ -21,6 +26,14 @@ $(SCAN_STAMP): requirements-scan.txt
 	$(SCAN_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-scan.txt
 	touch $(SCAN_STAMP)
 
+$(ENGINES_STAMP): requirements-engines.txt $(STAMP)
+	rm -rf $(ENGINES_DIR)
+	@grep -v '^#' requirements-engines.txt | grep . | while read -r pin; do \
+		echo "$(ENGINES_DIR)/$$pin"; \
+		$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --target "$(ENGINES_DIR)/$$pin" "$$pin" || exit 1; \
+	done
+	touch $(ENGINES_STAMP)
+
 ## render: the stack STACK (default dev) under Pulumi's mock runtime into build/$(STACK)/
 render: $(STAMP)
 	$(BIN)/python -m render --stack $(STACK)
@@ -30,9 +43,9 @@ render-all: $(STAMP)
 	@for s in $(STACKS); do $(BIN)/python -m render --stack $$s || exit $$?; done
 
 ## test: lint, then unit, policy, schema, scan, fuzz and bad-config tests
-test: $(STAMP) $(SCAN_STAMP)
+test: $(STAMP) $(SCAN_STAMP) $(ENGINES_STAMP)
 	$(BIN)/ruff check .
-	CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov $(BIN)/python -m pytest
+	CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov ENGINE_PACKAGES=$(abspath $(ENGINES_DIR)) $(BIN)/python -m pytest
 
 ## snapshots: refresh tests/snapshots/<stack>.plan.md after a reviewed plan change
 snapshots: $(STAMP)

@@ -157,13 +157,19 @@ def sglang_args(model_path: str, served_model_name: str, port: int, sglang: Sgla
     """`sglang serve` arguments, the validated H20 command of field report 12.1, in its order, plus
     `--enable-metrics`. The API key is passed as `$(VAR)`, which Kubernetes expands from the
     Secret-backed env var, so the manifest never holds it.
+
+    Every flag by an option string SGLang declares (tests/test_engine_flags.py parses the argv with
+    the option strings of each pinned version): the report's `--tp` is only an argparse abbreviation
+    of `--tp-size`; `--tensor-parallel-size` is its declared alias in 0.5.17 and 0.5.23, and the
+    spelling vLLM and the policy pack read. `--cuda-graph-max-bs` is a deprecated alias in 0.5.17 and
+    an ambiguous prefix of the -decode/-prefill pair in 0.5.23, which refuses it.
     """
     args = [
         "serve",
         "--trust-remote-code",
         "--model-path", model_path,
         "--served-model-name", served_model_name,
-        "--tp", str(sglang.tensor_parallel_size),
+        "--tensor-parallel-size", str(sglang.tensor_parallel_size),
         "--moe-runner-backend", sglang.moe_runner_backend,
     ]
     if sglang.speculative_algorithm != "off":
@@ -180,7 +186,7 @@ def sglang_args(model_path: str, served_model_name: str, port: int, sglang: Sgla
     if sglang.max_running_requests is not None:
         args += ["--max-running-requests", str(sglang.max_running_requests)]
     if sglang.cuda_graph_max_bs is not None:
-        args += ["--cuda-graph-max-bs", str(sglang.cuda_graph_max_bs)]
+        args += ["--cuda-graph-max-bs-decode", str(sglang.cuda_graph_max_bs)]
     if sglang.context_length is not None:
         args += ["--context-length", str(sglang.context_length)]
     # SGLang serves /metrics only when asked; monitoring, the load-test guard and the drain read it.

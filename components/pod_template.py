@@ -176,15 +176,33 @@ def _cache_volume(cache: CompileCache) -> dict:
 
 
 def cache_env() -> dict[str, str]:
-    """Every JIT and compile cache the engines use, pointed at the writable cache volume."""
+    """Every cache either engine writes at start or on a first request, pointed at the keyed cache
+    volume, so the JIT work of field report 8.2 and 12.2 is paid once per key, not per start. The same
+    set for both engines: each ignores the other's variables. Where each variable is read, at which
+    pinned version, is in tests/upstream_engines.py; tests/test_engine_caches.py runs the upstream
+    code with this env and checks every resolved path lies under the mount."""
     return {
+        # vLLM's VLLM_CACHE_ROOT default and anything else that honours XDG.
         "XDG_CACHE_HOME": CACHE_MOUNT,
         "HF_HOME": f"{CACHE_MOUNT}/huggingface",
+        # vLLM: torch.compile / inductor cache, DeepGEMM default, FlashInfer autotune results.
+        "VLLM_CACHE_ROOT": f"{CACHE_MOUNT}/vllm",
+        # SGLang: the root its other defaults derive from (and 0.5.23's third-party redirects).
+        "SGLANG_CACHE_DIR": f"{CACHE_MOUNT}/sglang",
+        # SGLang 0.5.23 JIT kernels: unset means ~/.cache/sglang/jit, not under SGLANG_CACHE_DIR.
+        "SGLANG_JIT_CACHE_DIR": f"{CACHE_MOUNT}/sglang-jit",
+        # SGLang overwrites DG_JIT_CACHE_DIR from SGLANG_DG_CACHE_DIR at import; both name one path.
+        "SGLANG_DG_CACHE_DIR": f"{CACHE_MOUNT}/deep_gemm",
+        "DG_JIT_CACHE_DIR": f"{CACHE_MOUNT}/deep_gemm",
+        # SGLang 0.5.17 JIT kernels and tvm-ffi's C++ extension builds (~/.cache/tvm-ffi).
+        "TVM_FFI_CACHE_DIR": f"{CACHE_MOUNT}/tvm-ffi",
+        # TileLang (DeepSeek-V4 kernels of both engines): ~/.tilelang/cache otherwise.
+        "TILELANG_CACHE_DIR": f"{CACHE_MOUNT}/tilelang",
         "TRITON_CACHE_DIR": f"{CACHE_MOUNT}/triton",
         "TORCHINDUCTOR_CACHE_DIR": f"{CACHE_MOUNT}/inductor",
-        "DG_JIT_CACHE_DIR": f"{CACHE_MOUNT}/deep_gemm",
-        "VLLM_CACHE_ROOT": f"{CACHE_MOUNT}/vllm",
-        "SGLANG_JIT_CACHE_ROOT": f"{CACHE_MOUNT}/sglang",
+        # The CUDA driver's PTX JIT cache (~/.nv/ComputeCache otherwise).
+        "CUDA_CACHE_PATH": f"{CACHE_MOUNT}/nv",
+        # FlashInfer appends .cache/flashinfer to this base (JIT modules and downloaded cubins).
         "FLASHINFER_WORKSPACE_BASE": f"{CACHE_MOUNT}/flashinfer",
     }
 

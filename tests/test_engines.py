@@ -101,8 +101,13 @@ def sglang(**kw):
     return Sglang(**kw)
 
 
+# The report typed `--tp`, which SGLang accepts only as an argparse abbreviation; we render the
+# declared name (tests/test_engine_flags.py parses every rendered argv with the pinned option strings).
+REPORT_ABBREVIATIONS = {"--tp": "--tensor-parallel-size"}
+
+
 def test_sglang_defaults_are_the_report_command_plus_the_api_key_reference():
-    report = report_sglang_command()
+    report = [REPORT_ABBREVIATIONS.get(a, a) for a in report_sglang_command()]
     expected = flags(report[2:])
     model_path, served = expected["--model-path"], expected["--served-model-name"]
     ours = engines.sglang_args(model_path, served, 30000, sglang(speculative_algorithm="DSPARK"), "SGLANG_API_KEY")
@@ -118,17 +123,17 @@ def test_sglang_defaults_are_the_report_command_plus_the_api_key_reference():
 def test_sglang_keeps_its_own_parser_spelling():
     f = flags(engines.sglang_args("/m", "m", 30000, sglang(), "K")[1:])
     assert f["--reasoning-parser"] == "deepseek-v4" and f["--tool-call-parser"] == "deepseekv4"
-    assert f["--moe-runner-backend"] == "marlin" and f["--tp"] == "8" and f["--port"] == "30000"
+    assert f["--moe-runner-backend"] == "marlin" and f["--tensor-parallel-size"] == "8" and f["--port"] == "30000"
 
 
 def test_sglang_dspark_switch_and_optional_shape_limits():
     off = engines.sglang_args("/m", "m", 30000, sglang(), "K")
     assert "--speculative-algorithm" not in off
-    assert "--max-running-requests" not in off and "--cuda-graph-max-bs" not in off
+    assert "--max-running-requests" not in off and "--cuda-graph-max-bs-decode" not in off
     on = flags(engines.sglang_args("/m", "m", 30000, sglang(speculative_algorithm="DSPARK", max_running_requests=64,
                                                               cuda_graph_max_bs=32), "K")[1:])
     assert on["--speculative-algorithm"] == "DSPARK"
-    assert on["--max-running-requests"] == "64" and on["--cuda-graph-max-bs"] == "32"
+    assert on["--max-running-requests"] == "64" and on["--cuda-graph-max-bs-decode"] == "32"
 
 
 def test_sglang_environment_turns_health_generation_off():

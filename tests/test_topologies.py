@@ -111,7 +111,7 @@ def test_sglang_jit_cache_is_persistent_and_keyed():
     mount = next(m for m in engine_container(rbg)["volumeMounts"] if m["name"] == "compile-cache")
     assert mount["subPath"] == ref.template["metadata"]["annotations"]["llm-serving.io/compile-cache-key-engine"]
     env = {e["name"]: e.get("value") for e in engine_container(rbg)["env"]}
-    assert env["SGLANG_JIT_CACHE_ROOT"].startswith(mount["mountPath"])
+    assert env["SGLANG_CACHE_DIR"].startswith(mount["mountPath"])   # every cache: tests/test_engine_caches.py
 
 
 def test_sglang_gate_checks_the_marker_and_never_downloads():

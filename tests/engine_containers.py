@@ -1,0 +1,89 @@
+"""Every rendered engine container of every topology, with the engine argv and the env it gets.
+
+Shared by the cache and flag tests: the committed stacks plus a variant of each topology and
+orchestrator, with the optional SGLang and vLLM flags switched on so every argv branch renders."""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import IN_CI, PROJECT_DIR, STACKS, k8s_objects, render_stack
+from variants import dev_config, model, render, sglang_stack, variant_file
+
+from policy.workloads import containers, gpu_count, pod_templates
+
+RAY_IMAGE = {"upstream": "registry.internal/llm/vllm-openai-ray:v0.26.0-cu129", "digest": "sha256:" + "7" * 64,
+             "rayVersion": "2.47.1", "cudaVersion": "12.9"}
+ENGINES = ("vllm", "sglang")
+
+
+@dataclass(frozen=True)
+class EngineContainer:
+    where: str                  # stack or variant / workload / container, for messages
+    engine: str                 # vllm | sglang
+    argv: tuple[str, ...]       # from `serve` on
+    env: tuple[tuple[str, str], ...]   # literal values only (secrets come by valueFrom)
+    container: dict
+    annotations: dict
+
+
+def _variants():
+    images = dev_config()["images"] | {"vllmRay": RAY_IMAGE}
+    every_vllm_flag = {"tensorParallelSize": 4, "dataParallelSize": 2, "maxNumSeqs": 64, "enforceEager": True,
+                       "speculativeDecoding": "dspark"}
+    out = {"stormservice": variant_file(models=[{k: v for k, v in model(orchestrator="stormservice").items()
+                                                 if k != "rollout"}]),
+           "vllm-every-flag": variant_file(models=[model(vllm={**model()["vllm"], **every_vllm_flag})]),
+           "sglang": sglang_stack(),
+           "sglang-every-flag": sglang_stack(sglang={"speculativeAlgorithm": "DSPARK", "maxRunningRequests": 64,
+                                                     "cudaGraphMaxBs": 32, "contextLength": 131072})}
+    for topology, orchestrator, budget in (("pd", "rayclusterfleet", 24), ("pd-same-pod", "deployment", 8),
+                                           ("hybrid", "stormservice", 32)):
+        m = model(topology=topology, orchestrator=orchestrator)
+        if orchestrator != "deployment":
+            m.pop("rollout")
+        if topology == "pd-same-pod":
+            m["vllm"] = {**m["vllm"], "tensorParallelSize": 4}
+        out[topology] = variant_file(images=images, models=[m], gpuBudget=budget)
+    return out
+
+
+def _engine_argv(c: dict) -> tuple[str, tuple[str, ...]] | None:
+    argv = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
+    for i, a in enumerate(argv[1:], 1):
+        if a == "serve" and argv[i - 1] in ENGINES:
+            return argv[i - 1], tuple(argv[i:])
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def engine_containers() -> tuple[EngineContainer, ...]:
+    rendered = {s: render_stack(s) for s in STACKS} | {k: render(v) for k, v in _variants().items()}
+    out = []
+    for where, r in rendered.items():
+        for obj in k8s_objects(r):
+            for ref in pod_templates(obj.get("kind"), obj):
+                for _, c in containers(ref.template):
+                    if gpu_count(c)[1] == 0:
+                        continue
+                    found = _engine_argv(c)
+                    assert found, f"{where}: GPU container {c['name']} runs no vllm/sglang serve"
+                    env = tuple((e["name"], e["value"]) for e in c.get("env", []) if "value" in e)
+                    out.append(EngineContainer(f"{where}/{obj['metadata']['name']}/{c['name']}", found[0], found[1],
+                                               env, c, ref.template["metadata"].get("annotations", {})))
+    assert {c.engine for c in out} == set(ENGINES)
+    return tuple(out)
+
+
+def engine_packages() -> Path:
+    """.venv-engines, which `make test` fills from requirements-engines.txt."""
+    root = Path(os.environ.get("ENGINE_PACKAGES") or PROJECT_DIR / ".venv-engines")
+    if not (root / ".requirements-installed").exists():
+        if IN_CI:
+            pytest.fail(f"engine packages are missing at {root}; `make test` installs them from requirements-engines.txt")
+        pytest.skip("engine packages are not installed (run `make test`)")
+    return root

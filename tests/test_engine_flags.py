@@ -1,0 +1,76 @@
+"""Issue 10 item 11: every rendered engine argv, of every topology, parses under the pinned engines'
+own option strings, each flag by its full declared name (sources: tests/upstream_engines.py)."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+
+import pytest
+import sglang_cli
+import upstream_engines as upstream
+from engine_containers import engine_containers, engine_packages
+
+
+@functools.lru_cache(maxsize=None)
+def sglang_options(version: str) -> dict[str, bool]:
+    root = engine_packages() / f"sglang=={version}"
+    return sglang_cli.serve_options(root, upstream.SGLANG_FIELD_SOURCES[version], upstream.SGLANG_ADD_ARGUMENT_SOURCES)
+
+
+def flags(argv) -> list[str]:
+    return [a.split("=", 1)[0] for a in argv if a.startswith("-")]
+
+
+@pytest.mark.parametrize("version", upstream.SGLANG_VERSIONS)
+def test_the_option_list_is_read_from_the_source(version):
+    # The reader finds what the issue names: 0.5.23 dropped the deprecated --cuda-graph-max-bs alias,
+    # so argparse calls it an ambiguous prefix of the -decode/-prefill pair; --tp is declared nowhere.
+    options = sglang_options(version)
+    assert len(options) > 400
+    assert options["--tp-size"] and options["--tensor-parallel-size"] and options["--model-path"]
+    assert options["--enable-metrics"] is False and options["--trust-remote-code"] is False
+    assert "--tp" not in options
+    assert ("--cuda-graph-max-bs" in options) == (version == "0.5.17")
+    parser = sglang_cli.parser(options)
+    if version == "0.5.23":
+        with pytest.raises(sglang_cli.Refused, match="ambiguous option: --cuda-graph-max-bs"):
+            parser.parse_args(["--cuda-graph-max-bs", "8"])
+    with pytest.raises(sglang_cli.Refused, match="unrecognized"):
+        parser.parse_args(["--no-such-flag", "1"])
+
+
+@pytest.mark.parametrize("version", upstream.SGLANG_VERSIONS)
+def test_sglang_argv_parses_with_full_names(version):
+    options = sglang_options(version)
+    parser = sglang_cli.parser(options)
+    seen = 0
+    for c in engine_containers():
+        if c.engine != "sglang":
+            continue
+        seen += 1
+        parser.parse_args(list(c.argv[1:]))   # raises Refused as `sglang serve` would exit 2
+        unknown = [f for f in flags(c.argv[1:]) if f not in options]
+        assert unknown == [], f"{c.where}: not declared by SGLang {version} (abbreviations only): {unknown}"
+    assert seen
+
+
+def vllm_parser() -> argparse.ArgumentParser:
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):
+            raise AssertionError(message)
+    p = Parser(prog="vllm serve", allow_abbrev=False, add_help=False)
+    p.add_argument("model")
+    for option, takes_value in upstream.VLLM_SERVE_OPTIONS.items():
+        p.add_argument(option, **({} if takes_value else {"action": "store_true"}))
+    return p
+
+
+def test_vllm_argv_uses_only_options_declared_at_both_pinned_versions():
+    seen = 0
+    for c in engine_containers():
+        if c.engine != "vllm":
+            continue
+        seen += 1
+        vllm_parser().parse_args(list(c.argv[1:]))
+    assert seen
