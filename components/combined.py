@@ -9,6 +9,7 @@ Service and route of each served model come from the gateway component.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from components.engines import (
     parallel_size,
     startup_budget_seconds,
 )
-from components.gateway import RouteBackend
+from components.gateway import RouteBackend, service_name
 from components.pod_template import (
     ENGINE_SCANNER_EXCEPTIONS,
     PRE_START_ALLOWANCE_SECONDS,
@@ -34,14 +35,33 @@ from components.pod_template import (
     engine_pod_template,
     scanner_exceptions,
 )
+from components.routing import ANN_MODEL_CONFIG, metric_port_labels, model_config, routing_strategy
 from stacks.config import CompileCache, GpuPool, ServedModel
 
 ANN_AB_BASELINE = "llm-serving.io/ab-baseline"
 ANN_TOPOLOGY = "llm-serving.io/topology"
-# Custom resources are not awaited by Pulumi unless told what "ready" means; both StormService
-# and RoleBasedGroup set a Ready condition.
-WAIT_FOR_READY = {"pulumi.com/waitFor": "condition=Ready"}
 ROLE_NAME = "server"
+WAIT_FOR = "pulumi.com/waitFor"
+
+
+def stormservice_wait_for() -> str:
+    """Ready, and the one RoleSet counted in updatedReadyReplicas: of the update revision with every
+    role's pods updated AND ready (aibrix v0.7.0 pkg/controller/stormservice/sync.go updateStatus,
+    utils.go isAllRoleUpdatedAndReady); Ready alone counts a RoleSet whose updated pods are not ready
+    yet. Both are written with observedGeneration, which the provider compares with the generation
+    before it believes either (pulumi-kubernetes v4.32.0 provider/pkg/await/condition/kubectl.go,
+    jsonpath.go). A list is an AND (provider/pkg/metadata/overrides.go ReadyCondition)."""
+    return json.dumps(["condition=Ready", "jsonpath={.status.updatedReadyReplicas}=1"])
+
+
+def rolebasedgroup_wait_for() -> str:
+    """Ready. Known limit: right after a spec change the controller writes Ready (with the new
+    observedGeneration) from the previous revision's role status until the role workload observes
+    the change (rbg v0.7.0 pkg/reconciler/common.go ConstructWorkloadRoleStatus keeps the last known
+    status; internal/controller/workloads/rolebasedgroup_controller.go updateRBGStatus copies a role
+    status only when replicas or readyReplicas change). No field of the RBG status tells the new
+    revision apart, so the day-2 Jobs must wait for the endpoint themselves."""
+    return "condition=Ready"
 
 
 def served_model_selector(model: ServedModel) -> dict[str, str]:
@@ -50,10 +70,11 @@ def served_model_selector(model: ServedModel) -> dict[str, str]:
 
 
 def aibrix_labels(model: ServedModel) -> dict[str, str]:
-    """AIBrix v0.7.0 discovery labels: the name must equal the request body's `model`."""
+    """AIBrix v0.7.0 discovery labels: the name must equal the request body's `model`; the metric
+    port where it is not the plugin's default 8000 (SGLang, same-pod P/D)."""
     return {"model.aibrix.ai/name": model.served_model_name,
             "model.aibrix.ai/port": str(ENGINE_PORT[model.engine]),
-            "model.aibrix.ai/engine": model.engine}
+            "model.aibrix.ai/engine": model.engine, **metric_port_labels(model)}
 
 
 @dataclass(frozen=True)
@@ -116,7 +137,9 @@ def engine_pod_spec(args: CombinedEngineArgs, name: str, engines: list[EngineCon
     """The pod of any engine workload of a served model: one or more engine containers (and
     sidecars), with the model's mount, cache, budget, secrets and identity labels."""
     m = args.model
-    annotations = {"llm-serving.io/model-revision": m.revision, ANN_TOPOLOGY: m.topology, **extra_annotations}
+    # Every engine pod names its routing strategy: without one the gateway answers 503 (components/routing.py).
+    annotations = {"llm-serving.io/model-revision": m.revision, ANN_TOPOLOGY: m.topology,
+                   ANN_MODEL_CONFIG: model_config(routing_strategy(m)), **extra_annotations}
     if args.ab_baseline:
         annotations[ANN_AB_BASELINE] = args.ab_baseline
     return EnginePodSpec(
@@ -157,12 +180,17 @@ def deployment_spec(model: ServedModel, template: dict) -> dict:
 
 
 def stormservice_spec(model: ServedModel, template: dict) -> dict:
-    """One RoleSet (pooled mode, replicas 1) with one role serving the whole model per pod."""
+    """One RoleSet (pooled mode, replicas 1) with one role serving the whole model per pod. Pooled
+    mode updates that one RoleSet in place, which then rolls its role pods by the role's strategy:
+    RollingUpdate at this level would replace the only RoleSet, every pod at once (aibrix v0.7.0
+    pkg/controller/stormservice/sync.go rollingUpdate "for replica mode", inPlaceUpdate "in pooled
+    mode")."""
     no_surge = {"maxSurge": 0, "maxUnavailable": model.rollout.max_unavailable}
     return {
         "replicas": 1,
         "selector": {"matchLabels": selector(model)},
-        "updateStrategy": {"type": "RollingUpdate", **no_surge},
+        # maxSurge 0 still: scaling() creates RoleSets up to it (stormservice/sync.go).
+        "updateStrategy": {"type": "InPlaceUpdate", **no_surge},
         "template": {"metadata": {"labels": selector(model)}, "spec": {"roles": [{
             "name": ROLE_NAME, "replicas": model.replicas, "stateful": False,
             "updateStrategy": no_surge, "template": template}]}},
@@ -197,11 +225,12 @@ class CombinedEngine(Component):
             api, kind, spec = (("orchestration.aibrix.ai/v1alpha1", "StormService", stormservice_spec(m, template))
                                if m.orchestrator == "stormservice" else
                                ("workloads.x-k8s.io/v1alpha2", "RoleBasedGroup", rolebasedgroup_spec(m, template)))
+            wait_for = stormservice_wait_for() if m.orchestrator == "stormservice" else rolebasedgroup_wait_for()
             self.workload = k8s.apiextensions.CustomResource(
                 f"{name}-{m.orchestrator}", api_version=api, kind=kind,
-                metadata={**meta, "annotations": dict(WAIT_FOR_READY)}, spec=spec,
+                metadata={**meta, "annotations": {WAIT_FOR: wait_for}}, spec=spec,
                 opts=self.child_opts(custom_timeouts=wait))
         self.route_backend = RouteBackend(
-            served_model_name=m.served_model_name, service_name=m.name, selector=served_model_selector(m),
-            port=ENGINE_PORT[m.engine], target_port="engine", service_labels=aibrix_labels(m))
+            served_model_name=m.served_model_name, service_name=service_name(m), selector=served_model_selector(m),
+            port=ENGINE_PORT[m.engine], target_port="engine", service_labels=aibrix_labels(m), timeouts=wait)
         self.register_outputs({"workload": m.name})

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -31,6 +30,7 @@ from components.combined import (
     deployment_spec,
     engine_pod_spec,
     model_mount,
+    rollout_deadline_seconds,
     rollout_timeouts,
     rollout_waves,
     served_model_selector,
@@ -44,7 +44,7 @@ from components.engines import (
     startup_budget_seconds,
     vllm_args,
 )
-from components.gateway import RouteBackend
+from components.gateway import RouteBackend, service_name
 from components.pod_template import (
     ENGINE_SCANNER_EXCEPTIONS,
     EngineContainer,
@@ -54,9 +54,10 @@ from components.pod_template import (
     startup_failure_threshold,
     tcp_probe,
 )
+from components.routing import ANN_MODEL_CONFIG
+from components.routing import model_config as routing_model_config
 from stacks.config import ServedModel
 
-ANN_MODEL_CONFIG = "model.aibrix.ai/config"
 ANN_OVERSHOOT = "llm-serving.io/rollout-overshoot-pods"
 # One value for both sides so block hashes agree across engines (as AIBrix's P/D samples set it).
 PYTHONHASHSEED = "1047"
@@ -66,12 +67,21 @@ RAY_HEAD_WRAPPER = ["/bin/sh", "-c", 'eval "$KUBERAY_GEN_RAY_START_CMD" & exec "
 
 
 def model_config(routing_config: dict | None = None) -> str:
-    """AIBrix v0.7.0 model config, always in the profiles schema: the old top-level
-    {"routingStrategy": "pd"} does not route ordinary requests into P/D reliably (11.3)."""
-    profile: dict[str, Any] = {"routingStrategy": "pd"}
-    if routing_config:
-        profile["routingConfig"] = routing_config
-    return json.dumps({"profiles": {"default": profile}}, separators=(",", ":"), sort_keys=True)
+    """The P/D pods' AIBrix model config: strategy pd, in the profiles schema (11.3). Every pod of
+    a P/D or hybrid model says pd: the plugin takes the profile of the first pod it lists that has
+    one (aibrix v0.7.0 pkg/plugins/gateway/configprofiles ResolveProfile), in no fixed order."""
+    return routing_model_config("pd", routing_config)
+
+
+# What `pulumi up` waits for on a fleet: the Deployment-style Progressing condition with reason
+# NewReplicaSetAvailable, which the fleet controller writes only when the new RayClusterReplicaSet
+# holds every replica, all available, at the current generation (aibrix v0.7.0
+# pkg/controller/rayclusterfleet/progress.go syncRolloutStatus, util/fleet.go DeploymentComplete;
+# sync.go marks a new replica set NewReplicaSetCreated first). readyReplicas counts the old
+# revision's clusters too and is omitted at 0, so a fleet of 0 never matched `readyReplicas=0`. The
+# condition exists only with progressDeadlineSeconds set; the provider checks observedGeneration
+# before the path (pulumi-kubernetes v4.32.0 provider/pkg/await/condition/jsonpath.go).
+FLEET_WAIT_FOR = "jsonpath={.status.conditions[?@.type=='Progressing'].reason}=NewReplicaSetAvailable"
 
 
 def kv_transfer_config(role: str, failure_policy: str) -> str:
@@ -136,6 +146,8 @@ def fleet_manifest_spec(base: CombinedEngineArgs, side: str, hybrid: bool, ray_v
         "replicas": 1 if hybrid else m.replicas,
         "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
         "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+        # One cold start: each cluster that becomes available resets the timer, as for a Deployment.
+        "progressDeadlineSeconds": rollout_deadline_seconds(m),
         "template": {
             "metadata": {"labels": {"app.kubernetes.io/name": name},
                          "annotations": {"ray.io/overwrite-container-cmd": "true"}},
@@ -162,7 +174,7 @@ class DisaggregatedEngine(Component):
         wait = rollout_timeouts(m, rollout_waves(1 if args.hybrid else m.replicas, 1))
         for side in ("prefill", "decode"):
             fleet = f"{m.name}-{side}"
-            annotations = {"pulumi.com/waitFor": f"jsonpath={{.status.readyReplicas}}={1 if args.hybrid else m.replicas}"}
+            annotations = {"pulumi.com/waitFor": FLEET_WAIT_FOR}
             if side == "prefill":
                 annotations[ANN_OVERSHOOT] = str(m.pd.rollout_overshoot_pods)
             k8s.apiextensions.CustomResource(
@@ -172,8 +184,8 @@ class DisaggregatedEngine(Component):
                 spec=fleet_manifest_spec(base, side, args.hybrid, ray_version),
                 opts=self.child_opts(custom_timeouts=wait))
         self.route_backend = RouteBackend(
-            served_model_name=m.served_model_name, service_name=m.name, selector=served_model_selector(m),
-            port=ENGINE_PORT["vllm"], target_port="engine", service_labels=aibrix_labels(m))
+            served_model_name=m.served_model_name, service_name=service_name(m), selector=served_model_selector(m),
+            port=ENGINE_PORT["vllm"], target_port="engine", service_labels=aibrix_labels(m), timeouts=wait)
         self.register_outputs({"roleset": roleset_name(m)})
 
 

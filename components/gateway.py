@@ -1,5 +1,11 @@
 """Per served model: a Service here and an HTTPRoute on the AIBrix gateway, plus one ReferenceGrant.
 
+The Service is `<model>-api`, never the model's own name: the StormService controller syncs a
+headless Service named after the StormService (our workload is named after the model), and a
+ClusterIP Service of that name that exists first stops it before any RoleSet. No name here may be
+one a controller derives for its own objects (stacks/rules.py `_names` refuses the stack file that
+would make one; tests/upstream_*.py port how each controller names them).
+
 AIBrix v0.7.0 builds a `<model>-router` HTTPRoute itself for a Deployment or RayClusterFleet whose
 own labels name the model; two fleets sharing that label share the route, and deleting either
 deletes it (field report 11.2). It builds none for a StormService (11.1). So workloads here never
@@ -17,9 +23,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
-from stacks.config import Gateway
+from stacks.config import Gateway, ServedModel
 
 REFERENCE_GRANT = "llm-serving-gateway-access"
+SERVICE_SUFFIX = "-api"
 
 
 @dataclass(frozen=True)
@@ -30,13 +37,25 @@ class RouteBackend:
     port: int
     target_port: str             # container port name
     service_labels: dict[str, str]
+    # The Service awaiter waits for a ready endpoint, 10 minutes unless told (pulumi-kubernetes
+    # v4.32.0 provider/pkg/await/service.go DefaultServiceTimeoutMins), on create and update; its
+    # pods may be in a 12-23 minute cold start, so it waits as long as their rollout.
+    timeouts: pulumi.CustomTimeouts | None = None
 
 
-def route_name(service: str, namespace: str) -> str:
-    name = f"{service}-{namespace}"
+def _dns_label(name: str) -> str:
     if len(name) <= 63:
         return name
     return f"{name[:54]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def service_name(model: ServedModel) -> str:
+    """The served model's Service, the one its route and the in-cluster endpoint point at."""
+    return _dns_label(f"{model.name}{SERVICE_SUFFIX}")
+
+
+def route_name(service: str, namespace: str) -> str:
+    return _dns_label(f"{service}-{namespace}")
 
 
 def route_spec(gateway: Gateway, backend: RouteBackend, namespace: str) -> dict:
@@ -78,7 +97,7 @@ class ModelRoutes(Component):
                 spec={"type": "ClusterIP", "selector": b.selector,
                       "ports": [{"name": "http", "port": b.port, "targetPort": b.target_port, "protocol": "TCP",
                                  "appProtocol": "http"}]},
-                opts=self.child_opts()))
+                opts=self.child_opts(custom_timeouts=b.timeouts)))
             self.endpoints[b.served_model_name] = f"http://{b.service_name}.{ns}.svc.cluster.local:{b.port}/v1"
         self.external_endpoint = None
         if gw.enabled:

@@ -269,6 +269,18 @@ def plan_md(rendered: Rendered) -> str:
     lines += _topology_section(rendered)
     lines += _ab_section(rendered)
     lines += _routes_section(rendered)
+    # The AIBrix strategy each served model's pods name (components/routing.py): without one the
+    # gateway answers 503.
+    strategies: dict[str, set[str]] = {}
+    for obj in kubernetes_objects(rendered):
+        for ref in pod_templates(obj.get("kind", ""), obj):
+            meta = ref.template.get("metadata") or {}
+            served = (meta.get("labels") or {}).get("model.aibrix.ai/name")
+            config = (meta.get("annotations") or {}).get("model.aibrix.ai/config")
+            if served and config:
+                strategies.setdefault(served, set()).add(json.loads(config)["profiles"]["default"]["routingStrategy"])
+    lines += ["", "Routing strategy per served model (AIBrix gateway; a client's `routing-strategy` header overrides): "
+              + (", ".join(f"{m} `{'/'.join(sorted(v))}`" for m, v in sorted(strategies.items())) or "none")]
     lines += ["", "## Resource options that matter on `pulumi up` and `pulumi destroy`", "",
               "| Resource | Protect | Retain on delete | Custom timeouts | Delete before replace |", "|---|---|---|---|---|"]
     for r in rendered.resources:

@@ -355,6 +355,15 @@ class SamePodPd(Model):
         description="The image's built-in P/D proxy (9.2).")
 
 
+# The routing strategies the AIBrix v0.7.0 gateway plugin registers (pkg/plugins/gateway/algorithms,
+# every Register/RegisterProvider call; checked against the source in tests/upstream_aibrix.py). Any
+# other name makes the plugin answer 400 "incorrect routing strategy".
+ROUTING_STRATEGIES = ("random", "least-request", "least-busy-time", "least-gpu-cache", "least-kv-cache",
+                      "least-latency", "least-utilization", "throughput", "prefix-cache", "prefix-cache-preble",
+                      "power-of-two", "session-affinity", "vtc-basic", "slo", "slo-pack-load", "slo-least-load",
+                      "slo-least-load-pulling", "pd")
+
+
 class ServedModel(Model):
     """One served model: where its weights are and how its combined engine runs."""
 
@@ -394,6 +403,10 @@ class ServedModel(Model):
     pd: Pd = Field(default_factory=Pd, description="P/D settings (topology pd or hybrid).")
     same_pod: SamePodPd = Field(default_factory=SamePodPd, description="Same-pod 4P+4D settings (topology pd-same-pod).")
     sglang: Sglang = Field(default_factory=Sglang, description="SGLang arguments (engine sglang).")
+    routing_strategy: Literal[ROUTING_STRATEGIES] | None = Field(
+        None, description="AIBrix gateway routing strategy written into every engine pod's model.aibrix.ai/config "
+        "profile; unset means pd for topologies pd and hybrid, prefix-cache with 2 or more replicas, least-request "
+        "with 1. A client's routing-strategy header still overrides it.")
 
 
 # The paths AIBrix v0.7.0 routes per model (pkg/controller/modelrouter), all PathPrefix.

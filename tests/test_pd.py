@@ -12,6 +12,7 @@ from conftest import k8s_objects, stack_resources
 from crd_schemas import crd_index, validate_custom_resource
 from variants import dev_config, model, render, variant_file
 
+from components.disaggregated import FLEET_WAIT_FOR
 from policy import rules
 from policy.workloads import containers, pod_templates
 from render.output import plan_md
@@ -85,7 +86,7 @@ def test_two_head_only_fleets_of_one_8_gpu_pod_each():
         _, engine = head(fleet)
         assert engine["resources"]["limits"]["nvidia.com/gpu"] == "8"
         assert engine["image"] == f"{RAY_IMAGE['upstream']}@{RAY_IMAGE['digest']}"
-        assert fleet["metadata"]["annotations"]["pulumi.com/waitFor"] == "jsonpath={.status.readyReplicas}=1"
+        assert fleet["metadata"]["annotations"]["pulumi.com/waitFor"] == FLEET_WAIT_FOR
 
 
 def test_fleets_carry_no_model_label_so_aibrix_makes_no_shared_route():

@@ -220,7 +220,7 @@ def test_route_without_reference_grant_is_refused():
     assert any(r.props.get("kind") == "HTTPRoute" for r in resources)
     without = [r for r in resources if r.props.get("kind") != "ReferenceGrant"]
     assert rules.routes_have_reference_grants(without) == [
-        "HTTPRoute aibrix-system/deepseek-v4-flash-llm-serving-dev: backend llm-serving-dev/deepseek-v4-flash has "
+        "HTTPRoute aibrix-system/deepseek-v4-flash-api-llm-serving-dev: backend llm-serving-dev/deepseek-v4-flash-api has "
         "no ReferenceGrant from HTTPRoutes in aibrix-system; the gateway would answer 503."]
 
 

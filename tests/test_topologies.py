@@ -60,7 +60,7 @@ def test_custom_resources_validate_and_are_awaited(engine, orchestrator):
     r = rendered_pair(engine, orchestrator)
     obj = workload(r, KIND[orchestrator])
     assert validate_custom_resource(obj, crd_index()) == []
-    assert obj["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Ready"
+    assert "condition=Ready" in obj["metadata"]["annotations"]["pulumi.com/waitFor"]
     res = next(x for x in r.resources if x.inputs.get("kind") == KIND[orchestrator])
     assert res.options["customTimeouts"]["create"] == res.options["customTimeouts"]["update"]
 

@@ -1,0 +1,62 @@
+"""How the AIBrix v0.7.0 gateway plugin routes each served model, decided here once.
+
+Without a strategy (no `routing-strategy` header, no profile strategy in the pods'
+`model.aibrix.ai/config`, no ROUTING_ALGORITHM on the plugin) the plugin looks up the HTTPRoute
+`aibrix-system/<model>-router` and answers 503 when it is missing or not Accepted. AIBrix creates
+that route only for workloads carrying the model label at top level, which ours never do (field
+report 11.2). So every engine pod carries an explicit strategy in its model config: the plugin
+then picks a pod itself and Envoy sends the request straight to it (AIBrix's `original_route`),
+and a client's own `routing-strategy` header still overrides the profile. The upstream behaviour
+behind each constant is pinned in tests/upstream_aibrix.py.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from components.engines import ENGINE_PORT
+from stacks.config import ROUTING_STRATEGIES, ServedModel
+
+ANN_MODEL_CONFIG = "model.aibrix.ai/config"
+LABEL_METRIC_PORT = "model.aibrix.ai/metric-port"
+# The port the plugin scrapes when the pod has no metric-port label.
+DEFAULT_METRIC_PORT = 8000
+# Profile the plugin falls back to when the client names none (header `config-profile`).
+DEFAULT_PROFILE = "default"
+
+assert "pd" in ROUTING_STRATEGIES
+
+
+def routing_strategy(model: ServedModel) -> str:
+    """The model's strategy: configured, else pd for P/D topologies, prefix-cache-aware across two or
+    more pods (what users of this stack ask for: reused system prompts land where their KV is),
+    least-request for a single pod (nothing to choose between; no prefix index to keep)."""
+    if model.routing_strategy is not None:
+        return model.routing_strategy
+    if model.topology in ("pd", "hybrid"):
+        return "pd"
+    return "prefix-cache" if model.replicas >= 2 else "least-request"
+
+
+def model_config(strategy: str, routing_config: dict | None = None) -> str:
+    """The pod annotation in the profiles schema: the old top-level {"routingStrategy": ...} did
+    not route ordinary requests reliably (field report 11.3)."""
+    profile: dict[str, Any] = {"routingStrategy": strategy}
+    if routing_config:
+        profile["routingConfig"] = routing_config
+    return json.dumps({"profiles": {DEFAULT_PROFILE: profile}}, separators=(",", ":"), sort_keys=True)
+
+
+def metric_port(model: ServedModel) -> int:
+    """Where the plugin reads the pod's engine metrics: the engine's own port. Same-pod P/D's proxy
+    serves no /metrics, so there it is the decode engine, which holds the running requests and
+    the KV cache the plugin's load scores read."""
+    if model.topology == "pd-same-pod":
+        return model.same_pod.decode_port
+    return ENGINE_PORT[model.engine]
+
+
+def metric_port_labels(model: ServedModel) -> dict[str, str]:
+    port = metric_port(model)
+    return {} if port == DEFAULT_METRIC_PORT else {LABEL_METRIC_PORT: str(port)}

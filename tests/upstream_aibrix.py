@@ -1,0 +1,277 @@
+"""AIBrix v0.7.0 behaviour the stacks depend on, ported from its source: the one place a maintainer
+re-checks when bumping the AIBrix pin (stacks/config.py Platform.aibrix_version).
+
+Every function names the file it ports, at tag v0.7.0 of github.com/vllm-project/aibrix. Read with
+`git -C <mirror> show v0.7.0:<path>`. The Go code cannot run here (a controller and an Envoy
+ext_proc server), so the branch logic is ported line for line; tests import it from here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+TAG = "v0.7.0"
+AIBRIX_NAMESPACE = "aibrix-system"          # pkg/plugins/gateway: defaultAIBrixNamespace
+
+# Every name the algorithms package registers at init (pkg/plugins/gateway/algorithms/*.go,
+# Register/RegisterProvider): random.go, least_request.go, least_busy_time.go, least_gpu_cache.go,
+# least_kv_cache.go, least_latency.go, least_util.go ("least-utilization"), throughput.go,
+# prefix_cache.go, prefix_cache_preble.go, power_of_two.go, simple_session_affinity.go,
+# vtc/vtc_router.go ("vtc-basic"), slo.go (four slo names), pd_disaggregation.go ("pd").
+REGISTERED_STRATEGIES = frozenset({
+    "random", "least-request", "least-busy-time", "least-gpu-cache", "least-kv-cache", "least-latency",
+    "least-utilization", "throughput", "prefix-cache", "prefix-cache-preble", "power-of-two",
+    "session-affinity", "vtc-basic", "slo", "slo-pack-load", "slo-least-load", "slo-least-load-pulling", "pd",
+})
+
+# pkg/constants/model.go
+LABEL_NAME = "model.aibrix.ai/name"
+LABEL_PORT = "model.aibrix.ai/port"
+LABEL_METRIC_PORT = "model.aibrix.ai/metric-port"
+ANN_CONFIG = "model.aibrix.ai/config"
+DEFAULT_METRIC_PORT = 8000                  # pkg/cache/cache_metrics.go defaultMetricPort
+HEADER_ROUTING_STRATEGY = "routing-strategy"  # pkg/plugins/gateway/types.go
+
+
+@dataclass
+class Pod:
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str] = field(default_factory=dict)
+    ready: bool = True
+
+
+def metric_port(pod: Pod) -> int:
+    """pkg/cache/utils.go getPodMetricPort: the label if it parses as an int, else 8000."""
+    value = pod.labels.get(LABEL_METRIC_PORT, "")
+    try:
+        return int(value) if value else DEFAULT_METRIC_PORT
+    except ValueError:
+        return DEFAULT_METRIC_PORT
+
+
+def model_of(pod: Pod) -> str | None:
+    """pkg/cache/informers.go getModelNameFromPod / addPod: label first, then annotation; Ray worker
+    pods are ignored (isWorkerPod)."""
+    if pod.labels.get("ray.io/node-type") == "worker":
+        return None
+    return pod.labels.get(LABEL_NAME) or pod.annotations.get(LABEL_NAME) or None
+
+
+def parse_model_config(text: str) -> dict | None:
+    """configprofiles/configprofiles.go ParseModelConfig: JSON with a non-empty `profiles`."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(cfg, dict) or not cfg.get("profiles"):
+        return None
+    return cfg
+
+
+def get_profile(cfg: dict, name: str) -> dict | None:
+    """configprofiles.go GetProfile: the named profile, else defaultProfile or "default"."""
+    profiles = cfg["profiles"]
+    if name and name in profiles:
+        return profiles[name]
+    return profiles.get(cfg.get("defaultProfile") or "default")
+
+
+def resolve_profile(pods: list[Pod], header_profile: str = "") -> dict | None:
+    """configprofiles.go ResolveProfile: the first pod (cache order) whose annotation parses."""
+    for pod in pods:
+        cfg = parse_model_config(pod.annotations.get(ANN_CONFIG, ""))
+        if cfg is not None:
+            return get_profile(cfg, header_profile)
+    return None
+
+
+def derive_routing_strategy(headers: dict[str, str], profile: dict | None,
+                            env_routing_algorithm: str | None) -> tuple[str, bool]:
+    """util.go deriveRoutingStrategyFromContext (lines 517-539): header (case-insensitive, non-blank),
+    then the profile's routingStrategy, then ROUTING_ALGORITHM (LookupEnv: set means enabled)."""
+    for k, v in headers.items():
+        if k.lower() == HEADER_ROUTING_STRATEGY:
+            if v.strip():
+                return v, True
+            break
+    if profile is not None and str(profile.get("routingStrategy", "")).strip():
+        return profile["routingStrategy"].strip(), True
+    if env_routing_algorithm is None:
+        return "", False
+    return env_routing_algorithm, True
+
+
+def parse_multi_router_config(text: str) -> list[str] | None:
+    """algorithms/router.go ParseMultiRouterConfig: "a:2,b" -> names with weight > 0; pd and slo*
+    are exclusive. None on a parse error."""
+    if not text:
+        return None
+    names = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            return None
+        name, weight = part, 1
+        if ":" in part:
+            pieces = part.split(":")
+            if len(pieces) != 2 or not pieces[0].strip():
+                return None
+            name = pieces[0].strip()
+            try:
+                weight = int(pieces[1].strip())
+            except ValueError:
+                return None
+            if not 0 <= weight <= 1_000_000:
+                return None
+        if weight > 0:
+            names.append(name)
+    if not names:
+        return None
+    for name in names:
+        if name == "pd" or name.startswith("slo"):
+            return [name]
+    return names
+
+
+def validate(strategy: str) -> bool:
+    """algorithms/router.go Validate: every parsed name registered (multi-strategy scorers aside)."""
+    names = parse_multi_router_config(strategy)
+    return names is not None and all(n in REGISTERED_STRATEGIES for n in names)
+
+
+def httproute_name(model: str) -> str:
+    """gateway.go validateHTTPRouteStatus, modelrouter_controller.go createHTTPRoute."""
+    return f"{model}-router"
+
+
+def httproute_accepted(route: dict | None) -> bool:
+    """gateway.go validateHTTPRouteStatus (lines 460-527): the route must exist; every parent
+    status needs conditions, Accepted with reason Accepted, ResolvedRefs with reason ResolvedRefs."""
+    if route is None:
+        return False
+    for parent in (route.get("status") or {}).get("parents") or []:
+        conditions = parent.get("conditions") or []
+        if not conditions:
+            return False
+        for c in conditions:
+            if c.get("type") == "Accepted" and c.get("reason") != "Accepted":
+                return False
+            if c.get("type") == "ResolvedRefs" and c.get("reason") != "ResolvedRefs":
+                return False
+    return True
+
+
+def pd_pairs(pods: list[Pod]) -> tuple[list[Pod], list[Pod]]:
+    """algorithms/pd_disaggregation.go collectAndBucketPods, bucketing off: prefill and decode pods
+    of rolesets (label roleset-name) that have both roles (label role-name); pods with a
+    stormservice pod-group-index other than 0 carry no HTTP server (isPodWithHTTPServer)."""
+    by_roleset: dict[str, tuple[list[Pod], list[Pod]]] = {}
+    for pod in pods:
+        roleset, role = pod.labels.get("roleset-name"), pod.labels.get("role-name")
+        if roleset is None or role is None:
+            continue
+        if pod.labels.get("stormservice.orchestration.aibrix.ai/pod-group-index", "0") != "0":
+            continue
+        if role in ("prefill", "decode"):
+            by_roleset.setdefault(roleset, ([], []))[0 if role == "prefill" else 1].append(pod)
+    prefill = [p for ps, ds in by_roleset.values() if ps and ds for p in ps]
+    decode = [d for ps, ds in by_roleset.values() if ps and ds for d in ds]
+    return prefill, decode
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: int              # HTTP status the client sees from the plugin (200: forwarded)
+    branch: str              # which branch of HandleRequestBody decided
+    strategy: str = ""
+
+
+def handle_request_body(model: str, pods_by_model: dict[str, list[Pod]], headers: dict[str, str],
+                        routes: dict[tuple[str, str], dict], env_routing_algorithm: str | None = None,
+                        config_profile: str = "") -> Decision:
+    """gateway_req_body.go HandleRequestBody (lines 74-155), for a JSON body naming `model`:
+    - validateModelAvailability: unknown model 400, no routable pod 503;
+    - applyConfigProfile + deriveRoutingStrategyFromContext; an invalid strategy is 400;
+    - no strategy: validateHTTPRouteStatus on aibrix-system/<model>-router, 503 unless Accepted,
+      else the header `model` is set and Envoy routes by HTTPRoute;
+    - a strategy: selectTargetPod (gateway.go 424-455), 503 when it finds no pod; for pd the P/D
+      router needs a complete prefill/decode roleset (pd_disaggregation.go filterPrefillDecodePods)."""
+    if model not in pods_by_model:
+        return Decision(400, "model-not-found")
+    pods = pods_by_model[model]
+    routable = [p for p in pods if p.ready]
+    if not routable:
+        return Decision(503, "no-ready-pod")
+    profile = resolve_profile(pods, config_profile)
+    strategy, enabled = derive_routing_strategy(headers, profile, env_routing_algorithm)
+    if enabled and not validate(strategy):
+        return Decision(400, "incorrect-routing-strategy", strategy)
+    if not enabled:
+        if not httproute_accepted(routes.get((AIBRIX_NAMESPACE, httproute_name(model)))):
+            return Decision(503, "httproute-not-accepted")
+        return Decision(200, "route-by-model-header")
+    names = parse_multi_router_config(strategy) or []
+    if names == ["pd"]:
+        prefill, decode = pd_pairs(routable)
+        if not prefill or not decode:
+            return Decision(503, "pd-no-pair", strategy)
+    return Decision(200, "target-pod", strategy)
+
+
+def controller_names(kind: str, name: str, namespace: str, pod_labels: list[dict[str, str]],
+                     top_labels: dict[str, str]) -> set[tuple[str, str, str]]:
+    """(kind, namespace, name) of the objects AIBrix's controllers create for one of our objects:
+    - StormService: a headless Service named after it (pkg/controller/stormservice/sync.go
+      syncHeadlessService, Name: service.Name);
+    - Deployment or RayClusterFleet with the model label at top level: HTTPRoute
+      aibrix-system/<model>-router and ReferenceGrant aibrix-system-reserved-referencegrant-in-<ns>
+      (pkg/controller/modelrouter/modelrouter_controller.go createHTTPRoute, createReferenceGrant)."""
+    out: set[tuple[str, str, str]] = set()
+    if kind == "StormService":
+        out.add(("Service", namespace, name))
+    if kind in ("Deployment", "RayClusterFleet") and LABEL_NAME in top_labels:
+        out.add(("HTTPRoute", AIBRIX_NAMESPACE, httproute_name(top_labels[LABEL_NAME])))
+        if namespace != AIBRIX_NAMESPACE:
+            out.add(("ReferenceGrant", namespace, f"{AIBRIX_NAMESPACE}-reserved-referencegrant-in-{namespace}"))
+    return out
+
+
+# Objects the AIBrix install itself owns (config/gateway/gateway-plugin/gateway-plugin.yaml, with the
+# kustomize prefix aibrix- and namespace aibrix-system): the entry route that runs the plugin and the
+# metadata route.
+INSTALLED = {("HTTPRoute", AIBRIX_NAMESPACE, "aibrix-reserved-router"),
+             ("HTTPRoute", AIBRIX_NAMESPACE, "aibrix-reserved-router-metadata-endpoint")}
+
+
+# ---- Installation and the plugin's own traffic (components/platform.py, components/network.py) ----
+
+# .github/workflows/release-build.yaml at v0.7.0 builds three assets, applied in this order by the
+# README's "Install stable distribution" (all --server-side): `kustomize build config/dependency`,
+# `config/crd` (new in v0.7.0: config/default/kustomization.yaml leaves the CRDs out, "so that
+# uninstalling the AIBrix operator does not cascade-delete user CRs", aibrix#2062) and
+# `config/overlays/release`.
+RELEASE_ASSETS = ("aibrix-dependency-{tag}.yaml", "aibrix-core-crds-{tag}.yaml", "aibrix-core-{tag}.yaml")
+RELEASE_URL = "https://github.com/vllm-project/aibrix/releases/download/{tag}/"
+
+# config/gateway/gateway-plugin/gateway-plugin.yaml: the plugin Deployment's pod labels, in
+# config/default's namespace aibrix-system; config/gateway/gateway.yaml: Gateway `eg`, renamed
+# aibrix-eg by config/default's namePrefix.
+GATEWAY_PLUGIN_POD_LABELS = {"app": "gateway-plugins"}
+GATEWAY_NAME = "aibrix-eg"
+# Another AIBrix pod in the same namespace, which never calls an engine.
+CONTROLLER_MANAGER_POD_LABELS = {"control-plane": "controller-manager"}
+
+
+def model_port(labels: dict[str, str]) -> int:
+    """pkg/utils/pod.go GetModelPortForPod: the pod the plugin picks gets the request (and, for P/D,
+    the plugin's own prefill request, algorithms/pd/prefill/default.go) on this port; 8000 when
+    the label is missing or not a number."""
+    try:
+        return int(labels.get(LABEL_PORT, ""))
+    except ValueError:
+        return DEFAULT_METRIC_PORT
