@@ -18,13 +18,8 @@ def role_service_names(rbg: str, role: str) -> set[str]:
     return {_dns(f"{rbg}-{role}"), _dns(f"s-{rbg}-{role}")}
 
 
-def rbg_ready_after_spec_change(role_replicas: int, last_status: dict) -> dict:
-    """What the controller writes right after a spec change, before the role workload observes it:
-    pkg/reconciler/common.go ConstructWorkloadRoleStatus returns the last known role status when
-    observedGeneration < generation; internal/controller/workloads/rolebasedgroup_controller.go
-    updateRBGStatus sets Ready when every role's replicas equal spec and readyReplicas, and writes
-    observedGeneration = generation in the same patch. Returns the status as the awaiter sees it."""
-    ready = last_status["replicas"] == role_replicas and last_status["replicas"] == last_status["readyReplicas"]
-    return {"observedGeneration": "current",
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-            "roleStatuses": [dict(last_status)]}
+
+# Known limit, not closable from the RBG status (components/combined.py rolebasedgroup_wait_for):
+# pkg/reconciler/common.go ConstructWorkloadRoleStatus keeps the last known role status while the role
+# workload's observedGeneration is behind, and internal/controller/workloads/rolebasedgroup_controller.go
+# updateRBGStatus writes Ready and observedGeneration = generation from it.
