@@ -1,6 +1,7 @@
 """Prometheus Operator objects for the engines: a PodMonitor on every engine port and a
 PrometheusRule whose thresholds come from the stack config (field report 13: failure rate, queue,
-KV cache, TTFT, GPU memory; it ran at about 93 of 96 GiB per card)."""
+KV cache, TTFT, GPU memory; it ran at about 93 of 96 GiB per card; 11.3: failed KV transfers).
+The engines' NetworkPolicy admits the scrapes (components/network.py)."""
 
 from __future__ import annotations
 
@@ -24,33 +25,51 @@ def pod_monitor_spec() -> dict:
 
 
 def alert_rules(namespace: str, mon: Monitoring) -> list[dict]:
-    """PromQL over vLLM and SGLang metric names (either may be present), scoped to the namespace."""
+    """PromQL over the names the pinned engines really export (tests/upstream_vllm.py,
+    tests/upstream_sglang.py, tests/upstream_dcgm_exporter.py); a model runs one engine, so each
+    rule joins the vLLM and SGLang series with `or`. Scoped to the namespace."""
     ns = f'namespace="{namespace}"'
 
     def alert(name: str, expr: str, for_: str, summary: str) -> dict:
         return {"alert": name, "expr": expr, "for": for_, "labels": {"severity": "warning", "namespace": namespace},
                 "annotations": {"summary": summary}}
 
+    # vLLM counts requests in prometheus-fastapi-instrumentator's http_requests_total, status grouped
+    # as "5xx"; SGLang only in sglang:http_responses_total{status_code}, which also counts the
+    # scrapes of its /metrics (vLLM leaves /metrics out of its own counter).
+    sglang = f'sglang:http_responses_total{{{ns},endpoint!="/metrics"'
+    failed = (f'sum by (pod) (rate(http_requests_total{{{ns},status="5xx"}}[5m])) '
+              f'or sum by (pod) (rate({sglang},status_code=~"5.."}}[5m]))')
+    total = (f"sum by (pod) (rate(http_requests_total{{{ns}}}[5m])) "
+             f"or sum by (pod) (rate({sglang}}}[5m]))")
+    # dcgm-exporter labels a GPU with the pod that holds it, but scraped without honorLabels (its
+    # chart's default) those labels arrive as exported_namespace/exported_pod: read both forms.
+    fb_free = (f'label_replace(label_replace(DCGM_FI_DEV_FB_FREE{{exported_namespace="{namespace}"}}, '
+               f'"namespace", "$1", "exported_namespace", "(.+)"), "pod", "$1", "exported_pod", "(.+)") '
+               f'or DCGM_FI_DEV_FB_FREE{{{ns},exported_namespace=""}}')
     return [
-        alert("LlmServingRequestFailureRate",
-              f'sum by (pod) (rate(http_requests_total{{{ns},status=~"5.."}}[5m])) / '
-              f"clamp_min(sum by (pod) (rate(http_requests_total{{{ns}}}[5m])), 1e-9) > {mon.max_failure_ratio}",
+        alert("LlmServingRequestFailureRate", f"({failed}) / clamp_min({total}, 1e-9) > {mon.max_failure_ratio}",
               "10m", f"More than {mon.max_failure_ratio:.0%} of requests to {{{{ $labels.pod }}}} fail."),
         alert("LlmServingQueueLength",
               f"max by (pod) (vllm:num_requests_waiting{{{ns}}} or sglang:num_queue_reqs{{{ns}}}) > {mon.max_queue_length}",
               "5m", f"More than {mon.max_queue_length} requests wait in the queue of {{{{ $labels.pod }}}}."),
         alert("LlmServingKvCacheUsage",
-              f"max by (pod) (vllm:kv_cache_usage_perc{{{ns}}} or vllm:gpu_cache_usage_perc{{{ns}}} "
-              f"or sglang:token_usage{{{ns}}}) > {mon.max_kv_cache_usage}",
+              f"max by (pod) (vllm:kv_cache_usage_perc{{{ns}}} or sglang:token_usage{{{ns}}}) > {mon.max_kv_cache_usage}",
               "10m", f"KV-cache usage of {{{{ $labels.pod }}}} above {mon.max_kv_cache_usage:.0%}."),
         alert("LlmServingTtftP95",
               f"histogram_quantile(0.95, sum by (le, pod) (rate(vllm:time_to_first_token_seconds_bucket{{{ns}}}[5m]) "
               f"or rate(sglang:time_to_first_token_seconds_bucket{{{ns}}}[5m]))) > {mon.ttft_p95_slo_seconds}",
               "10m", f"p95 TTFT of {{{{ $labels.pod }}}} above the {mon.ttft_p95_slo_seconds}s SLO."),
         alert("LlmServingGpuMemoryHeadroom",
-              f"min by (pod, gpu) (DCGM_FI_DEV_FB_FREE{{{ns}}}) / 1024 < {mon.min_gpu_memory_headroom_gib}",
+              f"min by (pod, gpu) ({fb_free}) / 1024 < {mon.min_gpu_memory_headroom_gib}",
               "5m", f"GPU {{{{ $labels.gpu }}}} of {{{{ $labels.pod }}}} has less than "
                     f"{mon.min_gpu_memory_headroom_gib} GiB free."),
+        # A failed NIXL transfer is recomputed locally under kv_load_failure_policy "recompute": the
+        # request still answers 200, but it was not served P/D (field report 11.3), so count it.
+        alert("LlmServingKvTransferFailures",
+              f"sum by (pod) (increase(vllm:nixl_num_failed_transfers_total{{{ns}}}[15m])) > 0",
+              "1m", "NIXL KV transfers of {{ $labels.pod }} failed in the last 15 minutes: those requests were "
+                    "recomputed or failed, not served prefill/decode."),
     ]
 
 

@@ -1,6 +1,18 @@
-"""NetworkPolicies: engines take traffic only from the gateway namespace and this stack's own pods
-(the same-pod proxy, smoke and benchmark Jobs); the NIXL side channel and KV transfer are open
-only between the prefill and decode pods of one roleset. Everything else is denied ingress."""
+"""NetworkPolicies: ingress to this namespace is denied by default; each peer reaches the engine
+pods only on the container ports it needs, named as pod_template.py names them (a named port
+matches the container port of that name on the selected pod):
+
+- Envoy Gateway's proxy pods of our Gateway (in `gateway.proxyNamespace`: Envoy Gateway v1.2.8,
+  which AIBrix v0.7.0 installs, runs every proxy in its own namespace): the serving ports;
+- AIBrix's gateway plugin (in `gateway.namespace`): the serving ports (it sends the prefill request
+  of a P/D pair itself) and the metrics ports (it reads `model.aibrix.ai/metric-port`);
+- Prometheus (in `operations.monitoring.prometheusNamespace`): the metrics ports, same-pod
+  prefill and decode included;
+- this stack's own pods (smoke, warm-up and load-test Jobs, OpenWebUI): serving and metrics ports.
+
+The NIXL side channel and KV transfer (UCX picks its ports) are open only between the prefill and
+decode pods of one roleset. Peer labels are upstream's: tests/upstream_envoy_gateway.py,
+tests/upstream_aibrix.py, tests/upstream_prometheus_operator.py."""
 
 from __future__ import annotations
 
@@ -11,13 +23,56 @@ import pulumi_kubernetes as k8s
 
 from components.base import PART_OF, Component, metadata
 
+# Container port names: `engine` (combined pods and fleet heads), the same-pod `proxy` in front of
+# the same-pod `prefill` and `decode` engines.
+SERVING_PORTS = ("engine", "proxy")
+METRICS_PORTS = ("engine", "prefill", "decode")
+
+# Envoy Gateway v1.2.8 internal/infrastructure/kubernetes/proxy/resource.go EnvoyAppLabel and the
+# owning-gateway labels (internal/gatewayapi/translator.go).
+ENVOY_PROXY_LABELS = {"app.kubernetes.io/name": "envoy", "app.kubernetes.io/component": "proxy",
+                      "app.kubernetes.io/managed-by": "envoy-gateway"}
+OWNING_GATEWAY_NAME = "gateway.envoyproxy.io/owning-gateway-name"
+OWNING_GATEWAY_NAMESPACE = "gateway.envoyproxy.io/owning-gateway-namespace"
+# AIBrix v0.7.0 config/gateway/gateway-plugin/gateway-plugin.yaml: the plugin Deployment's pods.
+AIBRIX_GATEWAY_PLUGIN_LABELS = {"app": "gateway-plugins"}
+# Prometheus Operator pkg/prometheus/server/operator.go makeSelectorLabels: every Prometheus pod.
+PROMETHEUS_LABELS = {"app.kubernetes.io/name": "prometheus"}
+
 
 @dataclass(frozen=True)
 class NetworkArgs:
     namespace: str
-    gateway_namespace: str
-    engine_ports: list[int]
+    gateway_namespace: str | None = "aibrix-system"             # Gateway, routes, AIBrix plugin; None: no gateway
+    gateway_name: str = "aibrix-eg"
+    gateway_proxy_namespace: str = "envoy-gateway-system"
+    prometheus_namespace: str | None = "monitoring"             # None: monitoring off
     rolesets: list[str] = field(default_factory=list)
+
+
+def _ports(names: tuple[str, ...]) -> list[dict]:
+    return [{"protocol": "TCP", "port": n} for n in dict.fromkeys(names)]
+
+
+def _peer(namespace: str, labels: dict[str, str]) -> dict:
+    # One peer: both selectors in one element select those pods in that namespace only.
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "podSelector": {"matchLabels": dict(labels)}}
+
+
+def engine_ingress(args: NetworkArgs) -> list[dict]:
+    rules = []
+    if args.gateway_namespace is not None:
+        proxies = {**ENVOY_PROXY_LABELS, OWNING_GATEWAY_NAMESPACE: args.gateway_namespace,
+                   OWNING_GATEWAY_NAME: args.gateway_name}
+        rules.append({"from": [_peer(args.gateway_proxy_namespace, proxies)], "ports": _ports(SERVING_PORTS)})
+        rules.append({"from": [_peer(args.gateway_namespace, AIBRIX_GATEWAY_PLUGIN_LABELS)],
+                      "ports": _ports(SERVING_PORTS + METRICS_PORTS)})
+    if args.prometheus_namespace is not None:
+        rules.append({"from": [_peer(args.prometheus_namespace, PROMETHEUS_LABELS)], "ports": _ports(METRICS_PORTS)})
+    rules.append({"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": PART_OF}}}],
+                  "ports": _ports(SERVING_PORTS + METRICS_PORTS)})
+    return rules
 
 
 def policies(args: NetworkArgs) -> dict[str, dict]:
@@ -28,11 +83,7 @@ def policies(args: NetworkArgs) -> dict[str, dict]:
             "podSelector": {"matchLabels": {"app.kubernetes.io/component": "engine",
                                             "app.kubernetes.io/part-of": PART_OF}},
             "policyTypes": ["Ingress"],
-            "ingress": [{
-                "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": args.gateway_namespace}}},
-                         {"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": PART_OF}}}],
-                "ports": [{"protocol": "TCP", "port": p} for p in sorted(set(args.engine_ports))],
-            }],
+            "ingress": engine_ingress(args),
         },
     }
     for roleset in sorted(set(args.rolesets)):

@@ -15,9 +15,16 @@ AIBRIX_BUNDLED = {"kuberay": "v1.2.1", "envoyGateway": "v1.2.8", "gatewayApi": "
 
 
 def manifest_urls(platform: Platform) -> dict[str, str]:
+    """In apply order. Since v0.7.0 the AIBrix CRDs (StormService, RayClusterFleet, RoleSet, ...) are
+    their own release asset, left out of the core bundle so that uninstalling the operator keeps
+    the custom resources (aibrix v0.7.0 .github/workflows/release-build.yaml: `kustomize build
+    config/crd > aibrix-core-crds-<tag>.yaml`; config/default/kustomization.yaml; README: dependency,
+    then core-crds, then core). All three are applied server-side: Pulumi's provider applies
+    server-side by default, as upstream's `kubectl apply --server-side`."""
     aibrix = f"https://github.com/vllm-project/aibrix/releases/download/{platform.aibrix_version}"
     return {
         "aibrix-dependency": f"{aibrix}/aibrix-dependency-{platform.aibrix_version}.yaml",
+        "aibrix-core-crds": f"{aibrix}/aibrix-core-crds-{platform.aibrix_version}.yaml",
         "aibrix-core": f"{aibrix}/aibrix-core-{platform.aibrix_version}.yaml",
         "rbg": f"https://raw.githubusercontent.com/sgl-project/rbg/{platform.rbg_version}/deploy/kubectl/manifests.yaml",
     }

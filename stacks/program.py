@@ -232,8 +232,12 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
 
     routes = ModelRoutes("routes", ModelRoutesArgs(namespace=ns, gateway=cfg.gateway, backends=backends), opts)
     if cfg.network_policy.enabled:
+        ops_monitoring = cfg.operations.monitoring
+        # Peers by namespace and upstream pod labels, ports by container port name (network.py).
         NetworkPolicies("network", NetworkArgs(
-            namespace=ns, gateway_namespace=cfg.gateway.namespace, engine_ports=[b.port for b in backends],
+            namespace=ns, gateway_namespace=cfg.gateway.namespace if cfg.gateway.enabled else None,
+            gateway_name=cfg.gateway.name, gateway_proxy_namespace=cfg.gateway.proxy_namespace,
+            prometheus_namespace=ops_monitoring.prometheus_namespace if ops_monitoring.enabled else None,
             rolesets=[roleset_name(m) for m in cfg.models if m.topology in ("pd", "hybrid")]), opts)
 
     _operations(cfg, ns, routes, rolled_out, images, serving_secrets, scripts, volume, protect_data, opts)

@@ -361,19 +361,24 @@ def test_kubernetes_provider_pins_context_namespace_and_identity():
 
 # ---- NetworkPolicies ----
 
-def test_network_policies_deny_by_default_and_open_engines_to_the_gateway_and_the_stack():
+def test_network_policies_deny_by_default_and_open_named_engine_ports_to_each_peer():
+    # The flows themselves are evaluated per topology in tests/test_network_monitoring.py.
     from components.network import NetworkArgs, policies
-    specs = policies(NetworkArgs(namespace="ns", gateway_namespace="aibrix-system", engine_ports=[8000, 30000, 8000],
-                                 rolesets=["dsv4-pd"]))
+    specs = policies(NetworkArgs(namespace="ns", gateway_namespace="aibrix-system", gateway_proxy_namespace="egs",
+                                 prometheus_namespace="mon", rolesets=["dsv4-pd"]))
     assert specs["llm-serving-default-deny-ingress"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
-    (rule,) = specs["llm-serving-engine-ingress"]["ingress"]
-    assert rule["ports"] == [{"protocol": "TCP", "port": 8000}, {"protocol": "TCP", "port": 30000}]
-    assert rule["from"] == [
-        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "aibrix-system"}}},
-        {"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": "llm-serving"}}}]
+    rules = specs["llm-serving-engine-ingress"]["ingress"]
+    assert [r["from"][0].get("namespaceSelector", {}).get("matchLabels") for r in rules] == [
+        {"kubernetes.io/metadata.name": "egs"}, {"kubernetes.io/metadata.name": "aibrix-system"},
+        {"kubernetes.io/metadata.name": "mon"}, None]
+    assert [[p["port"] for p in r["ports"]] for r in rules] == [
+        ["engine", "proxy"], ["engine", "proxy", "prefill", "decode"], ["engine", "prefill", "decode"],
+        ["engine", "proxy", "prefill", "decode"]]
     pd = specs["llm-serving-pd-dsv4-pd"]
     assert pd["podSelector"] == {"matchLabels": {"roleset-name": "dsv4-pd"}}
     assert pd["ingress"] == [{"from": [{"podSelector": {"matchLabels": {"roleset-name": "dsv4-pd"}}}]}]
+    off = policies(NetworkArgs(namespace="ns", gateway_namespace=None, prometheus_namespace=None))
+    assert len(off["llm-serving-engine-ingress"]["ingress"]) == 1   # the stack's own pods only
 
 
 def test_platform_installs_pinned_manifests_in_order():
@@ -383,10 +388,14 @@ def test_platform_installs_pinned_manifests_in_order():
     files = by_type(r, "kubernetes:yaml/v2:ConfigFile")
     assert [f.inputs["file"] for f in files] == [
         "https://github.com/vllm-project/aibrix/releases/download/v0.7.0/aibrix-core-v0.7.0.yaml",
+        "https://github.com/vllm-project/aibrix/releases/download/v0.7.0/aibrix-core-crds-v0.7.0.yaml",
         "https://github.com/vllm-project/aibrix/releases/download/v0.7.0/aibrix-dependency-v0.7.0.yaml",
         "https://raw.githubusercontent.com/sgl-project/rbg/v0.7.0/deploy/kubectl/manifests.yaml"]
-    core = next(f for f in files if "aibrix-core" in f.inputs["file"])
-    assert any("aibrix-dependency" in d for d in core.options["dependsOn"])
+    # Applied in order: dependency, then the CRDs (a separate asset since v0.7.0), then core.
+    crds = next(f for f in files if "aibrix-core-crds" in f.inputs["file"])
+    core = next(f for f in files if "aibrix-core-v" in f.inputs["file"])
+    assert any("aibrix-dependency" in d for d in crds.options["dependsOn"])
+    assert any("aibrix-core-crds" in d for d in core.options["dependsOn"])
 
 
 def test_object_store_keys_become_an_aws_credentials_file():

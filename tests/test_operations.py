@@ -267,7 +267,8 @@ def test_monitoring_objects_validate_and_alerts_parse():
         assert obj["metadata"]["labels"]["release"] == "prometheus"
     alerts = rule["spec"]["groups"][0]["rules"]
     assert {a["alert"] for a in alerts} == {"LlmServingRequestFailureRate", "LlmServingQueueLength",
-                                           "LlmServingKvCacheUsage", "LlmServingTtftP95", "LlmServingGpuMemoryHeadroom"}
+                                           "LlmServingKvCacheUsage", "LlmServingTtftP95", "LlmServingGpuMemoryHeadroom",
+                                           "LlmServingKvTransferFailures"}
     for a in alerts:
         promql_parser.parse(a["expr"])
 
