@@ -17,6 +17,7 @@ import upstream_prometheus_operator as prom_operator
 import upstream_sglang as sglang
 import upstream_vllm as vllm
 from conftest import k8s_objects, render_stack
+from engine_containers import engine_packages
 from netpol import Pod, allowed
 from test_pd import rendered as rendered_pd
 from test_topologies import rendered_pair
@@ -25,6 +26,7 @@ from components.monitoring import alert_rules
 from components.platform import manifest_urls
 from policy.workloads import containers, pod_templates
 from stacks.config import Gateway, Monitoring, Platform
+from tools import engine_metrics
 
 NS = "llm-serving-dev"  # Pulumi.dev.yaml, the base of every variant
 
@@ -201,7 +203,19 @@ def exposed_samples(metrics: dict[str, tuple[str, tuple[str, ...], str]]) -> dic
     return out
 
 
-EXPORTED = {**exposed_samples(vllm.METRICS), **exposed_samples(sglang.METRICS), **exposed_samples(dcgm.METRICS)}
+EXPORTED = {**exposed_samples({**vllm.METRICS, **vllm.HTTP_METRICS}), **exposed_samples(sglang.METRICS),
+            **exposed_samples(dcgm.METRICS)}
+
+
+@pytest.mark.parametrize("release", range(len(sglang.RELEASES)))
+def test_recorded_sglang_metrics_are_defined_in_the_installed_release(release):
+    # SGLang's own files, as `make test` installs them (requirements-engines.txt).
+    root = engine_packages() / f"sglang=={sglang.RELEASES[release]}"
+    assert engine_metrics.problems(sglang.METRICS, (), root, release) == []
+    bogus = {"sglang:http_requests_5xx": ("counter", (), sglang.METRICS["sglang:token_usage"][2])}
+    assert engine_metrics.problems(bogus, ("sglang:token_usage",), root, release) == [
+        f"sglang:http_requests_5xx: no counter named so in {sglang.METRICS['sglang:token_usage'][2]} (found None)",
+        f"sglang:token_usage: still defined in {sglang.METRICS['sglang:token_usage'][2]}"]
 
 
 def selectors(expr: str) -> list[promql_parser.VectorSelector]:

@@ -1,6 +1,7 @@
 """What the pinned SGLang releases export on /metrics (with --enable-metrics, which engines.py
 passes), read from their source (PyPI wheels sglang==0.5.17 and sglang==0.5.23). Re-check this
-module when bumping SGLang: `python tools/engine_metrics.py sglang <unpacked wheel or checkout>`."""
+module when bumping SGLang: `python tools/engine_metrics.py sglang <dir> [release index]`;
+tests/test_network_monitoring.py runs that check on the wheels `make test` installs."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What the pinned vLLM releases export on /metrics, read from their source (the PyPI wheels
 vllm==0.26.0 and vllm==0.33.0; the stacks run vllm/vllm-openai:v0.26.0-cu129). Re-check this
-module when bumping vLLM: `python tools/engine_metrics.py vllm <unpacked wheel or checkout>`.
+module when bumping vLLM: `python tools/engine_metrics.py vllm <unpacked wheel or checkout> [0|1]`.
 
 Each metric the alerts use: its prometheus_client kind and label names, and the file defining it,
 identical in both releases. tests/test_network_monitoring.py builds them with prometheus_client
@@ -24,12 +24,14 @@ METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
     # "recompute" a failed transfer is recomputed locally and the request still answers 200.
     "vllm:nixl_num_failed_transfers": ("counter", ("model_name", "engine"),
                                        "vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py"),
-    # vllm/entrypoints/serve/instrumentator/metrics.py: Instrumentator(...).add() with the default
-    # metrics of prometheus-fastapi-instrumentator (vLLM requires >=8.0.0; read at 8.1.0,
-    # metrics.py default(): Counter "http_requests_total" labels handler, status, method;
-    # instrumentation.py should_group_status_codes=True: status is "2xx", "5xx", ...).
-    "http_requests_total": ("counter", ("handler", "status", "method"),
-                            "vllm/entrypoints/serve/instrumentator/metrics.py"),
+}
+
+# vllm/entrypoints/serve/instrumentator/metrics.py attach_router: Instrumentator(excluded_handlers=
+# ["/metrics", "/health", ...]).add() puts the default metrics of prometheus-fastapi-instrumentator
+# on the same /metrics. vLLM requires >=8.0.0 (wheel METADATA); read at 8.1.0, metrics.py default():
+# Counter "http_requests_total" with labels handler, status, method.
+HTTP_METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "http_requests_total": ("counter", ("handler", "status", "method"), "prometheus_fastapi_instrumentator/metrics.py"),
 }
 
 # Grouped status codes of http_requests_total (prometheus-fastapi-instrumentator 8.1.0,
