@@ -527,7 +527,8 @@ class Operations(Model):
 
 
 class NetworkPolicy(Model):
-    enabled: bool = Field(True, description="Deny ingress by default; open engine ports to the gateway namespace and "
+    enabled: bool = Field(True, description="Deny ingress by default; open the engines' serving ports to the gateway's "
+                          "Envoy proxies and AIBrix plugin, their metrics ports to Prometheus and the plugin, both to "
                           "this stack's pods, and KV transfer within a P/D roleset only.")
 
 
