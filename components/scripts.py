@@ -11,6 +11,7 @@ from components.base import Component, metadata
 
 SCRIPTS_DIR = Path(__file__).parent / "scripts"
 SCRIPT_FILES = ("drain.py", "load_test.py", "mirror_images.sh", "model_files.py", "model_gate.py", "openai_client.py",
+                "pd_proxy.py", "route_evidence.py",
                 "smoke.py", "sync_model.sh", "verify_model.py", "warmup.py")
 
 

@@ -122,15 +122,15 @@ def test_smoke_passes_on_a_correct_engine_in_order(capsys):
     assert code == 0
     assert paths == ["/v1/models", "/v1/chat/completions", "/v1/chat/completions", "/v1/chat/completions"]
     assert exact["temperature"] == 0 and exact["chat_template_kwargs"] == {"thinking": False}
-    assert "smoke 4/4 tool-call: ok" in capsys.readouterr().out
+    assert "smoke 4/5 tool-call: ok" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("engine_kwargs,message", [
-    ({"model": "other"}, "smoke 1/4 models: FAILED: /v1/models lists ['other']"),
-    ({"answer": "Hello! 你好"}, "smoke 2/4 deterministic: FAILED: temperature 0, thinking off: expected '你好', got 'Hello! 你好'"),
-    ({"reasoning": False}, "smoke 3/4 reasoning: FAILED: thinking on: no separate reasoning field"),
-    ({"tool_calls": False}, "smoke 4/4 tool-call: FAILED: no structured get_weather tool call"),
-    ({"fail_status": 503}, "smoke 2/4 deterministic: FAILED:"),
+    ({"model": "other"}, "smoke 1/5 models: FAILED: /v1/models lists ['other']"),
+    ({"answer": "Hello! 你好"}, "smoke 2/5 deterministic: FAILED: temperature 0, thinking off: expected '你好', got 'Hello! 你好'"),
+    ({"reasoning": False}, "smoke 3/5 reasoning: FAILED: thinking on: no separate reasoning field"),
+    ({"tool_calls": False}, "smoke 4/5 tool-call: FAILED: no structured get_weather tool call"),
+    ({"fail_status": 503}, "smoke 2/5 deterministic: FAILED:"),
 ])
 def test_smoke_fails_loudly_on_the_first_broken_check(capsys, engine_kwargs, message):
     with FakeEngine(**engine_kwargs) as engine:
@@ -146,7 +146,7 @@ def test_warmup_sends_every_shape_at_every_level_with_its_own_request_ids():
                             "--input-tokens", "16,64", "--request-id-prefix", "warmup-t"])
         posts = [(h, b) for p, h, b in engine.requests if p == "/v1/chat/completions"]
     assert code == 0
-    assert len(posts) == (1 + 3) * 2 * 3
+    assert len(posts) == 1 + (1 + 3) * 2 * 3   # the readiness request, then the grid
     ids = [h.get("X-Request-Id") for h, _ in posts]
     assert all(i.startswith("warmup-t-") for i in ids) and len(set(ids)) == len(ids)
     assert sum(1 for _, b in posts if b.get("tools")) == 8
@@ -158,7 +158,7 @@ def test_warmup_fails_with_the_request_that_failed(capsys):
         code = warmup.main(["--endpoint", f"{engine.base}/v1", "--model", "m", "--concurrency", "1",
                             "--input-tokens", "16", "--request-id-prefix", "warmup-t"])
     assert code == 1
-    assert "warm-up request warmup-t-c1-16-chat-0 failed" in capsys.readouterr().err
+    assert "warm-up request warmup-t-ready failed" in capsys.readouterr().err
 
 
 def fake_vllm(tmp_path: Path) -> Path:

@@ -1,5 +1,9 @@
-"""Smoke test of one served model, in the order of field report 12.3; the first failure ends it
-with exit status 1 and says what was wrong."""
+"""Smoke test of one served model, the way users reach it (through the gateway when the stack has
+one), in the order of field report 12.3, then the route evidence of its topology (11.3,
+route_evidence.py). Until --wait-seconds have passed, answers that only mean "not serving yet"
+(refused connection, 502-504, the gateway's "no pods for this model") are retried: a rollout's
+Ready can come before the endpoint serves. The first real failure ends it with exit status 1 and
+says what was wrong."""
 
 from __future__ import annotations
 
@@ -7,35 +11,42 @@ import argparse
 import json
 import os
 import sys
+import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from openai_client import RequestFailed, call  # noqa: E402
+from route_evidence import ROUTES, Expect, prove  # noqa: E402
 
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather of a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 
 
-def chat(endpoint: str, model: str, content: str, max_tokens: int, thinking: bool, rid: str, **extra) -> dict:
+def chat(endpoint: str, model: str, content: str, max_tokens: int, thinking: bool, rid: str,
+         wait_until: float | None = None, **extra) -> dict:
     body = {"model": model, "messages": [{"role": "user", "content": content}], "temperature": 0,
             "max_tokens": max_tokens, "chat_template_kwargs": {"thinking": thinking}, **extra}
-    answer = call(f"{endpoint}/chat/completions", body, request_id=rid)
+    answer = call(f"{endpoint}/chat/completions", body, request_id=rid, wait_until=wait_until)
     choices = answer.get("choices") or []
     if not choices:
         raise RequestFailed(f"no choices in the answer: {json.dumps(answer)[:300]}")
     return choices[0].get("message") or {}
 
 
-def checks(endpoint: str, model: str, prompt: str, expected: str, max_tokens: int, prefix: str):
+def checks(endpoint: str, model: str, prompt: str, expected: str, max_tokens: int, prefix: str,
+           expect: Expect, wait_until: float | None = None):
     def models():
-        ids = [m.get("id") for m in call(f"{endpoint}/models", request_id=f"{prefix}-models").get("data") or []]
+        answer = call(f"{endpoint}/models", request_id=f"{prefix}-models", wait_until=wait_until)
+        ids = [m.get("id") for m in answer.get("data") or []]
         if model not in ids:
             raise RequestFailed(f"/v1/models lists {ids}, not {model!r}")
         return f"/v1/models lists {model}"
 
     def deterministic():
-        text = (chat(endpoint, model, prompt, max_tokens, False, f"{prefix}-exact").get("content") or "").strip()
+        # Still waiting: the model list can come from AIBrix's metadata service before an engine serves.
+        message = chat(endpoint, model, prompt, max_tokens, False, f"{prefix}-exact", wait_until)
+        text = (message.get("content") or "").strip()
         if text != expected:
             raise RequestFailed(f"temperature 0, thinking off: expected {expected!r}, got {text!r}")
         return f"deterministic answer {text!r}"
@@ -61,7 +72,11 @@ def checks(endpoint: str, model: str, prompt: str, expected: str, max_tokens: in
             raise RequestFailed(f"tool call arguments are not JSON: {calls[0]['function'].get('arguments')!r}") from None
         return "structured tool call get_weather"
 
-    return [("models", models), ("deterministic", deterministic), ("reasoning", reasoning), ("tool-call", tool_call)]
+    def route():
+        return prove(endpoint, model, expect)
+
+    return [("models", models), ("deterministic", deterministic), ("reasoning", reasoning), ("tool-call", tool_call),
+            ("route", route)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,13 +86,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompt", required=True)
     p.add_argument("--expected", required=True)
     p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--wait-seconds", type=float, default=0, help="how long the endpoint may take to start serving")
+    p.add_argument("--route", choices=ROUTES, default="service", help="the route the topology promises")
+    p.add_argument("--prefill-pod-prefix", default="")
+    p.add_argument("--decode-pod-prefix", default="")
+    p.add_argument("--prefill-port", type=int, default=8000, help="prefill /metrics port on its pod")
+    p.add_argument("--decode-port", type=int, default=8000, help="decode /metrics port on its pod")
+    p.add_argument("--probe-words", type=int, default=512, help="prompt length of the P/D probes")
+    p.add_argument("--settle-seconds", type=float, default=15, help="how long transfer counters may take to show")
     a = p.parse_args(argv)
+    expect = Expect(route=a.route, prefill_pod_prefix=a.prefill_pod_prefix, decode_pod_prefix=a.decode_pod_prefix,
+                    prefill_port=a.prefill_port, decode_port=a.decode_port, probe_words=a.probe_words,
+                    settle_seconds=a.settle_seconds)
     prefix = f"smoke-{uuid.uuid4().hex[:8]}"
-    for number, (name, check) in enumerate(checks(a.endpoint, a.model, a.prompt, a.expected, a.max_tokens, prefix), 1):
+    wait_until = time.monotonic() + a.wait_seconds
+    steps = checks(a.endpoint, a.model, a.prompt, a.expected, a.max_tokens, prefix, expect, wait_until)
+    for number, (name, check) in enumerate(steps, 1):
         try:
-            print(f"smoke {number}/4 {name}: ok, {check()}")
+            print(f"smoke {number}/{len(steps)} {name}: ok, {check()}", flush=True)
         except RequestFailed as err:
-            print(f"smoke {number}/4 {name}: FAILED: {err}", file=sys.stderr)
+            print(f"smoke {number}/{len(steps)} {name}: FAILED: {err}", file=sys.stderr)
             return 1
     print(f"smoke test of {a.model} passed (request ids {prefix}-*)")
     return 0

@@ -1,7 +1,9 @@
 """Warm an engine for real traffic: every target concurrency x every input length (common and
 near-maximum) x chat, reasoning and tool-call shapes. JIT fired under the first real load after
 "startup complete" and drove p95 TTFT to 33 s (field report 8.2). Request ids carry a prefix of
-their own so load-test statistics can exclude them. Any failed request fails the Job."""
+their own so load-test statistics can exclude them. A first request waits up to --wait-seconds for
+the endpoint to serve (openai_client: refused connections, 502-504 and the gateway's "no pods yet"
+are retried), since Ready can come before it does; after it, any failed request fails the Job."""
 
 from __future__ import annotations
 
@@ -38,9 +40,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output-tokens", type=int, default=32)
     p.add_argument("--shapes", default="chat,reasoning,tool")
     p.add_argument("--request-id-prefix", required=True)
+    p.add_argument("--wait-seconds", type=float, default=0, help="how long the endpoint may take to start serving")
     a = p.parse_args(argv)
     url = f"{a.endpoint}/chat/completions"
-    total = 0
+    rid = f"{a.request_id_prefix}-ready"
+    try:
+        call(url, body(a.model, "chat", 8, 1), rid, wait_until=time.monotonic() + a.wait_seconds)
+    except RequestFailed as err:
+        print(f"warm-up request {rid} failed: {err}", file=sys.stderr)
+        return 1
+    total = 1
     for level in [int(x) for x in a.concurrency.split(",")]:
         for tokens in [int(x) for x in a.input_tokens.split(",")]:
             for shape in a.shapes.split(","):
