@@ -422,6 +422,9 @@ class Gateway(Model):
     enabled: bool = Field(True, description="Create the Services' HTTPRoutes and the ReferenceGrant.")
     namespace: DnsLabel = Field("aibrix-system", description="Namespace of the Gateway and of the HTTPRoutes.")
     name: DnsLabel = Field("aibrix-eg", description="The Gateway the routes attach to.")
+    proxy_namespace: DnsLabel = Field(
+        "envoy-gateway-system", description="Namespace where Envoy Gateway runs this Gateway's proxy pods (v1.2.8, "
+        "which AIBrix v0.7.0 installs, runs them in its own namespace); the engines accept requests from them.")
     external_endpoint: url_text(r"^https?://[^\s/]+$", "an http(s)://host[:port] base URL without a path") | None = Field(
         None, description="Stable external base URL of the gateway (a DNS name, never a Pod IP); exported with /v1.")
     request_timeout_seconds: int = Field(120, ge=1, le=3600, description="HTTPRoute request timeout in seconds (AIBrix default 120).")
@@ -435,9 +438,6 @@ class Platform(Model):
     cluster-wide); every stack exports the versions it was built for."""
 
     install: bool = Field(False, description="Install AIBrix (with its KubeRay and Envoy Gateway) and RBG from this stack.")
-    proxy_namespace: DnsLabel = Field(
-        "envoy-gateway-system", description="Namespace where Envoy Gateway runs this Gateway's proxy pods (v1.2.8, "
-        "which AIBrix v0.7.0 installs, runs them in its own namespace); the engines accept requests from them.")
     aibrix_version: text(r"^v[0-9]+\.[0-9]+\.[0-9]+$", "a release tag such as 'v0.7.0'") = Field(
         "v0.7.0", description="AIBrix release; its dependency bundle brings KubeRay v1.2.1 and Envoy Gateway v1.2.8.")
     rbg_version: text(r"^v[0-9]+\.[0-9]+\.[0-9]+$", "a release tag such as 'v0.7.0'") = Field(
@@ -497,6 +497,9 @@ class Monitoring(Model):
 
     enabled: bool = Field(True, description="Create the PodMonitor and the PrometheusRule.")
     labels: dict[NonEmpty, NonEmpty] = Field(default_factory=dict, description="Labels the Prometheus selects monitors and rules by.")
+    prometheus_namespace: DnsLabel = Field(
+        "monitoring", description="Namespace of the Prometheus (Prometheus Operator) that scrapes the engines; the "
+        "engines' metrics ports accept its scrapes.")
     max_failure_ratio: float = Field(0.01, gt=0, lt=1, description="Alert when this share of requests fail (5xx) over 10 min.")
     max_queue_length: int = Field(32, ge=1, description="Alert when this many requests wait in an engine queue for 5 min.")
     max_kv_cache_usage: float = Field(0.95, gt=0, le=1, description="Alert when KV-cache usage stays above this for 10 min.")
@@ -510,9 +513,6 @@ class OpenWebUi(Model):
 
     enabled: bool = Field(False, description="Deploy OpenWebUI in this stack.")
     image: ImageRef | None = Field(None, description="OpenWebUI image pinned by digest (required when enabled).")
-    prometheus_namespace: DnsLabel = Field(
-        "monitoring", description="Namespace of the Prometheus (Prometheus Operator) that scrapes the engines; the "
-        "engines' metrics ports accept its scrapes.")
     storage_gib: int = Field(10, ge=1, description="Size of its data claim (users, chats, admin settings).")
     storage_class: str | None = Field(None, description="StorageClass of the data claim; unset uses the cluster default.")
 
