@@ -47,6 +47,7 @@ from components.engines import (
 from components.gateway import RouteBackend, service_name
 from components.pod_template import (
     ENGINE_SCANNER_EXCEPTIONS,
+    SCRIPTS_MOUNT,
     EngineContainer,
     container_security,
     engine_pod_template,
@@ -205,15 +206,23 @@ def same_pod_template(base: CombinedEngineArgs) -> dict:
                  "VLLM_NIXL_SIDE_CHANNEL_HOST": "127.0.0.1", "VLLM_NIXL_SIDE_CHANNEL_PORT": str(side_channel),
                  "PYTHONHASHSEED": PYTHONHASHSEED},
             port=port, gpus=tp, api_key_env=API_KEY_ENV["vllm"]))
+    # Our proxy from the scripts ConfigMap, not the image's disagg_proxy_multiturn.py, which sends
+    # the engines no key (401), serves neither /v1/models nor /metrics (smoke and load test: 404)
+    # and drops reasoning and tool calls from non-streaming answers (9.5): scripts/pd_proxy.py. The
+    # engines keep their key; the proxy asks clients for the same one and passes it on.
     proxy = {
         "name": "proxy",
         "image": base.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["python3", sp.proxy_script],
+        "command": ["python3", f"{SCRIPTS_MOUNT}/pd_proxy.py"],
         "args": ["--host", "0.0.0.0", "--port", str(sp.proxy_port),
-                 "--prefiller-host", "127.0.0.1", "--prefiller-port", str(sp.prefill_port),
-                 "--decoder-host", "127.0.0.1", "--decoder-port", str(sp.decode_port)],
+                 "--prefill-host", "127.0.0.1", "--prefill-port", str(sp.prefill_port),
+                 "--decode-host", "127.0.0.1", "--decode-port", str(sp.decode_port),
+                 "--timeout", str(base.drain_timeout_seconds)],
+        "env": [{"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": base.api_key_secret, "key": "api-key"}}},
+                {"name": "PYTHONUNBUFFERED", "value": "1"}],
         "ports": [{"name": "proxy", "containerPort": sp.proxy_port, "protocol": "TCP"}],
+        "volumeMounts": [{"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True}],
         "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}},
         "startupProbe": tcp_probe("proxy", startup_failure_threshold(startup_budget_seconds(m))),
         "readinessProbe": tcp_probe("proxy", 3),
@@ -240,5 +249,6 @@ class SamePodPdEngine(Component):
         self.route_backend = RouteBackend(
             served_model_name=m.served_model_name, service_name=m.name, selector=served_model_selector(m),
             port=m.same_pod.proxy_port, target_port="proxy",
-            service_labels={**aibrix_labels(m), "model.aibrix.ai/port": str(m.same_pod.proxy_port)})
+            service_labels={**aibrix_labels(m), "model.aibrix.ai/port": str(m.same_pod.proxy_port)},
+            timeouts=rollout_timeouts(m))
         self.register_outputs({})

@@ -1,7 +1,11 @@
 """Day-2 operations per served model, run by `pulumi up` after its workloads are ready: the smoke
-test (correctness, field report 12.3), then the warm-up (JIT before traffic, 8.2), then optionally
-the load test (8.4, 11.4); plus a PodDisruptionBudget. The Jobs are CPU-only, reach the model
-through its stable Service, and are named after what they test, so a rollout brings new ones."""
+test (correctness, field report 12.3, and the route's evidence, 11.3), then the warm-up (JIT before
+traffic, 8.2), then optionally the load test (8.4, 11.4); plus a PodDisruptionBudget. The Jobs are
+CPU-only and named after what they test, so a rollout brings new ones. Smoke and warm-up go through
+the gateway when the stack has one, the way users reach the model (the model's Service selects
+prefill and decode pods alike, each answering on its own); the load test stays on the Service,
+where its idle check reads /metrics. Both wait for the endpoint up to the rollout's own deadline:
+a workload's Ready can come before the new revision serves."""
 
 from __future__ import annotations
 
@@ -13,9 +17,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, job_metadata, labels, metadata
-from components.combined import served_model_selector
-from components.engines import max_model_len, tokenizer_mode
-from components.ops_commands import load_test_plan, smoke_args, warmup_args
+from components.combined import rollout_timeouts, served_model_selector
+from components.engines import ENGINE_PORT, max_model_len, tokenizer_mode
+from components.ops_commands import SmokeRoute, load_test_plan, smoke_args, warmup_args
 from components.pod_template import SCRIPTS_MOUNT, container_security, cpu_job_pod
 from stacks.config import GpuPool, Operations, ServedModel
 
@@ -41,6 +45,35 @@ class OperationsArgs:
     model_mount_path: str
     image_pull_secrets: tuple[str, ...] = ()
     results_claim: str | None = None
+    gateway_endpoint: str | None = None   # the gateway's in-cluster /v1 URL; None: the stack has no gateway
+
+
+# KubeRay v1.2.1 utils.PodGenerateName: a head pod is named <RayCluster name, cut to 50>-head-<5>,
+# and AIBrix v0.7.0 names a fleet's RayClusters <fleet>-<random>-<random> (GenerateName).
+RAY_POD_PREFIX_MAX = 50
+
+
+def smoke_route(m: ServedModel, via_gateway: bool) -> SmokeRoute:
+    """What the topology's route must show: the gateway's pick, a prefill/decode pair, and KV that
+    moved (route_evidence.py)."""
+    if not via_gateway:
+        return SmokeRoute()
+    if m.topology == "pd-same-pod":
+        sp = m.same_pod
+        return SmokeRoute("same-pod", prefill_port=sp.prefill_port, decode_port=sp.decode_port)
+    if m.topology in ("pd", "hybrid"):
+        # Hybrid: the probe must be longer than the P/D bucket's shortest prompt, in tokens and in
+        # the gateway tokenizer's count (one short word is one token and several characters).
+        words = max(512, m.pd.prompt_len_bucket_min_length * 5 // 4) if m.topology == "hybrid" else 512
+        port = ENGINE_PORT["vllm"]
+        return SmokeRoute(m.topology, f"{m.name}-prefill-"[:RAY_POD_PREFIX_MAX], f"{m.name}-decode-"[:RAY_POD_PREFIX_MAX],
+                          port, port, words)
+    return SmokeRoute("combined")
+
+
+def endpoint_wait_seconds(m: ServedModel) -> int:
+    """Pulumi's own bound on the rollout (every wave a cold start)."""
+    return int(str(rollout_timeouts(m).update).removesuffix("s"))
 
 
 def rollout_key(*parts: object) -> str:
@@ -81,14 +114,18 @@ class ModelOperations(Component):
         m, ops, ns = args.model, args.operations, args.namespace
         self.job_names = {}
         previous: list[pulumi.Resource] = []
+        user_endpoint = args.gateway_endpoint or args.endpoint
+        wait = endpoint_wait_seconds(m)
         if ops.smoke.enabled:
-            previous = [self._job("smoke", args, args.python_image, smoke_args(args.endpoint, m.served_model_name, ops.smoke),
-                                  "500m", "256Mi", deadline=900, backoff=0, after=previous)]
+            command = smoke_args(user_endpoint, m.served_model_name, ops.smoke, smoke_route(m, bool(args.gateway_endpoint)),
+                                 wait, max_model_len(m))
+            previous = [self._job("smoke", args, args.python_image, command, "500m", "256Mi",
+                                  deadline=wait + 900, backoff=0, after=previous)]
         if ops.warmup.enabled:
             prefix = f"warmup-{m.name}-{args.revision_key}"
-            command = warmup_args(args.endpoint, m.served_model_name, ops.warmup, max_model_len(m), prefix)
+            command = warmup_args(user_endpoint, m.served_model_name, ops.warmup, max_model_len(m), prefix, wait)
             previous = [self._job("warmup", args, args.python_image, command, "2", "2Gi",
-                                  deadline=ops.warmup.timeout_seconds, backoff=1, after=previous)]
+                                  deadline=wait + ops.warmup.timeout_seconds, backoff=1, after=previous)]
         if ops.load_test.enabled:
             assert args.results_claim is not None
             model_path = f"{args.model_mount_path}/{m.directory}"

@@ -1,10 +1,12 @@
 """Command lines of the day-2 Jobs, as pure functions that refuse what the field report warns about:
 a Pod IP as endpoint (10), warm-ups below the concurrency (8.2), a smoke test without an expected
-answer (12.3)."""
+answer (12.3), a P/D probe that would not reach the P/D bucket (11.5)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from stacks.config import LoadScenario, Smoke, Warmup
@@ -30,7 +32,32 @@ def checked_endpoint(endpoint: str) -> str:
     return endpoint.rstrip("/")
 
 
-def warmup_args(endpoint: str, served_model_name: str, warmup: Warmup, max_model_len: int, request_id_prefix: str) -> list[str]:
+def gateway_endpoint(gateway_namespace: str, gateway_name: str, proxy_namespace: str) -> str:
+    """The in-cluster /v1 URL of the Envoy proxy serving our Gateway, the way users reach models:
+    Envoy Gateway v1.2.8 (what AIBrix v0.7.0 installs) names its Service
+    envoy-<ns>-<name>-<sha256("<ns>/<name>")[:8]> (internal/utils/misc.go GetHashedName, at most 48
+    characters before the hash), listening on the Gateway's port 80 (tests/upstream_ops.py)."""
+    ns_name = f"{gateway_namespace}/{gateway_name}"
+    readable = ns_name.replace("/", "-")
+    if len(readable) > 48:
+        readable = readable[:48].rstrip("-")
+    service = f"envoy-{readable}-{hashlib.sha256(ns_name.encode()).hexdigest()[:8]}"
+    return f"http://{service}.{proxy_namespace}.svc.cluster.local/v1"
+
+
+@dataclass(frozen=True)
+class SmokeRoute:
+    """What the smoke Job must see of the topology's route (components/scripts/route_evidence.py)."""
+    route: str = "service"            # service | combined | pd | hybrid | same-pod
+    prefill_pod_prefix: str = ""
+    decode_pod_prefix: str = ""
+    prefill_port: int = 8000
+    decode_port: int = 8000
+    probe_words: int = 512
+
+
+def warmup_args(endpoint: str, served_model_name: str, warmup: Warmup, max_model_len: int, request_id_prefix: str,
+                wait_seconds: int = 0) -> list[str]:
     """Every target concurrency x every common input length plus a near-maximum one, in chat,
     reasoning and tool-call shapes (field report 8.2)."""
     near_max = int(max_model_len * warmup.near_max_input_fraction)
@@ -43,17 +70,24 @@ def warmup_args(endpoint: str, served_model_name: str, warmup: Warmup, max_model
             "--input-tokens", ",".join(str(n) for n in lengths),
             "--output-tokens", str(warmup.output_tokens),
             "--shapes", "chat,reasoning,tool",
-            "--request-id-prefix", request_id_prefix]
+            "--request-id-prefix", request_id_prefix, "--wait-seconds", str(wait_seconds)]
 
 
-def smoke_args(endpoint: str, served_model_name: str, smoke: Smoke) -> list[str]:
+def smoke_args(endpoint: str, served_model_name: str, smoke: Smoke, route: SmokeRoute = SmokeRoute(),
+               wait_seconds: int = 0, max_model_len: int | None = None) -> list[str]:
     """The four checks of field report 12.3, in order: model list, exact deterministic answer,
-    separate reasoning, structured tool call."""
+    separate reasoning, structured tool call; then the route's evidence (11.3)."""
     if not smoke.expected_text.strip():
         raise OpsConfigError("the smoke test needs the exact expected answer (operations.smoke.expectedText)")
+    if max_model_len is not None and route.probe_words + 64 > max_model_len:
+        raise OpsConfigError(f"the P/D probe of {route.probe_words} words does not fit maxModelLen {max_model_len}")
     return ["python3", f"{SCRIPTS}/smoke.py",
             "--endpoint", checked_endpoint(endpoint), "--model", served_model_name,
-            "--prompt", smoke.prompt, "--expected", smoke.expected_text, "--max-tokens", str(smoke.max_tokens)]
+            "--prompt", smoke.prompt, "--expected", smoke.expected_text, "--max-tokens", str(smoke.max_tokens),
+            "--wait-seconds", str(wait_seconds), "--route", route.route,
+            "--prefill-pod-prefix", route.prefill_pod_prefix, "--decode-pod-prefix", route.decode_pod_prefix,
+            "--prefill-port", str(route.prefill_port), "--decode-port", str(route.decode_port),
+            "--probe-words", str(route.probe_words)]
 
 
 def bench_round_args(endpoint: str, served_model_name: str, model_path: str, tokenizer_mode: str,

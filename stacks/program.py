@@ -24,6 +24,7 @@ from components.monitoring import EngineMonitoring, MonitoringArgs
 from components.network import NetworkArgs, NetworkPolicies
 from components.openwebui import OpenWebUiApp, OpenWebUiArgs
 from components.operations import BenchResults, ModelOperations, OperationsArgs, rollout_key
+from components.ops_commands import gateway_endpoint
 from components.platform import ClusterPrerequisites, required_versions
 from components.providers import make_providers
 from components.scripts import ModelScripts
@@ -127,7 +128,9 @@ def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list
             gpu_pool=cfg.gpu_pool, python_image=refs["modelVerify"], bench_image=refs["vllm"], revision_key=key,
             api_key_secret=secrets.api_key_secret_name, scripts_config_map=scripts.config_map_name,
             model_claim_name=volume.serving_claim_name, model_mount_path=cfg.model_volume.mount_path,
-            image_pull_secrets=tuple(images.pull_secrets), results_claim=results.claim_name if results else None),
+            image_pull_secrets=tuple(images.pull_secrets), results_claim=results.claim_name if results else None,
+            gateway_endpoint=gateway_endpoint(cfg.gateway.namespace, cfg.gateway.name, cfg.gateway.proxy_namespace)
+            if cfg.gateway.enabled else None),
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
                 depends_on=[*ready, routes, *([results] if results else [])])))
     if ops.monitoring.enabled:

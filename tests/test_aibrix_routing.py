@@ -199,13 +199,7 @@ def test_a_stormservice_is_ready_when_its_roleset_is_updated_and_ready():
     assert not pk.ready(wait, status("False", 1))
 
 
-# SamePodPdEngine (components/disaggregated.py) is another engineer's: its RouteBackend needs
-# timeouts=rollout_timeouts(m) like the others; strict, so this flips to a failure once it has them.
-SAME_POD_PENDING = pytest.param("pd-same-pod:deployment:1", marks=pytest.mark.xfail(
-    strict=True, reason="SamePodPdEngine's RouteBackend carries no timeouts yet"))
-
-
-@pytest.mark.parametrize("name", [v if v != "pd-same-pod:deployment:1" else SAME_POD_PENDING for v in VARIANTS])
+@pytest.mark.parametrize("name", VARIANTS)
 def test_services_wait_as_long_as_their_pods_cold_start(name):
     r = variant(name)
     for res in r.resources:

@@ -320,7 +320,8 @@ def test_scripts_config_map_ships_the_tested_scripts_verbatim():
     r = record("test", lambda: ModelScripts("scripts", "ns") and {})
     (cm,) = by_type(r, "kubernetes:core/v1:ConfigMap")
     assert set(cm.inputs["data"]) == {"drain.py", "load_test.py", "mirror_images.sh", "model_files.py", "model_gate.py",
-                                      "openai_client.py", "smoke.py", "sync_model.sh", "verify_model.py", "warmup.py"}
+                                      "openai_client.py", "pd_proxy.py", "route_evidence.py", "smoke.py", "sync_model.sh",
+                                      "verify_model.py", "warmup.py"}
     for name, text in cm.inputs["data"].items():
         assert text == (SCRIPTS_DIR / name).read_text()
 

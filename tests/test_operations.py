@@ -13,6 +13,7 @@ from pathlib import Path
 
 import promql_parser
 import pytest
+import upstream_ops as up
 from conftest import k8s_objects, render_stack, shared_dir, stack_resources
 from crd_schemas import crd_index, validate_custom_resource
 from fake_openai import FakeEngine
@@ -207,16 +208,25 @@ def jobs(stack: str) -> dict[str, dict]:
     return {o["metadata"]["name"].rsplit("-", 1)[0]: o for o in k8s_objects(render_stack(stack)) if o["kind"] == "Job"}
 
 
-def test_smoke_then_warmup_run_after_the_rollout_through_the_service():
+def test_smoke_then_warmup_run_after_the_rollout_through_the_gateway():
     r = render_stack("dev")
     by_name = {x.name: x for x in r.resources}
     smoke_job = by_name["ops-deepseek-v4-flash-smoke"]
     warm_job = by_name["ops-deepseek-v4-flash-warmup"]
+    deployment = by_name["deepseek-v4-flash-deployment"]
     assert "kubernetes:apps/v1:Deployment::deepseek-v4-flash-deployment" in smoke_job.options["dependsOn"]
     assert "kubernetes:batch/v1:Job::ops-deepseek-v4-flash-smoke" in warm_job.options["dependsOn"]
+    # The Envoy proxy Service AIBrix v0.7.0's own scripts reach the default Gateway by (upstream_ops.py).
+    gateway = f"http://{up.ENVOY_GATEWAY_SERVICE_AIBRIX_DEFAULT}.envoy-gateway-system.svc.cluster.local/v1"
+    rollout = int(deployment.options["customTimeouts"]["update"].removesuffix("s"))
+    for job in (smoke_job, warm_job):
+        spec = job.inputs["spec"]
+        args = spec["template"]["spec"]["containers"][0]["args"]
+        assert args[args.index("--endpoint") + 1] == gateway
+        # Waits for the endpoint as long as Pulumi waits for the rollout, and has the time to.
+        assert args[args.index("--wait-seconds") + 1] == str(rollout) and spec["activeDeadlineSeconds"] > rollout
     args = smoke_job.inputs["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[args.index("--endpoint") + 1] == ENDPOINT
-    assert args[args.index("--expected") + 1] == "你好"
+    assert args[args.index("--expected") + 1] == "你好" and args[args.index("--route") + 1] == "combined"
 
 
 def test_load_test_job_saves_results_on_a_kept_claim():
