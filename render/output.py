@@ -199,11 +199,46 @@ TOPOLOGY_NOTES = {
     "pd": "P/D on two RayClusterFleets. Compare at a fixed GPU total: the field report (11.4) measured P/D "
           "48.9-73.0% lower in output tokens/s/GPU than combined; its value is tail latency on long prompts.",
     "pd-same-pod": "Same-pod 4P+4D is for functional validation only: field report 9.4 measured 3.7-12.1% of "
-                   "the TP=8 output throughput. Known proxy limit (9.5): non-streaming responses lose the "
-                   "reasoning content; streaming forwards it.",
+                   "the TP=8 output throughput. The proxy is ours (components/scripts/pd_proxy.py), not the "
+                   "image's: it passes the API key on, serves /v1/models and /metrics, and returns the decode's "
+                   "answer unchanged, so non-streaming responses keep the reasoning content (9.5).",
     "hybrid": "Hybrid routing needs the AIBrix gateway plugin to run with AIBRIX_PROMPT_LENGTH_BUCKETING=true "
               "(gatewayPlugin.container.envs in the AIBrix chart); this stack does not manage the gateway plugin.",
 }
+
+
+# What the smoke Job proves for each topology, through the gateway the way users reach the model
+# (components/scripts/smoke.py and route_evidence.py; field report 11.3, 12.3).
+SMOKE_PROVES = {
+    "combined": "/v1/models, a deterministic chat answer, streaming and the parsers, through the gateway; the "
+                "gateway's plugin picked the pod (routing-strategy and target-pod headers).",
+    "pd": "the combined checks, and that the gateway chose a prefill/decode pair (prefill-target-pod and target-pod "
+          "in the two fleets), the decode's successful NIXL transfers grew and no transfer failed or expired "
+          "(a failed load is recomputed, which is not P/D).",
+    "pd-same-pod": "the combined checks through our proxy, and that the pod's decode engine counted new NIXL "
+                   "transfers with none failed.",
+    "hybrid": "the P/D checks for a prompt past the P/D bucket's minimum length, and that a short prompt lands on a "
+              "combined pod.",
+}
+
+
+def _network_section(rendered: Rendered) -> list[str]:
+    """Who may reach the engines, read from the rendered NetworkPolicies (not from the config)."""
+    lines: list[str] = []
+    for obj in kubernetes_objects(rendered):
+        if obj.get("kind") != "NetworkPolicy":
+            continue
+        for rule in (obj.get("spec") or {}).get("ingress") or []:
+            ports = ", ".join(str(p.get("port")) for p in rule.get("ports") or []) or "all ports"
+            for peer in rule.get("from") or []:
+                ns = ((peer.get("namespaceSelector") or {}).get("matchLabels") or {}).get("kubernetes.io/metadata.name")
+                pods = ", ".join(f"{k}={v}" for k, v in sorted(((peer.get("podSelector") or {}).get("matchLabels") or {}).items()))
+                where = f"namespace `{ns}`" if ns else "this namespace"
+                lines.append(f"| {obj['metadata']['name']} | {where} | {pods or 'any pod'} | {ports} |")
+    if not lines:
+        return ["", "## Network policies", "", "None rendered (networkPolicy.enabled is false): every pod may reach the engines."]
+    return (["", "## Network policies", "", "Everything else is denied by default. Ingress allowed:", "",
+             "| Policy | From | Pods | Ports |", "|---|---|---|---|"] + lines)
 
 
 def served_model_gpus(rendered: Rendered) -> list[dict[str, Any]]:
@@ -235,6 +270,10 @@ def _topology_section(rendered: Rendered) -> list[str]:
     notes = sorted({r["topology"] for r in rows} & set(TOPOLOGY_NOTES))
     if notes:
         lines += [""] + [f"- **{t}**: {TOPOLOGY_NOTES[t]}" for t in notes]
+    proofs = sorted({r["topology"] for r in rows} & set(SMOKE_PROVES))
+    if proofs and any(r.type == "kubernetes:batch/v1:Job" and r.name.endswith("-smoke") for r in rendered.resources):
+        lines += ["", "What the smoke Job proves after each rollout:", ""]
+        lines += [f"- **{t}**: {SMOKE_PROVES[t]}" for t in proofs]
     return lines
 
 
@@ -281,6 +320,7 @@ def plan_md(rendered: Rendered) -> str:
                 strategies.setdefault(served, set()).add(json.loads(config)["profiles"]["default"]["routingStrategy"])
     lines += ["", "Routing strategy per served model (AIBrix gateway; a client's `routing-strategy` header overrides): "
               + (", ".join(f"{m} `{'/'.join(sorted(v))}`" for m, v in sorted(strategies.items())) or "none")]
+    lines += _network_section(rendered)
     lines += ["", "## Resource options that matter on `pulumi up` and `pulumi destroy`", "",
               "| Resource | Protect | Retain on delete | Custom timeouts | Delete before replace |", "|---|---|---|---|---|"]
     for r in rendered.resources:

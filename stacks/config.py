@@ -305,7 +305,7 @@ class Sglang(Model):
     """SGLang server arguments; defaults are the validated H20 command of field report 12.1.
     SGLang spells the parsers differently from vLLM (deepseek-v4, deepseekv4): kept as SGLang spells them."""
 
-    tensor_parallel_size: int = Field(8, ge=1, le=16, description="--tp.")
+    tensor_parallel_size: int = Field(8, ge=1, le=16, description="--tensor-parallel-size (the declared alias of --tp-size).")
     moe_runner_backend: NonEmpty = Field("marlin", description="--moe-runner-backend; marlin is the MXFP4 path on Hopper/H20 (FlashInfer MXFP4 is for Blackwell).")
     speculative_algorithm: Literal["off", "DSPARK"] = Field("off", description="--speculative-algorithm; DSPARK uses the checkpoint's built-in DSpark head.")
     mem_fraction_static: float = Field(0.82, gt=0, le=0.95, description="--mem-fraction-static.")
@@ -314,7 +314,7 @@ class Sglang(Model):
     reasoning_parser: NonEmpty = Field("deepseek-v4", description="--reasoning-parser (SGLang spelling).")
     tool_call_parser: NonEmpty = Field("deepseekv4", description="--tool-call-parser (SGLang spelling).")
     max_running_requests: int | None = Field(None, ge=1, description="--max-running-requests; lower it with cudaGraphMaxBs to capture fewer graph shapes (section 12.2), re-benchmark after.")
-    cuda_graph_max_bs: int | None = Field(None, ge=1, description="--cuda-graph-max-bs.")
+    cuda_graph_max_bs: int | None = Field(None, ge=1, description="--cuda-graph-max-bs-decode (0.5.23 refuses the ambiguous --cuda-graph-max-bs).")
     context_length: int | None = Field(None, ge=1024, description="--context-length in tokens; unset keeps the checkpoint's.")
 
 
@@ -350,9 +350,6 @@ class SamePodPd(Model):
     prefill_side_channel_port: int = Field(5559, ge=1024, le=65535, description="Prefill VLLM_NIXL_SIDE_CHANNEL_PORT.")
     decode_side_channel_port: int = Field(5659, ge=1024, le=65535, description="Decode VLLM_NIXL_SIDE_CHANNEL_PORT.")
     enforce_eager: bool = Field(True, description="--enforce-eager on both engines, as validated in 9.2.")
-    proxy_script: text(r"^/[^\s]*$", "an absolute path") = Field(
-        "/vllm-workspace/examples/disaggregated/disaggregated_serving/disagg_proxy_multiturn.py",
-        description="The image's built-in P/D proxy (9.2).")
 
 
 # The routing strategies the AIBrix v0.7.0 gateway plugin registers (pkg/plugins/gateway/algorithms,

@@ -342,8 +342,21 @@ def _compile_cache(cfg: StackConfig) -> Iterator[Problem]:
         yield Problem("compileCache.claimName", None, "is required when compileCache.kind is 'existingClaim'")
 
 
+def _gateway(cfg: StackConfig) -> Iterator[Problem]:
+    """P/D exists only behind the AIBrix gateway: its plugin picks the prefill/decode pair and injects
+    the transfer parameters (field report 11.3, 11.5). Without the routes, clients reach prefill and
+    decode pods directly, each answering alone, and the smoke Job could prove nothing."""
+    if cfg.gateway.enabled:
+        return
+    for i, m in enumerate(cfg.models):
+        if m.topology in ("pd", "hybrid"):
+            yield Problem(f"models[{i}].topology", m.topology, "needs gateway.enabled: true; the AIBrix gateway is what "
+                          "pairs prefill and decode (field report 11.3), without it every pod answers on its own")
+
+
 RULES: list[Callable[[StackConfig], Iterator[Problem]]] = [
     _models, _dspark_pairs, _budget, _gpu_pool, _model_volume, _object_store, _compile_cache, _images, _operations,
+    _gateway,
 ]
 
 

@@ -234,10 +234,11 @@ def test_same_pod_splits_8_gpus_into_prefill_and_decode_with_a_proxy():
     assert svc["spec"]["ports"][0]["targetPort"] == "proxy"
 
 
-def test_plan_warns_that_same_pod_is_for_validation_and_loses_reasoning():
+def test_plan_warns_that_same_pod_is_for_validation_and_says_what_smoke_proves():
     plan = plan_md(rendered("pd-same-pod", "deployment", 8))
     assert "functional validation only" in plan and "3.7-12.1%" in plan
-    assert "non-streaming responses lose the reasoning content" in plan
+    assert "non-streaming responses keep the reasoning content" in plan
+    assert "- **pd-same-pod**: the combined checks through our proxy" in plan
 
 
 def test_same_pod_needs_two_engines_on_one_node():
@@ -303,3 +304,12 @@ def test_worker_pods_with_the_model_label_are_refused():
         "groupName": "w", "replicas": 1, "minReplicas": 0, "maxReplicas": 1, "rayStartParams": {},
         "template": {"metadata": {"labels": {"model.aibrix.ai/name": "DeepSeek-V4-Flash"}}, "spec": {"containers": []}}}]
     assert any("Ray worker pods" in v for v in rules.no_router_owned_routes(FLEET_TYPE, fleet))
+
+
+@pytest.mark.parametrize("topology,orchestrator", [("pd", "rayclusterfleet"), ("hybrid", "stormservice")])
+def test_pd_without_the_gateway_is_refused(topology, orchestrator):
+    sf = stack(topology, orchestrator, 32)
+    sf.config["llm-serving:gateway"] = json.dumps({"enabled": False})
+    with pytest.raises(ConfigError) as err:
+        render(sf)
+    assert f"llm-serving:models[0].topology = '{topology}': needs gateway.enabled: true" in str(err.value)
