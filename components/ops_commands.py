@@ -36,7 +36,7 @@ def gateway_endpoint(gateway_namespace: str, gateway_name: str, proxy_namespace:
     """The in-cluster /v1 URL of the Envoy proxy serving our Gateway, the way users reach models:
     Envoy Gateway v1.2.8 (what AIBrix v0.7.0 installs) names its Service
     envoy-<ns>-<name>-<sha256("<ns>/<name>")[:8]> (internal/utils/misc.go GetHashedName, at most 48
-    characters before the hash), listening on the Gateway's port 80 (tests/upstream_ops.py)."""
+    characters before the hash), listening on the Gateway's port 80 (tests/upstream_envoy_gateway.py, tests/upstream_aibrix.py)."""
     ns_name = f"{gateway_namespace}/{gateway_name}"
     readable = ns_name.replace("/", "-")
     if len(readable) > 48:

@@ -118,7 +118,7 @@ def gpu_counts_match_parallel_size(resource_type: str, props: dict) -> list[str]
 def _parallel_size_matches(props: dict, c: dict, gpus: int) -> list[str]:
     argv = argv_of(c)
     # Declared names only (vLLM; SGLang's --tp-size and its --tensor-parallel-size alias): SGLang has
-    # no --tp or --dp, they only parse as abbreviations (tests/upstream_engines.py).
+    # no --tp or --dp, they only parse as abbreviations (tests/upstream_sglang.py, tests/upstream_vllm.py).
     size = (int(flag_value(argv, "--tensor-parallel-size", "--tp-size") or 1)
             * int(flag_value(argv, "--data-parallel-size", "--dp-size") or 1))
     if gpus != size:

@@ -2,8 +2,11 @@
 
 One engine version per process (SGLang versions share the package name). Runs in a child process whose environment is exactly the container's (plus HOME=/root, the vendor
 images' user), so os.environ is what the engine would see. Usage:
-    python engine_probe.py <packages dir> <json: {"environ": [pin...], "tilelang": [pin...],
+    python engine_probe.py <packages dir> <json: {"environ": [[pin, path], ...],
+                                                  "tilelang": [[pin, path, [attribute, ...]], ...],
                                                   "statements": [[pin, path, target], ...]}>
+The paths and attributes come from the citation modules (tests/upstream_sglang.py ENVIRON,
+tests/upstream_tilelang.py ENV and ATTRIBUTES), so a bump that moves them is one edit there.
 Output: {"<what>": "<resolved path>", ...}, every path expanded as the reader expands it.
 """
 
@@ -26,6 +29,9 @@ def load(name: str, path: pathlib.Path):
     return module
 
 
+ENVIRON: dict[str, str] = {}   # sglang pin -> path of its environment module, from the request
+
+
 def sglang_environ(root: pathlib.Path, pin: str):
     """sglang.srt.environ from the pin's files. The packages above it are the real directories
     without their __init__ (sglang/__init__.py imports torch); the module's own last import,
@@ -36,7 +42,7 @@ def sglang_environ(root: pathlib.Path, pin: str):
         package = types.ModuleType(name)
         package.__path__ = [str(root / pin / name.replace(".", "/"))]
         sys.modules[name] = package
-    return load("sglang.srt.environ", root / pin / "sglang/srt/environ.py")
+    return load("sglang.srt.environ", root / pin / ENVIRON[pin])
 
 
 def environ_paths(root: pathlib.Path, pin: str) -> dict[str, str]:
@@ -85,11 +91,12 @@ def main() -> None:
     root = pathlib.Path(sys.argv[1])
     request = json.loads(sys.argv[2])
     out: dict[str, str] = {}
-    for pin in request.get("environ", []):
+    ENVIRON.update(request.get("environ", []))
+    for pin in ENVIRON:
         out.update(environ_paths(root, pin))
-    for pin in request.get("tilelang", []):
-        env = load(f"probe_tilelang_{len(sys.modules)}", root / pin / "tilelang/env.py").env
-        for attr in ("TILELANG_CACHE_DIR", "TILELANG_TMP_DIR"):
+    for pin, path, attributes in request.get("tilelang", []):
+        env = load(f"probe_tilelang_{len(sys.modules)}", root / pin / path).env
+        for attr in attributes:
             out[f"{pin} env.{attr}"] = os.path.expanduser(str(getattr(env, attr)))
     for pin, path, target in request.get("statements", []):
         out[f"{pin} {path}: {target}"] = statement(root, pin, path, target)

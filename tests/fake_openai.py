@@ -1,7 +1,7 @@
 """Small servers on 127.0.0.1 that behave like the real ones, for running the day-2 scripts and the
 same-pod proxy for real over HTTP: a vLLM engine (optionally with --api-key and a NixlConnector
 side) and the AIBrix v0.7.0 gateway in front of engine pods. What they do and refuse is taken from
-upstream_ops.py, which says where each behaviour was read."""
+upstream_aibrix.py and upstream_vllm.py, which say where each behaviour was read."""
 
 from __future__ import annotations
 
@@ -13,13 +13,9 @@ import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from upstream_ops import (
-    NIXL_FAILURE_COUNTERS,
-    NIXL_TRANSFERS_HISTOGRAM,
-    NO_BACKENDS_HEADER,
-    SHFS_PREFILL_PARAMS,
-    VLLM_UNAUTHORIZED,
-)
+from upstream_aibrix import NO_BACKENDS_HEADER, SHFS_PREFILL_PARAMS
+from upstream_vllm import NIXL_FAILURE_COUNTERS, NIXL_TRANSFERS_HISTOGRAM
+from upstream_vllm import UNAUTHORIZED as VLLM_UNAUTHORIZED
 
 
 class _Server:

@@ -2,7 +2,7 @@
 
 ServerArgs cannot be imported here (sglang.srt.server_args imports torch through
 sglang.srt.utils.common), so its flag list is taken from the same source the parser is built from,
-the way the pinned version builds it (tests/upstream_engines.py names the files):
+the way the pinned version builds it (tests/upstream_sglang.py names the files):
 - every annotated field `name: A[T, "help" | Arg(...)]` becomes `--name-with-dashes` (or Arg's
   cli_name) plus Arg's aliases, unless Arg(no_cli=True); a bool field without an action is a
   store_true flag (sglang/srt/arg_groups/arg_utils.py, add_cli_args_from_dataclass);

@@ -1,7 +1,7 @@
 """Issue 10 item 8: every cache either engine writes at start or on a first request lands on the
 keyed cache volume. The pinned upstream code that computes each path runs with the rendered
 container's environment (tests/engine_probe.py); what cannot run here is checked against the
-variables recorded in tests/upstream_engines.py."""
+variables recorded in the citation module of the project that reads them (tests/upstream_*.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,25 @@ import sys
 from pathlib import Path
 
 import pytest
-import upstream_engines as upstream
+import upstream_cuda
+import upstream_deepgemm
+import upstream_flashinfer
+import upstream_huggingface_hub
+import upstream_pytorch
+import upstream_sglang
+import upstream_tilelang
+import upstream_triton
+import upstream_tvm_ffi
+import upstream_vllm
 from engine_containers import ENGINES, engine_containers, engine_packages
 
 from components.pod_template import cache_key_annotation
 
 PROBE = Path(__file__).with_name("engine_probe.py")
+ENGINE_FACTS = {"vllm": upstream_vllm, "sglang": upstream_sglang}
+STATEMENTS = upstream_sglang.STATEMENTS + upstream_tvm_ffi.STATEMENTS
+READ = sum((m.READ for m in (upstream_vllm, upstream_deepgemm, upstream_triton, upstream_pytorch,
+                             upstream_flashinfer, upstream_cuda, upstream_huggingface_hub)), ())
 
 
 def cache_mount(c) -> str:
@@ -31,12 +44,13 @@ def under(path: str, mount: str) -> bool:
 
 
 def probe_request(engine: str, version: str) -> dict:
-    tilelang = f"tilelang=={upstream.TILELANG[(engine, version)]}"
-    tvm_ffi = f"apache-tvm-ffi=={upstream.TVM_FFI[(engine, version)]}"
+    facts = ENGINE_FACTS[engine]
+    tilelang = f"tilelang=={facts.TILELANG[version]}"
+    tvm_ffi = f"apache-tvm-ffi=={facts.TVM_FFI[version]}"
     pins = {tvm_ffi} | ({f"sglang=={version}"} if engine == "sglang" else set())
-    return {"environ": [f"sglang=={version}"] if engine == "sglang" else [],
-            "tilelang": [tilelang],
-            "statements": [[s.pin, s.path, s.target] for s in upstream.STATEMENTS if s.pin in pins]}
+    return {"environ": [[f"sglang=={version}", upstream_sglang.ENVIRON]] if engine == "sglang" else [],
+            "tilelang": [[tilelang, upstream_tilelang.ENV, list(upstream_tilelang.ATTRIBUTES)]],
+            "statements": [[s.pin, s.path, s.target] for s in STATEMENTS if s.pin in pins]}
 
 
 def run_probe(env: dict[str, str], request: dict) -> dict[str, str]:
@@ -48,7 +62,7 @@ def run_probe(env: dict[str, str], request: dict) -> dict[str, str]:
     return json.loads(proc.stdout)
 
 
-VERSIONS = [("sglang", v) for v in upstream.SGLANG_VERSIONS] + [("vllm", v) for v in upstream.VLLM_VERSIONS]
+VERSIONS = [(engine, v) for engine, facts in ENGINE_FACTS.items() for v in facts.RELEASES]
 
 
 def distinct(engine: str):
@@ -81,7 +95,7 @@ def test_every_variable_read_where_code_cannot_run_here_points_under_the_mount(e
         if c.engine != engine:
             continue
         env, mount = dict(c.env), cache_mount(c)
-        for read in upstream.READ:
+        for read in READ:
             if engine in read.engines:
                 assert read.variable in env, f"{c.where}: {read.variable} unset: {read.unset} ({read.source})"
                 assert under(env[read.variable], mount), (c.where, read.variable, env[read.variable])

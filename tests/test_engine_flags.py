@@ -1,5 +1,5 @@
 """Issue 10 item 11: every rendered engine argv, of every topology, parses under the pinned engines'
-own option strings, each flag by its full declared name (sources: tests/upstream_engines.py)."""
+own option strings, each flag by its full declared name (sources: tests/upstream_sglang.py, tests/upstream_vllm.py)."""
 
 from __future__ import annotations
 
@@ -8,21 +8,22 @@ import functools
 
 import pytest
 import sglang_cli
-import upstream_engines as upstream
+import upstream_sglang as sglang
+import upstream_vllm as vllm
 from engine_containers import engine_containers, engine_packages
 
 
 @functools.lru_cache(maxsize=None)
 def sglang_options(version: str) -> dict[str, bool]:
     root = engine_packages() / f"sglang=={version}"
-    return sglang_cli.serve_options(root, upstream.SGLANG_FIELD_SOURCES[version], upstream.SGLANG_ADD_ARGUMENT_SOURCES)
+    return sglang_cli.serve_options(root, sglang.FIELD_SOURCES[version], sglang.ADD_ARGUMENT_SOURCES)
 
 
 def flags(argv) -> list[str]:
     return [a.split("=", 1)[0] for a in argv if a.startswith("-")]
 
 
-@pytest.mark.parametrize("version", upstream.SGLANG_VERSIONS)
+@pytest.mark.parametrize("version", sglang.RELEASES)
 def test_the_option_list_is_read_from_the_source(version):
     # The reader finds what the issue names: 0.5.23 dropped the deprecated --cuda-graph-max-bs alias,
     # so argparse calls it an ambiguous prefix of the -decode/-prefill pair; --tp is declared nowhere.
@@ -40,7 +41,7 @@ def test_the_option_list_is_read_from_the_source(version):
         parser.parse_args(["--no-such-flag", "1"])
 
 
-@pytest.mark.parametrize("version", upstream.SGLANG_VERSIONS)
+@pytest.mark.parametrize("version", sglang.RELEASES)
 def test_sglang_argv_parses_with_full_names(version):
     options = sglang_options(version)
     parser = sglang_cli.parser(options)
@@ -61,7 +62,7 @@ def vllm_parser() -> argparse.ArgumentParser:
             raise AssertionError(message)
     p = Parser(prog="vllm serve", allow_abbrev=False, add_help=False)
     p.add_argument("model")
-    for option, takes_value in upstream.VLLM_SERVE_OPTIONS.items():
+    for option, takes_value in vllm.SERVE_OPTIONS.items():
         p.add_argument(option, **({} if takes_value else {"action": "store_true"}))
     return p
 

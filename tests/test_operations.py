@@ -13,7 +13,7 @@ from pathlib import Path
 
 import promql_parser
 import pytest
-import upstream_ops as up
+import upstream_aibrix as aibrix
 from conftest import k8s_objects, render_stack, shared_dir, stack_resources
 from crd_schemas import crd_index, validate_custom_resource
 from fake_openai import FakeEngine
@@ -216,8 +216,8 @@ def test_smoke_then_warmup_run_after_the_rollout_through_the_gateway():
     deployment = by_name["deepseek-v4-flash-deployment"]
     assert "kubernetes:apps/v1:Deployment::deepseek-v4-flash-deployment" in smoke_job.options["dependsOn"]
     assert "kubernetes:batch/v1:Job::ops-deepseek-v4-flash-smoke" in warm_job.options["dependsOn"]
-    # The Envoy proxy Service AIBrix v0.7.0's own scripts reach the default Gateway by (upstream_ops.py).
-    gateway = f"http://{up.ENVOY_GATEWAY_SERVICE_AIBRIX_DEFAULT}.envoy-gateway-system.svc.cluster.local/v1"
+    # The Envoy proxy Service AIBrix v0.7.0's own scripts reach the default Gateway by (upstream_aibrix.py).
+    gateway = f"http://{aibrix.ENVOY_GATEWAY_SERVICE_AIBRIX_DEFAULT}.envoy-gateway-system.svc.cluster.local/v1"
     rollout = int(deployment.options["customTimeouts"]["update"].removesuffix("s"))
     for job in (smoke_job, warm_job):
         spec = job.inputs["spec"]

@@ -1,6 +1,6 @@
 """The smoke and warm-up scripts through a gateway shaped like AIBrix v0.7.0's, and the same-pod
 P/D proxy in front of engines shaped like vLLM's: run for real over HTTP, pass and fail cases.
-Upstream behaviour is cited in upstream_ops.py."""
+Upstream behaviour is cited in upstream_aibrix.py and upstream_vllm.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-import upstream_ops as up
+import upstream_aibrix as aibrix
+import upstream_vllm as vllm
 from fake_openai import FakeEngine, FakeGateway, Pod, _Server
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -46,12 +47,12 @@ def run_smoke(endpoint: str, *extra: str) -> int:
 
 def test_scripts_use_the_upstream_names():
     assert (route_evidence.ROUTING_STRATEGY, route_evidence.TARGET_POD, route_evidence.TARGET_POD_IP) == \
-        up.GATEWAY_RESPONSE_HEADERS[:3]
-    assert (route_evidence.PREFILL_POD, route_evidence.PREFILL_POD_IP) == up.PD_RESPONSE_HEADERS
-    assert route_evidence.TRANSFERS == f"{up.NIXL_TRANSFERS_HISTOGRAM}_count"
-    assert route_evidence.FAILURES == tuple(f"{n}_total" for n in up.NIXL_FAILURE_COUNTERS)
-    assert openai_client.NOT_YET_HEADER == up.NO_BACKENDS_HEADER
-    assert pd_proxy.PREFILL_ONLY == up.SHFS_PREFILL_PARAMS
+        aibrix.GATEWAY_RESPONSE_HEADERS[:3]
+    assert (route_evidence.PREFILL_POD, route_evidence.PREFILL_POD_IP) == aibrix.PD_RESPONSE_HEADERS
+    assert route_evidence.TRANSFERS == f"{vllm.NIXL_TRANSFERS_HISTOGRAM}_count"
+    assert route_evidence.FAILURES == tuple(f"{n}_total" for n in vllm.NIXL_FAILURE_COUNTERS)
+    assert openai_client.NOT_YET_HEADER == aibrix.NO_BACKENDS_HEADER
+    assert pd_proxy.PREFILL_ONLY == aibrix.SHFS_PREFILL_PARAMS
 
 
 # ---- dual-fleet P/D and hybrid through the gateway ----
@@ -182,7 +183,7 @@ def test_same_pod_passes_its_own_smoke_through_the_gateway_and_the_proxy(capsys)
     assert "smoke 3/5 reasoning: ok" in out and "smoke 4/5 tool-call: ok" in out
     assert "smoke 5/5 route: ok, pod ds-7f9c-abcde: 4 NIXL transfers" in out
     assert keys == {f"Bearer {KEY}"}
-    assert all(b["max_tokens"] == 1 and b["kv_transfer_params"] == up.SHFS_PREFILL_PARAMS for b in pre)
+    assert all(b["max_tokens"] == 1 and b["kv_transfer_params"] == aibrix.SHFS_PREFILL_PARAMS for b in pre)
 
 
 def test_same_pod_smoke_fails_when_the_decode_recomputes(capsys):

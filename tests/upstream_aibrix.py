@@ -1,9 +1,13 @@
-"""AIBrix v0.7.0 behaviour the stacks depend on, ported from its source: the one place a maintainer
-re-checks when bumping the AIBrix pin (stacks/config.py Platform.aibrix_version).
+"""AIBrix v0.7.0 behaviour the stacks, the day-2 Jobs and the fakes depend on, ported from its source:
+the one place a maintainer re-checks when bumping the AIBrix pin (stacks/config.py
+Platform.aibrix_version).
 
-Every function names the file it ports, at tag v0.7.0 of github.com/vllm-project/aibrix. Read with
+Every entry names the file it ports, at tag v0.7.0 of github.com/vllm-project/aibrix. Read with
 `git -C <mirror> show v0.7.0:<path>`. The Go code cannot run here (a controller and an Envoy
-ext_proc server), so the branch logic is ported line for line; tests import it from here.
+ext_proc server), so the branch logic is ported line for line; tests import it from here, and
+tests/fake_openai.py's gateway answers with these values. Re-check on a bump: `git -C <mirror> diff
+v0.7.0 <new tag> -- <each path below>`, and the Envoy Gateway version AIBrix installs
+(tests/upstream_envoy_gateway.py).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ LABEL_PORT = "model.aibrix.ai/port"
 LABEL_METRIC_PORT = "model.aibrix.ai/metric-port"
 ANN_CONFIG = "model.aibrix.ai/config"
 DEFAULT_METRIC_PORT = 8000                  # pkg/cache/cache_metrics.go defaultMetricPort
-HEADER_ROUTING_STRATEGY = "routing-strategy"  # pkg/plugins/gateway/types.go
+HEADER_ROUTING_STRATEGY = "routing-strategy"  # pkg/plugins/gateway/types.go HeaderRoutingStrategy
 
 
 @dataclass
@@ -275,3 +279,32 @@ def model_port(labels: dict[str, str]) -> int:
         return int(labels.get(LABEL_PORT, ""))
     except ValueError:
         return DEFAULT_METRIC_PORT
+
+
+# ---- What a client of the gateway sees (components/scripts/route_evidence.py, openai_client.py) ----
+
+# pkg/plugins/gateway/types.go (HeaderRoutingStrategy, HeaderTargetPod, HeaderTargetPodIP,
+# HeaderRequestID) and gateway_rsp_headers.go HandleResponseHeaders: a routed response carries these;
+# target-pod-ip is "ip:port" (pkg/types/router_context.go TargetAddress).
+GATEWAY_RESPONSE_HEADERS = (HEADER_ROUTING_STRATEGY, "target-pod", "target-pod-ip", "request-id")
+# algorithms/pd_disaggregation.go Route: only when a prefill/decode pair was chosen; a combined pod
+# (nil prefill) gets neither. Prefill requests copy the client's headers (pd/prefill/default.go).
+PD_RESPONSE_HEADERS = ("prefill-target-pod", "prefill-target-pod-ip")
+# types.go HeaderErrorNoModelBackends; gateway_req_body.go validateModelAvailability: 400 with
+# `x-error-no-model-backends: <model>` while no pod of the model is known, 503 with `: true` while none
+# is ready (the Decision branches "model-not-found" and "no-ready-pod" above).
+NO_BACKENDS_HEADER = "x-error-no-model-backends"
+# algorithms/pd/transfer/shfs.go: the prefill request carries these kv_transfer_params; the decode
+# request the prefill's answer with remote_host set to the prefill pod IP.
+SHFS_PREFILL_PARAMS = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
+                       "remote_block_ids": None, "remote_host": None, "remote_port": None}
+# config/gateway/gateway-plugin/gateway-plugin.yaml: /v1/models goes to aibrix-metadata-service, which
+# lists the model.aibrix.ai/name labels of running pods (python/aibrix/aibrix/metadata/api/v1/models.py),
+# never through the routing plugin.
+
+# config/gateway/gateway.yaml: Gateway `eg` (aibrix-eg after the namePrefix), listener `http` on port 80.
+GATEWAY_LISTENER_PORT = 80
+# The Envoy proxy Service of that Gateway as AIBrix's own scripts name it (deployment/terraform/
+# kubernetes/data.tf, .github/workflows/installation-tests.yml port-forward), in namespace
+# envoy-gateway-system; the naming rule is Envoy Gateway's (tests/upstream_envoy_gateway.py).
+ENVOY_GATEWAY_SERVICE_AIBRIX_DEFAULT = "envoy-aibrix-system-aibrix-eg-903790dc"

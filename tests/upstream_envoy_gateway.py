@@ -1,7 +1,13 @@
 """Envoy Gateway behaviour the NetworkPolicies depend on, at the version AIBrix v0.7.0 installs:
 v1.2.8 (aibrix config/dependency/envoy-gateway/kustomization.yaml at v0.7.0 pulls
 github.com/envoyproxy/gateway/releases/download/v1.2.8/install.yaml). Re-check when AIBrix bumps it.
-Read with `git -C <mirror of envoyproxy/gateway> show v1.2.8:<path>`."""
+Read with `git -C <mirror of envoyproxy/gateway> show v1.2.8:<path>`. Re-check on a bump: `git -C
+<mirror> diff v1.2.8 <new tag> --` each path below.
+
+The proxy Service of a Gateway is envoy-<ns>-<name>-<sha256("<ns>/<name>")[:8]>, the readable part cut
+to 48 characters (internal/infrastructure/kubernetes/proxy/resource.go ExpectedResourceHashedName ->
+internal/utils/misc.go GetHashedName(name, 48)); components/ops_commands.py gateway_endpoint computes it
+and tests/test_operations.py checks it against the name AIBrix's own scripts use."""
 
 from __future__ import annotations
 

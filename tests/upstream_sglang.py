@@ -1,11 +1,72 @@
-"""What the pinned SGLang releases export on /metrics (with --enable-metrics, which engines.py
-passes), read from their source (PyPI wheels sglang==0.5.17 and sglang==0.5.23). Re-check this
-module when bumping SGLang: `python tools/engine_metrics.py sglang <dir> [release index]`;
-tests/test_network_monitoring.py runs that check on the wheels `make test` installs."""
+"""SGLang (github.com/sgl-project/sglang) as the stacks use it, at the two releases they target:
+every SGLang fact the tests rely on, once. Field report 12 ran 0.5.17; 0.5.23 is the current target.
+
+Most of it RUNs: `make test` installs each release's wheel --no-deps into .venv-engines/sglang==<v>
+(requirements-engines.txt), and the tests execute its environment module and cache statements
+(tests/test_engine_caches.py), build `sglang serve`'s parser from its option declarations
+(tests/test_engine_flags.py, tests/sglang_cli.py) and check METRICS against its files
+(tests/test_network_monitoring.py, tools/engine_metrics.py).
+
+Re-check on a bump: add the release to RELEASES and a `sglang==<v>` line to requirements-engines.txt,
+re-read the wheel's METADATA Requires-Dist for TILELANG / TVM_FFI (new pins there too), add the
+release's entries to STATEMENTS and FIELD_SOURCES, and run `make test`; by hand,
+`python tools/engine_metrics.py sglang <dir holding sglang/> [index in RELEASES]`.
+"""
 
 from __future__ import annotations
 
+from source_facts import Statement
+
 RELEASES = ("0.5.17", "0.5.23")
+
+# Requires-Dist in each wheel's METADATA: the TileLang and tvm-ffi whose code the cache test runs
+# (tests/upstream_tilelang.py, tests/upstream_tvm_ffi.py).
+TILELANG = {"0.5.17": "0.1.11", "0.5.23": "0.1.12"}
+TVM_FFI = {"0.5.17": "0.1.11", "0.5.23": "0.1.11"}
+
+
+# ---- caches ----
+
+# RUN: SGLang's environment module (stdlib only, loaded by path: the package __init__ imports torch).
+# Every EnvField whose name says CACHE or DIR is read; 0.5.23 also applies redirect_third_party_caches()
+# as sglang/__init__.py does first thing (setdefault of TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR,
+# CUDA_CACHE_PATH, TILELANG_CACHE_DIR, FLASHINFER_WORKSPACE_BASE).
+ENVIRON = "sglang/srt/environ.py"
+
+# RUN: cache paths computed outside the environment module, where a later line overrides or bypasses it.
+STATEMENTS = (
+    # v0.5.17 python/sglang/srt/layers/deep_gemm_wrapper/compile_utils.py: at import, DG_JIT_CACHE_DIR is
+    # overwritten from SGLANG_DG_CACHE_DIR (default ~/.cache/deep_gemm), so DG_JIT_CACHE_DIR alone never
+    # reaches DeepGEMM under SGLang.
+    Statement("sglang==0.5.17", "sglang/srt/layers/deep_gemm_wrapper/compile_utils.py",
+              "os.environ['DG_JIT_CACHE_DIR']", "DeepGEMM JIT cache as SGLang sets it"),
+    # v0.5.23, same file: os.environ["DG_JIT_CACHE_DIR"] = envs.SGLANG_DG_CACHE_DIR.get()
+    Statement("sglang==0.5.23", "sglang/srt/layers/deep_gemm_wrapper/compile_utils.py",
+              "os.environ['DG_JIT_CACHE_DIR']", "DeepGEMM JIT cache as SGLang sets it"),
+    # v0.5.17 python/sglang/kernels/jit/utils/compile.py: SGLang's JIT kernels build under
+    # TVM_FFI_CACHE_DIR (default ~/.cache/tvm-ffi); there is no SGLANG_JIT_CACHE_* variable yet.
+    Statement("sglang==0.5.17", "sglang/kernels/jit/utils/compile.py", "cache_dir", "SGLang JIT kernels"),
+    # v0.5.23 python/sglang/kernels/jit/utils/compile/cache.py: SGLANG_JIT_CACHE_DIR, else
+    # ~/.cache/sglang/jit (not under SGLANG_CACHE_DIR).
+    Statement("sglang==0.5.23", "sglang/kernels/jit/utils/compile/cache.py", "configured", "SGLang JIT kernels"),
+)
+
+
+# ---- `sglang serve` options ----
+
+# RUN: tests/sglang_cli.py reads the option strings `sglang serve` declares from the installed source
+# (0.5.17: ServerArgs fields in sglang/srt/server_args.py; 0.5.23: the field groups in
+# sglang/srt/arg_groups/fields/*.py, as add_cli_args_from_dataclass in sglang/srt/arg_groups/arg_utils.py
+# turns them into flags, plus the add_argument calls of ServerArgs.add_cli_args) and parses our argv with
+# them on argparse.ArgumentParser(prog="sglang serve"), allow_abbrev left on as prepare_server_args sets it.
+FIELD_SOURCES = {
+    "0.5.17": ("sglang/srt/server_args.py",),
+    "0.5.23": ("sglang/srt/server_args.py", "sglang/srt/arg_groups/fields/*.py"),
+}
+ADD_ARGUMENT_SOURCES = ("sglang/srt/server_args.py",)
+
+
+# ---- /metrics (with --enable-metrics, which engines.py passes) ----
 
 _COLLECTOR = "sglang/srt/observability/metrics_collector.py"
 # name -> (kind, label names the alerts rely on, defining file at 0.5.17 | 0.5.23)

@@ -1,29 +1,91 @@
-"""What the pinned vLLM releases export on /metrics, read from their source (the PyPI wheels
-vllm==0.26.0 and vllm==0.33.0; the stacks run vllm/vllm-openai:v0.26.0-cu129). Re-check this
-module when bumping vLLM: `python tools/engine_metrics.py vllm <unpacked wheel or checkout> [0|1]`.
+"""vLLM (github.com/vllm-project/vllm) as the stacks use it, at the two releases they target: every
+vLLM fact the tests rely on, once. The stacks run vllm/vllm-openai:v0.26.0-cu129; 0.33.0 is the next
+target. vLLM cannot run here (torch, CUDA), so everything below is READ from the PyPI wheels'
+source, except the metrics table, which a tool re-checks.
 
-Each metric the alerts use: its prometheus_client kind and label names, and the file defining it,
-identical in both releases. tests/test_network_monitoring.py builds them with prometheus_client
-to get the exposed sample names (a Counter `x` is exposed as `x_total`, a Histogram as
-`x_bucket`/`x_sum`/`x_count`)."""
+Re-check on a bump (add the new release to RELEASES, then):
+- `pip download vllm==<v> --no-deps` and unzip it; `python tools/engine_metrics.py vllm <dir> [i]`
+  checks METRICS and REMOVED against the release's own files (i: index in RELEASES);
+- re-read the wheel's METADATA Requires-Dist for TILELANG / TVM_FFI (requirements-engines.txt then
+  needs the new pins), and each file cited below (`unzip -p <wheel> <path>`).
+"""
 
 from __future__ import annotations
 
+from source_facts import ReadAt
+
 RELEASES = ("0.26.0", "0.33.0")
 
-# name -> (kind, label names, defining file at both releases)
+# Requires-Dist in each wheel's METADATA: the TileLang and tvm-ffi whose code the cache test runs
+# (tests/upstream_tilelang.py, tests/upstream_tvm_ffi.py).
+TILELANG = {"0.26.0": "0.1.9", "0.33.0": "0.1.12"}
+TVM_FFI = {"0.26.0": "0.1.10", "0.33.0": "0.1.11"}
+
+
+# ---- `vllm serve` options ----
+
+# Options we render, each declared at both releases (EngineArgs fields in vllm/engine/arg_utils.py;
+# frontend fields in vllm/entrypoints/openai/cli_args.py at v0.26.0, vllm/entrypoints/common/cli_args.py
+# at v0.33.0). The value says whether the option takes a value (False: a store_true /
+# BooleanOptionalAction flag). vLLM's FlexibleArgumentParser (vllm/utils/argparse_utils.py) keeps
+# argparse's allow_abbrev, so an abbreviation would also parse: rendering only these full names is
+# what the flags test enforces.
+SERVE_OPTIONS = {
+    "--served-model-name": True, "--host": True, "--port": True, "--trust-remote-code": False,
+    "--tensor-parallel-size": True, "--data-parallel-size": True, "--kv-cache-dtype": True,
+    "--block-size": True, "--gpu-memory-utilization": True, "--max-model-len": True, "--max-num-seqs": True,
+    "--tokenizer-mode": True, "--tool-call-parser": True, "--enable-auto-tool-choice": False,
+    "--reasoning-parser": True, "--enable-prefix-caching": False, "--speculative-config": True,
+    "--enforce-eager": False, "--distributed-executor-backend": True, "--kv-transfer-config": True,
+    "--dtype": True, "--reasoning-config": True, "--default-chat-template-kwargs": True,
+    "--enable-prompt-tokens-details": False,
+}
+
+
+# ---- caches ----
+
+# vllm/envs.py (VLLM_CACHE_ROOT lambda) at both releases. DeepGEMM's variable is
+# tests/upstream_deepgemm.py; vllm/utils/deep_gemm.py (DEEP_GEMM_JIT_CACHE_ENV_NAME) sets it to
+# $VLLM_CACHE_ROOT/deep_gemm only when it is unset.
+READ = (
+    ReadAt("VLLM_CACHE_ROOT", ("vllm",),
+           "vllm-project/vllm v0.26.0 and v0.33.0 vllm/envs.py (VLLM_CACHE_ROOT lambda)",
+           "$XDG_CACHE_HOME/vllm, else ~/.cache/vllm; holds torch_compile_cache "
+           "(vllm/compilation/decorators.py sets TORCHINDUCTOR_CACHE_DIR under it) and "
+           "flashinfer_autotune_cache (vllm/model_executor/warmup/flashinfer_autotune_cache.py)"),
+)
+
+
+# ---- /metrics ----
+
+_LOGGERS = "vllm/v1/metrics/loggers.py"
+# NixlPromMetrics, registered only when the NIXL connector runs (P/D pods); the same file at both
+# releases (there is no nixl_connector.py module holding it in either wheel).
+_NIXL_STATS = "vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py"
+
+# One observation per successful transfer per TP rank, on the decode, which reads.
+NIXL_TRANSFERS_HISTOGRAM = "vllm:nixl_xfer_time_seconds"
+# Failed transfers and notifications; expired requests are counted on the prefill side. With
+# kv_load_failure_policy "recompute" a failed transfer is recomputed locally and the request still
+# answers 200, so only these counters show it.
+NIXL_FAILURE_COUNTERS = ("vllm:nixl_num_failed_transfers", "vllm:nixl_num_failed_notifications",
+                         "vllm:nixl_num_kv_expired_reqs")
+
+# name -> (prometheus_client kind, label names, defining file at both releases). Built with
+# prometheus_client, a Counter `x` is exposed as `x_total`, a Histogram as `x_bucket`/`x_sum`/`x_count`
+# (tests/test_network_monitoring.py exposed_samples).
 METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
-    # vllm/v1/metrics/loggers.py: self._gauge_cls(name="vllm:num_requests_waiting", labelnames=...)
-    "vllm:num_requests_waiting": ("gauge", ("model_name", "engine"), "vllm/v1/metrics/loggers.py"),
-    # vllm/v1/metrics/loggers.py: gauge_kv_cache_usage = self._gauge_cls(name="vllm:kv_cache_usage_perc")
-    "vllm:kv_cache_usage_perc": ("gauge", ("model_name", "engine"), "vllm/v1/metrics/loggers.py"),
-    # vllm/v1/metrics/loggers.py: histogram_time_to_first_token = self._histogram_cls(...)
-    "vllm:time_to_first_token_seconds": ("histogram", ("model_name", "engine"), "vllm/v1/metrics/loggers.py"),
-    # vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py: counter_nixl_num_failed_transfers;
-    # registered only when the NIXL connector runs (P/D pods). With kv_load_failure_policy
-    # "recompute" a failed transfer is recomputed locally and the request still answers 200.
-    "vllm:nixl_num_failed_transfers": ("counter", ("model_name", "engine"),
-                                       "vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py"),
+    # self._gauge_cls(name="vllm:num_requests_waiting", labelnames=labelnames), labelnames
+    # ["model_name", "engine"]
+    "vllm:num_requests_waiting": ("gauge", ("model_name", "engine"), _LOGGERS),
+    # gauge_kv_cache_usage = self._gauge_cls(name="vllm:kv_cache_usage_perc")
+    "vllm:kv_cache_usage_perc": ("gauge", ("model_name", "engine"), _LOGGERS),
+    # histogram_time_to_first_token = self._histogram_cls(...)
+    "vllm:time_to_first_token_seconds": ("histogram", ("model_name", "engine"), _LOGGERS),
+    # nixl_histogram_xfer_time = self._histogram_cls(name="vllm:nixl_xfer_time_seconds", ...)
+    NIXL_TRANSFERS_HISTOGRAM: ("histogram", ("model_name", "engine"), _NIXL_STATS),
+    # counter_nixl_num_failed_transfers / _notifications / _kv_expired_reqs = self._counter_cls(...)
+    **{name: ("counter", ("model_name", "engine"), _NIXL_STATS) for name in NIXL_FAILURE_COUNTERS},
 }
 
 # vllm/entrypoints/serve/instrumentator/metrics.py attach_router: Instrumentator(excluded_handlers=
@@ -40,3 +102,19 @@ HTTP_STATUS_5XX = "5xx"
 
 # Gone from both releases (no definition anywhere under vllm/): the V0 name of the KV-cache gauge.
 REMOVED = ("vllm:gpu_cache_usage_perc",)
+
+
+# ---- the API server ----
+
+# AuthenticationMiddleware (v0.26.0 vllm/entrypoints/serve/utils/server_utils.py, v0.33.0
+# vllm/entrypoints/serve/middleware/authenticate.py): with --api-key, a path starting with
+# GUARDED_PREFIX ("/v1", "/v2", "/inference"; 0.33.0 adds "/cohere") answers 401
+# {"error": "Unauthorized"} without `Authorization: Bearer <key>`; other paths (/health, /metrics)
+# are open.
+UNAUTHORIZED = (401, {"error": "Unauthorized"})
+
+# examples/disaggregated/disaggregated_serving/disagg_proxy_multiturn.py at v0.26.0 (the image's
+# proxy, field report 9.2; examples are not in the wheel): routes POST /v1/chat/completions,
+# POST /v1/completions, GET /health only; its non-streaming answer is rebuilt from the streamed text
+# alone (no reasoning, no tool calls, 9.5).
+IMAGE_PROXY_ROUTES = (("POST", "/v1/chat/completions"), ("POST", "/v1/completions"), ("GET", "/health"))

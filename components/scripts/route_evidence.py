@@ -3,7 +3,8 @@ both Pods receiving requests, and External KV hit 100% are not sufficient eviden
 gateway's routing response headers say which pod(s) it picked, and the engines' NIXL counters say
 that KV moved from prefill to decode and that nothing failed back to recompute.
 
-Upstream facts (re-checked in tests/upstream_ops.py when a pinned version moves):
+Upstream facts (re-checked in tests/upstream_aibrix.py and tests/upstream_vllm.py when a pinned version
+moves):
 - AIBrix v0.7.0 pkg/plugins/gateway/types.go + gateway_rsp_headers.go: every routed response carries
   `routing-strategy`, `target-pod`, `target-pod-ip` ("ip:port"); algorithms/pd_disaggregation.go adds
   `prefill-target-pod` and `prefill-target-pod-ip` only when it chose a prefill/decode pair (a
