@@ -36,7 +36,7 @@ from components.pod_template import (
     scanner_exceptions,
 )
 from components.routing import ANN_MODEL_CONFIG, metric_port_labels, model_config, routing_strategy
-from stacks.config import CompileCache, GpuPool, ServedModel
+from config_model import CompileCache, GpuPool, ServedModel
 
 ANN_AB_BASELINE = "llm-serving.io/ab-baseline"
 ANN_TOPOLOGY = "llm-serving.io/topology"

@@ -57,7 +57,7 @@ from components.pod_template import (
 )
 from components.routing import ANN_MODEL_CONFIG
 from components.routing import model_config as routing_model_config
-from stacks.config import ServedModel
+from config_model import ServedModel
 
 ANN_OVERSHOOT = "llm-serving.io/rollout-overshoot-pods"
 # One value for both sides so block hashes agree across engines (as AIBrix's P/D samples set it).

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from stacks.config import ServedModel, Sglang, Vllm
+from config_model import ServedModel, Sglang, Vllm
 
 # Measured cold starts, pod creation to Ready, on 8 x H20. vLLM TP=8: about 12 min (field report 6
 # and 9.3); SGLang TP=8 with DSpark: about 23 min, of which 854 s engine start with 394 + 123 s of

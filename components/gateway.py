@@ -23,7 +23,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
-from stacks.config import Gateway, ServedModel
+from config_model import Gateway, ServedModel
 
 REFERENCE_GRANT = "llm-serving-gateway-access"
 SERVICE_SUFFIX = "-api"

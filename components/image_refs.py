@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from stacks.config import ImageRef, RegistryMirror
+from config_model import ImageRef, RegistryMirror
 
 # ECR pull-through cache upstreams: registry host -> (upstream URL, prefix alias, needs a credential).
 PULL_THROUGH_UPSTREAMS = {

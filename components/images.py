@@ -30,7 +30,7 @@ from components.image_refs import (
     upstream_reference,
 )
 from components.pod_template import SCRIPTS_MOUNT, container_security, cpu_job_pod
-from stacks.config import GpuPool, ImageRef, Images
+from config_model import GpuPool, ImageRef, Images
 
 COPY_TIMEOUT_SECONDS = 3600
 

@@ -11,7 +11,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import PART_OF, Component, metadata
-from stacks.config import Monitoring
+from config_model import Monitoring
 
 # Container port names the engines use: combined and fleet heads, same-pod prefill and decode.
 ENGINE_PORT_NAMES = ("engine", "prefill", "decode")

@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 from components.base import Component, labels, metadata
 from components.ops_commands import checked_endpoint
 from components.pod_template import container_security, scanner_exceptions
-from stacks.config import OpenWebUi
+from config_model import OpenWebUi
 
 NAME = "open-webui"
 PORT = 8080

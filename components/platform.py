@@ -8,7 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component
-from stacks.config import Platform
+from config_model import Platform
 
 # What AIBrix v0.7.0 bundles (config/dependency at that tag); for the exports.
 AIBRIX_BUNDLED = {"kuberay": "v1.2.1", "envoyGateway": "v1.2.8", "gatewayApi": "v1.2.1"}

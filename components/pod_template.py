@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from stacks.config import CompileCache, GpuPool
+from config_model import CompileCache, GpuPool
 
 PROBE_PERIOD_SECONDS = 10
 SCRIPTS_MOUNT = "/opt/llm-serving"

@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from stacks.config import StackConfig
+from config_model import StackConfig
 
 
 @dataclass(frozen=True)

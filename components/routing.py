@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from components.engines import ENGINE_PORT
-from stacks.config import ROUTING_STRATEGIES, ServedModel
+from config_model import ROUTING_STRATEGIES, ServedModel
 
 ANN_MODEL_CONFIG = "model.aibrix.ai/config"
 LABEL_METRIC_PORT = "model.aibrix.ai/metric-port"

@@ -14,7 +14,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.base import Component
-from stacks.config import ObjectStore
+from config_model import ObjectStore
 
 
 def read_only_policy(bucket: str, prefixes: list[str]) -> str:

@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component, job_metadata, labels
 from components.pod_template import READY_MARKER, SCRIPTS_MOUNT, container_security, cpu_job_pod
-from stacks.config import GpuPool, ModelSync, ObjectStore, ServedModel
+from config_model import GpuPool, ModelSync, ObjectStore, ServedModel
 
 WORK_DIR = "/work"
 CREDENTIALS_DIR = "/var/run/secrets/object-store"

@@ -13,7 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
-from stacks.config import ModelVolume
+from config_model import ModelVolume
 
 SERVING_CLAIM = "model-store"
 SYNC_CLAIM = "model-store-sync"

@@ -25,9 +25,9 @@ from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from config_model import required_secret_keys
 from render.stackfile import MASK, PROJECT, StackFile
 from stacks import loader
-from stacks.config import required_secret_keys
 from stacks.rules import Problem
 
 # How the Pulumi wire format marks a secret value.

@@ -23,14 +23,14 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ValidationError
 
-from stacks import rules
-from stacks.config import (
+from config_model import (
     CREDENTIAL_ERROR,
     PATTERN_MEANING,
     SECRET_KEYS,
     StackConfig,
     required_secret_keys,
 )
+from stacks import rules
 from stacks.rules import Problem
 
 NAMESPACE = "llm-serving"

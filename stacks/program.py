@@ -33,8 +33,8 @@ from components.storage import ModelStore, ModelStoreArgs
 from components.sync_job import ModelSyncArgs, ModelSyncJob
 from components.sync_job import job_name as sync_job_name
 from components.volume import ModelVolumeArgs, ModelVolumeClaims
+from config_model import Environment, ServedModel, StackConfig
 from stacks import loader, rules
-from stacks.config import Environment, ServedModel, StackConfig
 
 
 def engine_models(cfg: StackConfig) -> list[ServedModel]:

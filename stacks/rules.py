@@ -19,7 +19,13 @@ from components.engines import (
     startup_budget_seconds,
 )
 from components.image_refs import PULL_THROUGH_UPSTREAMS, parse_upstream
-from stacks.config import ServedModel, StackConfig
+
+# Re-exported for components/ops_commands.py until it imports config_model (issue 11).
+from config_model import (
+    ServedModel,
+    StackConfig,
+    is_ip_host,  # noqa: F401
+)
 
 # /dev/shm per GPU: NCCL and the engine's worker queues live there; the field report asks for
 # 64-128 GiB on an 8-GPU pod (section 2.1), i.e. at least 8 GiB per GPU.
@@ -222,18 +228,6 @@ def _images(cfg: StackConfig) -> Iterator[Problem]:
 
 # preStop endpoint removal plus the engine's own shutdown after the last request.
 DRAIN_MARGIN_SECONDS = 30
-
-
-def is_ip_host(url: str) -> bool:
-    """True when the URL's host is an IP literal: a Pod IP changes on every re-creation (field report 10)."""
-    import ipaddress
-    from urllib.parse import urlsplit
-    host = urlsplit(url).hostname or ""
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 def _warmup_fits(cfg: StackConfig) -> Iterator[Problem]:

@@ -16,8 +16,8 @@ from conftest import STACKS, k8s_objects, render_stack
 from test_pd import stack as pd_stack
 from variants import render, sglang_stack
 
+from config_model import ROUTING_STRATEGIES
 from policy.workloads import containers, pod_templates
-from stacks.config import ROUTING_STRATEGIES
 
 
 @functools.lru_cache(maxsize=None)

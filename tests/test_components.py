@@ -13,9 +13,7 @@ from components.secrets import SecretsArgs, ServingSecrets
 from components.storage import ModelStore, ModelStoreArgs, read_only_policy
 from components.sync_job import ModelSyncArgs, ModelSyncJob, job_name
 from components.volume import ModelVolumeArgs, ModelVolumeClaims
-from render.runtime import record
-from render.stackfile import MASK
-from stacks.config import (
+from config_model import (
     CephFsVolume,
     CompileCache,
     ExistingClaim,
@@ -28,6 +26,8 @@ from stacks.config import (
     Rollout,
     ServedModel,
 )
+from render.runtime import record
+from render.stackfile import MASK
 
 DIGEST = "@sha256:" + "a" * 64
 
@@ -328,7 +328,7 @@ def test_scripts_config_map_ships_the_tested_scripts_verbatim():
 
 def providers_run(store: ObjectStore, kubeconfig=None):
     from components.providers import make_providers
-    from stacks.config import Cluster, StackConfig
+    from config_model import Cluster, StackConfig
     cfg = StackConfig.model_construct(namespace="ns", cluster=Cluster(context="gpu"), object_store=store)
     s = pulumi.Output.secret
     return record("test", lambda: make_providers(cfg, kubeconfig, s("id"), s("key")) and {})
@@ -384,7 +384,7 @@ def test_network_policies_deny_by_default_and_open_named_engine_ports_to_each_pe
 
 def test_platform_installs_pinned_manifests_in_order():
     from components.platform import ClusterPrerequisites
-    from stacks.config import Platform
+    from config_model import Platform
     r = record("test", lambda: ClusterPrerequisites("platform", Platform(install=True)) and {})
     files = by_type(r, "kubernetes:yaml/v2:ConfigFile")
     assert [f.inputs["file"] for f in files] == [

@@ -9,9 +9,9 @@ import re
 import pytest
 from conftest import PROJECT_DIR
 
+from config_model import StackConfig
 from render import stackfile
 from stacks import loader
-from stacks.config import StackConfig
 from stacks.loader import ConfigError
 
 SECRETS = {"apiKey": True, "objectStoreAccessKeyId": True, "objectStoreSecretAccessKey": True, "cephUserKey": True,

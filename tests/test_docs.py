@@ -6,7 +6,7 @@ import re
 
 from conftest import PROJECT_DIR
 
-from stacks.config import SECRET_KEYS
+from config_model import SECRET_KEYS
 from tools.config_reference import reference
 
 README = (PROJECT_DIR / "README.md").read_text(encoding="utf-8")

@@ -10,7 +10,7 @@ import pytest
 from conftest import shared_dir
 
 from components import engines
-from stacks.config import ServedModel, Vllm
+from config_model import ServedModel, Vllm
 
 REPORT = "000_238c050cad1f662b.txt"
 
@@ -97,7 +97,7 @@ def report_sglang_command() -> list[str]:
 
 
 def sglang(**kw):
-    from stacks.config import Sglang
+    from config_model import Sglang
     return Sglang(**kw)
 
 

@@ -17,8 +17,8 @@ from components.image_refs import (
     parse_upstream,
     registry_repository,
 )
+from config_model import ImageRef, Images, Mirror, RegistryMirror
 from policy.workloads import containers, pod_templates
-from stacks.config import ImageRef, Images, Mirror, RegistryMirror
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "components" / "scripts"
 D = "sha256:" + "a" * 64

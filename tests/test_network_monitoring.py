@@ -24,8 +24,8 @@ from test_topologies import rendered_pair
 
 from components.monitoring import alert_rules
 from components.platform import manifest_urls
+from config_model import Gateway, Monitoring, Platform
 from policy.workloads import containers, pod_templates
-from stacks.config import Gateway, Monitoring, Platform
 from tools import engine_metrics
 
 NS = "llm-serving-dev"  # Pulumi.dev.yaml, the base of every variant

@@ -7,9 +7,9 @@ import copy
 import pytest
 from conftest import k8s_objects, render_stack, stack_resources
 
+from config_model import Environment
 from policy import rules
 from policy.workloads import pod_templates
-from stacks.config import Environment
 
 
 def _deployment(stack="dev") -> dict:

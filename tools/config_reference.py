@@ -17,7 +17,7 @@ from pydantic_core import PydanticUndefined
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stacks.config import SECRET_KEYS, StackConfig  # noqa: E402
+from config_model import SECRET_KEYS, StackConfig  # noqa: E402
 
 
 def _model_of(annotation) -> type[BaseModel] | None:

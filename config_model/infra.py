@@ -1,0 +1,195 @@
+"""Where the stack runs and what it pulls: cluster, bucket, volumes, GPU pool, images, caches, sync Job."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import Field
+
+from config_model.types import DnsLabel, KubeconfigPath, Model, NonEmpty, stack_key, text, url_text
+
+
+class Environment(str, Enum):
+    dev = "dev"
+    staging = "staging"
+    prod = "prod"
+
+
+class Cluster(Model):
+    """How to reach the Kubernetes cluster. The kubeconfig itself, if not a path, is the secret
+    `llm-serving:kubeconfig`."""
+
+    kubeconfig_path: KubeconfigPath | None = Field(
+        None, description="Path to a kubeconfig file; unset means the secret llm-serving:kubeconfig, "
+        "or the ambient kubeconfig when neither is set.")
+    context: str | None = Field(None, description="kubeconfig context to use.")
+    kubernetes_version: text(r"^1\.(2[9]|3[0-7])$", "a supported minor version, '1.29' to '1.37' (quoted)") = Field(
+        "1.33", description="Minor version of the cluster (1.29 to 1.37 are supported); decides "
+        "which volume drivers are allowed and which schema the manifests are validated against.")
+    create_namespace: bool = Field(True, description="Create the namespace; false adopts an existing one.")
+
+
+class ObjectStore(Model):
+    """The bucket that holds the weights (field report 3.2)."""
+
+    bucket_name: text(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$", "an S3 bucket name: 3-63 lowercase letters, digits, '.' or '-'") = Field(
+        ..., description="Bucket name (S3 naming rules).")
+    create: bool = Field(True, description="Create and manage the bucket; false adopts an existing "
+                         "bucket by name without managing it (the usual choice for non-AWS endpoints).")
+    region: NonEmpty = Field("us-east-1", description="Region of the bucket or of the S3-compatible service.")
+    endpoint: url_text(r"^https://[^\s/]+/?$", "an https:// endpoint without a path") | None = Field(
+        None, description="S3-compatible endpoint (for example Tencent COS), https only. Unset means AWS S3. "
+        "With virtual-hosted addressing give the service endpoint; the bucket is prefixed by the client.")
+    addressing_style: Literal["virtual", "path"] = Field(
+        "virtual", description="S3 addressing style. Some S3-compatible stores (COS) refuse path-style "
+        "requests with PathStyleDomainForbidden (field report 3.2, 11.1).")
+    create_credentials: bool = Field(
+        True, description="On AWS, create a dedicated IAM user and key limited to reading the model "
+        "prefix. Must be false for a non-AWS endpoint: keys then come from secret config "
+        "llm-serving:objectStoreAccessKeyId and llm-serving:objectStoreSecretAccessKey.")
+    kms_key_arn: str | None = Field(None, description="KMS key for server-side encryption; unset uses SSE-S3 (AES256).")
+
+
+class CephFsVolume(Model):
+    """A static CephFS volume, field report 3.3. `csi` is ceph-csi's static volume; `in-tree` is the
+    legacy `cephfs:` volume source, removed from Kubernetes in 1.31."""
+
+    driver: Literal["csi", "in-tree"] = Field("csi", description="Volume driver: ceph-csi (csi) or the legacy in-tree plugin.")
+    monitors: list[NonEmpty] = Field(default_factory=list, description="Ceph monitors host:port (in-tree only; ceph-csi reads them from its cluster config).")
+    cluster_id: str | None = Field(None, description="ceph-csi clusterID (csi only).")
+    fs_name: str | None = Field(None, description="CephFS file system name (csi only).")
+    path: text(r"^/", "an absolute path") = Field(..., description="Absolute path of the model root inside CephFS.")
+    user: NonEmpty = Field(..., description="Ceph user; its key is the secret llm-serving:cephUserKey.")
+
+
+class NfsVolume(Model):
+    server: NonEmpty = Field(..., description="NFS server host name or address.")
+    path: text(r"^/", "an absolute path") = Field(..., description="Exported path of the model root.")
+
+
+class ExistingClaim(Model):
+    claim_name: DnsLabel = Field(..., description="Existing PersistentVolumeClaim holding the model root. "
+                                 "Serving pods mount it read-only; the sync Job writes to it.")
+
+
+class ModelVolume(Model):
+    """Where the weights live inside the cluster: reusable storage, never emptyDir (field report 3.2,
+    11.1: an emptyDir re-downloads about 156 GiB on every pod re-creation while 8 GPUs wait)."""
+
+    kind: Literal["cephfs", "nfs", "existingClaim"] = Field(..., description="Volume source of the model root.")
+    capacity_gib: int = Field(400, gt=0, description="Capacity of the static volumes in GiB (the default model is about 156 GiB).")
+    mount_path: text(r"^/[^\s]*$", "an absolute path without spaces") = Field(
+        "/models", description="Where serving pods see the model root.")
+    cephfs: CephFsVolume | None = Field(None, description="Settings when kind is cephfs.")
+    nfs: NfsVolume | None = Field(None, description="Settings when kind is nfs.")
+    existing_claim: ExistingClaim | None = Field(None, description="Settings when kind is existingClaim.")
+
+
+class Toleration(Model):
+    key: NonEmpty = Field(..., description="Taint key.")
+    operator: Literal["Equal", "Exists"] = Field("Exists", description="Toleration operator.")
+    value: str | None = Field(None, description="Taint value (Equal only).")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(None, description="Taint effect; unset tolerates all.")
+
+
+class GpuPool(Model):
+    """The GPU nodes serving pods run on; defaults are field report 2.1 (8 x H20 96 GB)."""
+
+    node_selector: dict[NonEmpty, NonEmpty] = Field(
+        default_factory=lambda: {"nvidia.com/gpu.product": "NVIDIA-H20"},
+        description="Node labels a GPU node must carry. Their keys also keep the sync Job off GPU nodes.")
+    tolerations: list[Toleration] = Field(
+        default_factory=lambda: [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
+        description="Tolerations for the GPU node taints.")
+    gpus_per_node: int = Field(8, ge=1, le=16, description="GPUs on one node of the pool.")
+    gpu_architecture: text(r"^sm[0-9]{2,3}a?$", "a CUDA architecture such as 'sm90'") = Field(
+        "sm90", description="CUDA architecture of the pool (H20 is Hopper, sm90); part of the JIT cache key.")
+    driver_version: text(r"^[0-9][0-9.]*$", "an NVIDIA driver version such as '570.133.20' (quoted)") | None = Field(
+        None, description="NVIDIA driver on the pool's nodes; part of the JIT cache key (field report 12.2).")
+    cpu_request: int = Field(64, ge=1, description="CPU cores requested per engine pod (field report 2.1).")
+    cpu_limit: int = Field(128, ge=1, description="CPU core limit per engine pod.")
+    memory_request_gib: int = Field(320, ge=1, description="Memory requested per engine pod in GiB.")
+    memory_limit_gib: int = Field(512, ge=1, description="Memory limit per engine pod in GiB.")
+    shm_size_gib: int = Field(128, ge=1, description="Size of /dev/shm (a Memory emptyDir) in GiB; at least 8 GiB per GPU.")
+
+
+IMAGE_UPSTREAM = text(r"^[a-z0-9][A-Za-z0-9._\-/:]*$",
+                      "an image reference registry/repository[:tag] without a digest, e.g. vllm/vllm-openai:v0.26.0-cu129")
+SHA256_DIGEST = text(r"^sha256:[0-9a-f]{64}$", "a digest: sha256: and 64 lowercase hex digits")
+
+
+class ImageRef(Model):
+    """An upstream image and the digest it must resolve to. The tag documents; the digest pins."""
+
+    upstream: IMAGE_UPSTREAM = Field(..., description="Upstream reference, repository[:tag], no digest.")
+    digest: SHA256_DIGEST = Field(..., description="sha256 digest the image is pinned to (field report 11.3: verify it, then pin it).")
+    cuda_version: text(r"^[0-9]+\.[0-9]+$", "a CUDA version such as '12.9' (quoted)") | None = Field(
+        None, description="CUDA runtime inside the image; part of the JIT cache key (field report 12.2).")
+
+
+class RayImageRef(ImageRef):
+    """The Ray-enabled vLLM image P/D on RayClusterFleet needs: an image of its own, with Ray
+    installed at build time rather than pip-installed at every start (field report 11.3)."""
+
+    ray_version: text(r"^[0-9]+\.[0-9]+\.[0-9]+$", "a Ray version such as '2.47.1' (quoted)") = Field(
+        ..., description="The ray[default] version baked into the image (2.47.1 in the field report).")
+
+
+class EcrMirror(Model):
+    repository_prefix: DnsLabel = Field("llm-serving", description="Prefix of the ECR repositories and pull-through cache rules.")
+    upstream_credential_arns: dict[NonEmpty, NonEmpty] = Field(
+        default_factory=dict, description="Secrets Manager ARN (name prefixed ecr-pullthroughcache/) per upstream registry "
+        "that needs one for pull-through caching, keyed by registry host (docker.io, ghcr.io).")
+    keep_images: int = Field(30, ge=5, le=1000, description="Images kept per repository by the lifecycle policy.")
+
+
+class RegistryMirror(Model):
+    host: text(r"^[a-z0-9][a-z0-9.\-]*(:[0-9]+)?$", "a registry host[:port]") = Field(..., description="Internal registry host, e.g. registry.internal:5000.")
+    repository_prefix: text(r"^[a-z0-9][a-z0-9._\-/]*[a-z0-9]$", "a repository path prefix") = Field(
+        "llm-serving", description="Path under the host where mirrored repositories live.")
+    copy_image: ImageRef = Field(..., description="Image with skopeo for the copy Job; pulled from upstream, not the mirror.")
+
+
+class Mirror(Model):
+    kind: Literal["none", "ecr", "registry"] = Field("none", description="none pulls from upstream; ecr or registry pulls from a mirror.")
+    ecr: EcrMirror | None = Field(None, description="Settings when kind is ecr.")
+    registry: RegistryMirror | None = Field(None, description="Settings when kind is registry (credentials: secret llm-serving:registryDockerConfigJson).")
+
+
+class Images(Model):
+    """Container images, each an upstream reference plus a sha256 digest: a tag can move under a
+    running fleet, a digest cannot (field report 11.3)."""
+
+    vllm: ImageRef = Field(..., description="vLLM OpenAI server image (needs DeepSeek V4 support, field report 2.2).")
+    sglang: ImageRef | None = Field(None, description="SGLang image, required by sglang models (field report 12: v0.5.17, CUDA 13.0).")
+    vllm_ray: RayImageRef | None = Field(None, description="Ray-enabled vLLM image for RayClusterFleet P/D.")
+    model_sync: ImageRef = Field(..., description="Image with the AWS CLI, for the model sync Job.")
+    model_verify: ImageRef = Field(..., description="Image with python3, for the integrity check and ready marker.")
+    mirror: Mirror = Field(default_factory=Mirror, description="Where pods pull the images from.")
+
+    def named(self) -> dict[str, ImageRef]:
+        """Every configured image by its stack-file key."""
+        return {stack_key(name): ref for name in type(self).model_fields
+                if isinstance(ref := getattr(self, name), ImageRef)}
+
+
+class CompileCache(Model):
+    """Writable JIT/compile cache, kept apart from the read-only model (field report 3.1, 12.2)."""
+
+    kind: Literal["emptyDir", "existingClaim"] = Field(
+        "emptyDir", description="emptyDir (lost with the pod) or an existing writable claim shared by restarts.")
+    claim_name: DnsLabel | None = Field(None, description="Claim name when kind is existingClaim.")
+    size_gib: int = Field(50, gt=0, description="Size limit of the emptyDir cache in GiB.")
+
+
+class ModelSync(Model):
+    """The CPU-only Job that fills the model volume from the bucket (field report 3.2)."""
+
+    max_concurrent_requests: int = Field(20, ge=1, le=256, description="AWS CLI s3 max_concurrent_requests (field report 3.2 suggests trying 10, 20, 32).")
+    backoff_limit: int = Field(4, ge=0, le=20, description="Pod retries of the Job (Kubernetes backs off exponentially between them).")
+    sync_attempts: int = Field(3, ge=1, le=10, description="`aws s3 sync` attempts inside one pod, with doubling sleeps between them.")
+    active_deadline_seconds: int = Field(7200, ge=600, description="Upper bound for one Job run in seconds (one 156 GiB download took about 6 min).")
+    cpu_request: int = Field(4, ge=1, description="CPU cores for download and hashing.")
+    memory_request_gib: int = Field(8, ge=1, description="Memory for download and hashing in GiB.")
+    node_selector: dict[NonEmpty, NonEmpty] = Field(default_factory=dict, description="Labels of the CPU nodes the Job may use.")

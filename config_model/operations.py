@@ -1,0 +1,132 @@
+"""Around the engines: gateway routes, platform pins, day-2 Jobs, monitoring, network policy."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from config_model.infra import ImageRef
+from config_model.types import DnsLabel, Model, NonEmpty, text, url_text
+
+# The paths AIBrix v0.7.0 routes per model (pkg/controller/modelrouter), all PathPrefix.
+AIBRIX_PATHS = ["/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/embeddings",
+                "/v1/rerank", "/v1/classify", "/generate", "/generatevideo", "/v1/audio/transcriptions",
+                "/v1/audio/translations"]
+
+
+class Gateway(Model):
+    """Routes through the AIBrix gateway (field report 10, 11.1): per served model one HTTPRoute in
+    the gateway namespace and one Service here, managed by this program, never by a workload."""
+
+    enabled: bool = Field(True, description="Create the Services' HTTPRoutes and the ReferenceGrant.")
+    namespace: DnsLabel = Field("aibrix-system", description="Namespace of the Gateway and of the HTTPRoutes.")
+    name: DnsLabel = Field("aibrix-eg", description="The Gateway the routes attach to.")
+    proxy_namespace: DnsLabel = Field(
+        "envoy-gateway-system", description="Namespace where Envoy Gateway runs this Gateway's proxy pods (v1.2.8, "
+        "which AIBrix v0.7.0 installs, runs them in its own namespace); the engines accept requests from them.")
+    external_endpoint: url_text(r"^https?://[^\s/]+$", "an http(s)://host[:port] base URL without a path") | None = Field(
+        None, description="Stable external base URL of the gateway (a DNS name, never a Pod IP); exported with /v1.")
+    request_timeout_seconds: int = Field(120, ge=1, le=3600, description="HTTPRoute request timeout in seconds (AIBrix default 120).")
+    paths: list[text(r"^/[^\s]*$", "an absolute path")] = Field(
+        default_factory=lambda: list(AIBRIX_PATHS), min_length=1, max_length=64,
+        description="Path prefixes routed to each model, matched together with the header `model`.")
+
+
+class Platform(Model):
+    """Cluster prerequisites, pinned. Install them from exactly one stack per cluster (they are
+    cluster-wide); every stack exports the versions it was built for."""
+
+    install: bool = Field(False, description="Install AIBrix (with its KubeRay and Envoy Gateway) and RBG from this stack.")
+    aibrix_version: text(r"^v[0-9]+\.[0-9]+\.[0-9]+$", "a release tag such as 'v0.7.0'") = Field(
+        "v0.7.0", description="AIBrix release; its dependency bundle brings KubeRay v1.2.1 and Envoy Gateway v1.2.8.")
+    rbg_version: text(r"^v[0-9]+\.[0-9]+\.[0-9]+$", "a release tag such as 'v0.7.0'") = Field(
+        "v0.7.0", description="RoleBasedGroup controller release.")
+
+
+class Warmup(Model):
+    """Requests sent after every rollout, before traffic: JIT still compiled kernels under the first
+    real load and drove p95 TTFT to 33 s (field report 8.2)."""
+
+    enabled: bool = Field(True, description="Run the warm-up Job after each rollout.")
+    concurrency_levels: list[Annotated[int, Field(ge=1, le=1024)]] = Field(
+        default_factory=lambda: [1, 8], min_length=1, description="Target concurrency levels to cover.")
+    input_tokens: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: [128, 4096], min_length=1, description="Common input lengths in tokens.")
+    near_max_input_fraction: float = Field(0.9, gt=0, lt=1, description="A near-maximum input: this fraction of maxModelLen.")
+    output_tokens: int = Field(32, ge=1, le=4096, description="Tokens generated per warm-up request.")
+    timeout_seconds: int = Field(1800, ge=60, description="Upper bound for the warm-up Job in seconds.")
+
+
+class Smoke(Model):
+    """Correctness before traffic: /health=200 proves nothing about output (field report 12.3)."""
+
+    enabled: bool = Field(True, description="Run the smoke Job after each rollout.")
+    prompt: str = Field("只回答：你好", description="Deterministic prompt, sent with temperature 0 and thinking disabled.")
+    expected_text: str = Field("你好", description="The exact answer the deterministic prompt must return.")
+    max_tokens: int = Field(32, ge=1, le=1024, description="max_tokens of the deterministic request.")
+
+
+class LoadScenario(Model):
+    input_len: int = Field(..., ge=1, description="--random-input-len in tokens.")
+    output_len: int = Field(..., ge=1, description="--random-output-len in tokens.")
+    concurrency: int = Field(..., ge=1, le=1024, description="--max-concurrency.")
+    num_prompts: int = Field(..., ge=1, description="--num-prompts.")
+    num_warmups: int = Field(..., ge=0, description="--num-warmups; at least the concurrency (field report 8.2).")
+    request_rate: text(r"^(inf|[0-9]+(\.[0-9]+)?)$", "'inf' or a number of requests per second") = Field(
+        "inf", description="--request-rate.")
+
+
+class LoadTest(Model):
+    """`vllm bench serve` rounds as in field report 8.4 and 11.4; off by default (it occupies the engine)."""
+
+    enabled: bool = Field(False, description="Run the load-test Job after each rollout.")
+    scenarios: list[LoadScenario] = Field(
+        default_factory=lambda: [
+            LoadScenario(input_len=128, output_len=64, concurrency=1, num_prompts=16, num_warmups=2),
+            LoadScenario(input_len=128, output_len=64, concurrency=8, num_prompts=64, num_warmups=8),
+            LoadScenario(input_len=4096, output_len=128, concurrency=4, num_prompts=16, num_warmups=4)],
+        min_length=1, description="Rounds, by default the three of field report 11.4.")
+    results_size_gib: int = Field(10, ge=1, description="Size of the claim that keeps --save-result files after the Job.")
+    storage_class: str | None = Field(None, description="StorageClass of the results claim; unset uses the cluster default.")
+    timeout_seconds: int = Field(7200, ge=300, description="Upper bound for the load-test Job in seconds.")
+
+
+class Monitoring(Model):
+    """Prometheus Operator PodMonitor and PrometheusRule; thresholds are the alerting contract."""
+
+    enabled: bool = Field(True, description="Create the PodMonitor and the PrometheusRule.")
+    labels: dict[NonEmpty, NonEmpty] = Field(default_factory=dict, description="Labels the Prometheus selects monitors and rules by.")
+    prometheus_namespace: DnsLabel = Field(
+        "monitoring", description="Namespace of the Prometheus (Prometheus Operator) that scrapes the engines; the "
+        "engines' metrics ports accept its scrapes.")
+    max_failure_ratio: float = Field(0.01, gt=0, lt=1, description="Alert when this share of requests fail (5xx) over 10 min.")
+    max_queue_length: int = Field(32, ge=1, description="Alert when this many requests wait in an engine queue for 5 min.")
+    max_kv_cache_usage: float = Field(0.95, gt=0, le=1, description="Alert when KV-cache usage stays above this for 10 min.")
+    ttft_p95_slo_seconds: float = Field(2.0, gt=0, description="Alert when p95 TTFT exceeds this SLO for 10 min.")
+    min_gpu_memory_headroom_gib: float = Field(
+        2.0, gt=0, description="Alert when free GPU memory (DCGM) falls below this; the field report ran at about 93 of 96 GiB.")
+
+
+class OpenWebUi(Model):
+    """OpenWebUI for people (field report 10), pointed at the stable endpoint."""
+
+    enabled: bool = Field(False, description="Deploy OpenWebUI in this stack.")
+    image: ImageRef | None = Field(None, description="OpenWebUI image pinned by digest (required when enabled).")
+    storage_gib: int = Field(10, ge=1, description="Size of its data claim (users, chats, admin settings).")
+    storage_class: str | None = Field(None, description="StorageClass of the data claim; unset uses the cluster default.")
+
+
+class Operations(Model):
+    warmup: Warmup = Field(default_factory=Warmup, description="Warm-up Job.")
+    smoke: Smoke = Field(default_factory=Smoke, description="Smoke-test Job.")
+    load_test: LoadTest = Field(default_factory=LoadTest, description="Load-test Job.")
+    monitoring: Monitoring = Field(default_factory=Monitoring, description="Monitoring and alerts.")
+    open_webui: OpenWebUi = Field(default_factory=OpenWebUi, alias="openWebUI", description="OpenWebUI.")
+    disruption_budget: bool = Field(True, description="A PodDisruptionBudget (maxUnavailable 1) per served model.")
+
+
+class NetworkPolicy(Model):
+    enabled: bool = Field(True, description="Deny ingress by default; open the engines' serving ports to the gateway's "
+                          "Envoy proxies and AIBrix plugin, their metrics ports to Prometheus and the plugin, both to "
+                          "this stack's pods, and KV transfer within a P/D roleset only.")

@@ -1,0 +1,145 @@
+"""How one served model runs: engine arguments, rollout, P/D, and the model itself."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from config_model.types import LABEL_VALUE, DnsLabel, Model, NonEmpty, text
+
+
+class Rollout(Model):
+    """How engine pods are replaced. A surge pod would need a full set of GPUs that the budget does
+    not have, so surge is fixed at 0 (field report 11.2 saw the count overshoot)."""
+
+    strategy: Literal["Recreate", "RollingUpdate"] | None = Field(
+        None, description="Recreate (Deployment only) or RollingUpdate with maxSurge 0; unset means Recreate for a "
+        "Deployment and RollingUpdate for StormService and RoleBasedGroup, which have no Recreate.")
+    max_unavailable: int = Field(1, ge=1, description="Pods taken down at once by a RollingUpdate.")
+    max_surge: int = Field(0, ge=0, description="Extra pods during a rollout. Must be 0: the engine rollout never raises the GPU count.")
+
+
+class Vllm(Model):
+    """vLLM engine arguments; defaults are the validated command of field report section 5."""
+
+    tensor_parallel_size: int = Field(8, ge=1, le=16, description="--tensor-parallel-size.")
+    data_parallel_size: int = Field(1, ge=1, le=16, description="--data-parallel-size (1 omits the flag).")
+    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"] = Field("fp8", description="--kv-cache-dtype.")
+    block_size: int = Field(256, ge=1, le=256, description="--block-size (DeepSeek V4 pages are 256 tokens).")
+    gpu_memory_utilization: float = Field(0.88, gt=0, le=0.95, description="--gpu-memory-utilization; at 0.88 the report saw about 93 GiB used per H20 card, little headroom (section 1).")
+    max_model_len: int = Field(204800, ge=1024, description="--max-model-len in tokens.")
+    max_num_seqs: int = Field(64, ge=1, le=1024, description="--max-num-seqs, set explicitly so CUDA Graphs are not captured for unused shapes (section 5).")
+    tokenizer_mode: NonEmpty = Field("deepseek_v4", description="--tokenizer-mode.")
+    tool_call_parser: NonEmpty = Field("deepseek_v4", description="--tool-call-parser (enables --enable-auto-tool-choice).")
+    reasoning_parser: NonEmpty = Field("deepseek_v4", description="--reasoning-parser.")
+    enable_prefix_caching: bool = Field(True, description="--enable-prefix-caching.")
+    speculative_decoding: Literal["off", "dspark"] = Field(
+        "off", description="DSpark A/B switch; off gives the target-only baseline section 5 asks for first.")
+    dspark_num_speculative_tokens: int = Field(5, ge=1, le=16, description="num_speculative_tokens when DSpark is on.")
+    enforce_eager: bool = Field(False, description="--enforce-eager: skip CUDA Graphs (faster start, slower steady state).")
+
+
+class Sglang(Model):
+    """SGLang server arguments; defaults are the validated H20 command of field report 12.1.
+    SGLang spells the parsers differently from vLLM (deepseek-v4, deepseekv4): kept as SGLang spells them."""
+
+    tensor_parallel_size: int = Field(8, ge=1, le=16, description="--tensor-parallel-size (the declared alias of --tp-size).")
+    moe_runner_backend: NonEmpty = Field("marlin", description="--moe-runner-backend; marlin is the MXFP4 path on Hopper/H20 (FlashInfer MXFP4 is for Blackwell).")
+    speculative_algorithm: Literal["off", "DSPARK"] = Field("off", description="--speculative-algorithm; DSPARK uses the checkpoint's built-in DSpark head.")
+    mem_fraction_static: float = Field(0.82, gt=0, le=0.95, description="--mem-fraction-static.")
+    chunked_prefill_size: int = Field(4096, ge=-1, description="--chunked-prefill-size in tokens (-1 disables).")
+    swa_full_tokens_ratio: float = Field(0.1, gt=0, le=1, description="--swa-full-tokens-ratio.")
+    reasoning_parser: NonEmpty = Field("deepseek-v4", description="--reasoning-parser (SGLang spelling).")
+    tool_call_parser: NonEmpty = Field("deepseekv4", description="--tool-call-parser (SGLang spelling).")
+    max_running_requests: int | None = Field(None, ge=1, description="--max-running-requests; lower it with cudaGraphMaxBs to capture fewer graph shapes (section 12.2), re-benchmark after.")
+    cuda_graph_max_bs: int | None = Field(None, ge=1, description="--cuda-graph-max-bs-decode (0.5.23 refuses the ambiguous --cuda-graph-max-bs).")
+    context_length: int | None = Field(None, ge=1024, description="--context-length in tokens; unset keeps the checkpoint's.")
+
+
+class Rdma(Model):
+    resource_name: NonEmpty = Field(..., description="Extended resource of the RDMA devices, e.g. rdma/rdma_shared_device_a.")
+    count: int = Field(1, ge=1, le=16, description="RDMA devices per engine pod.")
+
+
+class Pd(Model):
+    """Prefill/decode disaggregation on two AIBrix RayClusterFleets (field report 11.2-11.4). Both
+    sides are built from this model's one vLLM argument set, so they cannot differ."""
+
+    roleset_name: DnsLabel | None = Field(None, description="roleset-name label pairing the two sides; unset means <name>-pd.")
+    side_channel_port: int = Field(5600, ge=1024, le=65535, description="VLLM_NIXL_SIDE_CHANNEL_PORT on both sides (one engine per pod).")
+    kv_load_failure_policy: Literal["recompute", "fail"] = Field(
+        "recompute", description="NixlConnector kv_load_failure_policy, always explicit. recompute drops failed remote KV "
+        "and recomputes locally instead of generating from invalid KV (11.3); such requests are not P/D successes.")
+    prompt_len_bucket_min_length: int = Field(
+        2049, ge=1, description="Hybrid only: shortest prompt (tokens) the P/D roleset serves; shorter prompts go to combined pods (11.5).")
+    rollout_overshoot_pods: int = Field(
+        1, ge=0, le=4, description="Extra 8-GPU pods the GPU budget reserves for the pair: the Fleet controller replaced a "
+        "briefly NotReady RayCluster and exceeded its GPU target even with maxSurge 0 (11.2).")
+    rdma: Rdma | None = Field(None, description="RDMA devices for KV transfer; adds IPC_LOCK and nothing broader.")
+
+
+class SamePodPd(Model):
+    """4P+4D in one pod (field report 9): for functional validation only; 9.4 measured 3.7-12.1% of
+    TP=8 throughput."""
+
+    prefill_port: int = Field(8100, ge=1024, le=65535, description="Prefill engine port.")
+    decode_port: int = Field(8200, ge=1024, le=65535, description="Decode engine port.")
+    proxy_port: int = Field(8000, ge=1024, le=65535, description="Proxy port the Service targets.")
+    prefill_side_channel_port: int = Field(5559, ge=1024, le=65535, description="Prefill VLLM_NIXL_SIDE_CHANNEL_PORT.")
+    decode_side_channel_port: int = Field(5659, ge=1024, le=65535, description="Decode VLLM_NIXL_SIDE_CHANNEL_PORT.")
+    enforce_eager: bool = Field(True, description="--enforce-eager on both engines, as validated in 9.2.")
+
+
+# The routing strategies the AIBrix v0.7.0 gateway plugin registers (pkg/plugins/gateway/algorithms,
+# every Register/RegisterProvider call; checked against the source in tests/upstream_aibrix.py). Any
+# other name makes the plugin answer 400 "incorrect routing strategy".
+ROUTING_STRATEGIES = ("random", "least-request", "least-busy-time", "least-gpu-cache", "least-kv-cache",
+                      "least-latency", "least-utilization", "throughput", "prefix-cache", "prefix-cache-preble",
+                      "power-of-two", "session-affinity", "vtc-basic", "slo", "slo-pack-load", "slo-least-load",
+                      "slo-least-load-pulling", "pd")
+
+
+class ServedModel(Model):
+    """One served model: where its weights are and how its combined engine runs."""
+
+    name: DnsLabel = Field(..., description="Kubernetes name of the model's workloads and Service.")
+    served_model_name: text(LABEL_VALUE, "a Kubernetes label value: 1-63 letters, digits, '.', '_' or '-', alphanumeric at both ends") = Field(
+        ..., description="--served-model-name; what clients put in `model`. It is also the AIBrix "
+        "label model.aibrix.ai/name, so it must be a valid label value.")
+    directory: text(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$", "a non-empty directory name: letters, digits, '.', '_' or '-', no '/'") = Field(
+        ..., description="Directory of the weights under the model root.")
+    object_prefix: text(r"^[^/\s][^\s]*[^/\s]$|^[^/\s]$", "a non-empty key prefix without spaces or leading/trailing '/'") = Field(
+        ..., description="Key prefix of the weights in the bucket, without leading or trailing slash.")
+    revision: text(r"^[A-Za-z0-9._\-]+$", "a non-empty revision: letters, digits, '.', '_' or '-'") = Field(
+        ..., description="Model revision; the sync Job writes it into the ready marker and pods refuse another.")
+    expected_shard_count: int = Field(48, ge=1, description="Safetensors shards the weight index must name (48 for DeepSeek-V4-Flash, field report 3.1).")
+    engine: Literal["vllm", "sglang"] = Field("vllm", description="Serving engine.")
+    orchestrator: Literal["deployment", "stormservice", "rolebasedgroup", "rayclusterfleet"] = Field(
+        "deployment", description="What runs the engine pods: a Deployment, an AIBrix StormService (11.1), an RBG "
+        "RoleBasedGroup (12) or, for P/D, two AIBrix RayClusterFleets (11.2). For hybrid it runs the combined pods.")
+    topology: Literal["combined", "pd", "pd-same-pod", "hybrid"] = Field(
+        "combined", description="combined: one engine does prefill and decode (field report 7); pd: prefill and decode "
+        "fleets (11.2); pd-same-pod: 4P+4D in one pod (9, validation only); hybrid: combined pods for every prompt "
+        "plus a P/D roleset for long prompts (11.5).")
+    dspark_of: DnsLabel | None = Field(
+        None, description="Makes this model the DSpark arm of an A/B pair: the name of the target-only model it must "
+        "equal in everything but speculative decoding, name and served name (field report 5, 8.1, 12.5).")
+    replicas: int = Field(1, ge=0, le=64, description="Engine pods.")
+    gpus_per_pod: int | None = Field(None, ge=1, description="GPUs per engine pod; unset means the parallel size. When set it must equal it.")
+    startup_budget_seconds: int | None = Field(
+        None, ge=60, description="Time from pod start to a port that accepts connections, in seconds; unset means "
+        "1800 for vLLM and 2700 for SGLang. It must cover the measured cold start: about 12 min for vLLM TP=8 "
+        "(field report 6) and 23 min for SGLang (12.2).")
+    termination_grace_seconds: int = Field(
+        180, ge=10, le=3600, description="Grace period to drain in-flight requests, in seconds; at least the gateway "
+        "request timeout plus 30 s for endpoint removal and shutdown.")
+    rollout: Rollout = Field(default_factory=Rollout, description="Rollout of the engine pods.")
+    vllm: Vllm = Field(default_factory=Vllm, description="vLLM arguments (engine vllm).")
+    pd: Pd = Field(default_factory=Pd, description="P/D settings (topology pd or hybrid).")
+    same_pod: SamePodPd = Field(default_factory=SamePodPd, description="Same-pod 4P+4D settings (topology pd-same-pod).")
+    sglang: Sglang = Field(default_factory=Sglang, description="SGLang arguments (engine sglang).")
+    routing_strategy: Literal[ROUTING_STRATEGIES] | None = Field(
+        None, description="AIBrix gateway routing strategy written into every engine pod's model.aibrix.ai/config "
+        "profile; unset means pd for topologies pd and hybrid, prefix-cache with 2 or more replicas, least-request "
+        "with 1. A client's routing-strategy header still overrides it.")

@@ -1,0 +1,81 @@
+"""The whole stack config, and the secrets it needs.
+
+Keys in the stack file are camelCase under the `llm-serving:` namespace (Pulumi's convention);
+the Python attributes are their snake_case twins. Every field carries a description and a unit in
+its name (GiB, Seconds) so that `pulumi config` users and reviewers read the same contract.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from config_model.infra import (
+    Cluster,
+    CompileCache,
+    Environment,
+    GpuPool,
+    ImageRef,
+    Images,
+    ModelSync,
+    ModelVolume,
+    ObjectStore,
+)
+from config_model.operations import Gateway, NetworkPolicy, Operations, Platform
+from config_model.serving import ServedModel
+from config_model.types import DnsLabel, Model
+
+
+class StackConfig(Model):
+    """Everything under `llm-serving:` in a stack file, except the secrets."""
+
+    # An enum is strict only against Environment instances; its text comes from the CLI.
+    environment: Environment = Field(..., strict=False, description="dev, staging or prod; outside dev, data-holding resources are protected.")
+    namespace: DnsLabel = Field(..., description="Namespace of every namespaced object.")
+    gpu_budget: int = Field(..., ge=0, description="GPUs this stack may hold at once, rollouts included.")
+    cluster: Cluster = Field(default_factory=Cluster, description="Cluster access.")
+    object_store: ObjectStore = Field(..., description="The weights bucket.")
+    model_volume: ModelVolume = Field(..., description="The read-only model volume.")
+    gpu_pool: GpuPool = Field(default_factory=GpuPool, description="GPU node pool settings.")
+    images: Images = Field(..., description="Images pinned by digest.")
+    compile_cache: CompileCache = Field(default_factory=CompileCache, description="JIT/compile cache volume.")
+    model_sync: ModelSync = Field(default_factory=ModelSync, description="The model sync Job.")
+    gateway: Gateway = Field(default_factory=Gateway, description="Gateway routes.")
+    network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy, description="NetworkPolicies of the namespace.")
+    platform: Platform = Field(default_factory=Platform, description="Cluster prerequisites.")
+    operations: Operations = Field(default_factory=Operations, description="Day-2 Jobs, monitoring, OpenWebUI, disruption budgets.")
+    models: list[ServedModel] = Field(..., min_length=1, description="Served models; the first is the stack's primary endpoint.")
+
+    @staticmethod
+    def image_path(key: str) -> str:
+        """The stack-file path of an image key of all_images()."""
+        return "operations.openWebUI.image" if key == "openWebUI" else f"images.{key}"
+
+    def all_images(self) -> dict[str, ImageRef]:
+        """Every image the stack runs, by stack-file key: the images section plus optional apps."""
+        named = self.images.named()
+        if self.operations.open_webui.enabled and self.operations.open_webui.image is not None:
+            named["openWebUI"] = self.operations.open_webui.image
+        return named
+
+
+# Secret config keys: never in the model above, always read with require_secret.
+SECRET_KEYS = {
+    "apiKey": "API key clients must present to the engine (env VLLM_API_KEY).",
+    "kubeconfig": "kubeconfig contents, when cluster.kubeconfigPath is not used.",
+    "objectStoreAccessKeyId": "Read-only access key id for a non-AWS object store.",
+    "objectStoreSecretAccessKey": "Secret access key for a non-AWS object store.",
+    "cephUserKey": "Key of the Ceph user of modelVolume.cephfs.user.",
+    "registryDockerConfigJson": "Docker config JSON with credentials for images.mirror.registry.host (pods pull with it, the copy Job pushes with it).",
+}
+
+
+def required_secret_keys(cfg: StackConfig) -> list[str]:
+    """Secret keys the given config cannot do without (kubeconfig is always optional)."""
+    keys = ["apiKey"]
+    if not cfg.object_store.create_credentials:
+        keys += ["objectStoreAccessKeyId", "objectStoreSecretAccessKey"]
+    if cfg.model_volume.kind == "cephfs":
+        keys.append("cephUserKey")
+    if cfg.images.mirror.kind == "registry":
+        keys.append("registryDockerConfigJson")
+    return keys

@@ -1,0 +1,96 @@
+"""Name, text and URL types of the stack config, and the base every section derives from.
+
+Single-field rules (types, ranges, patterns) live with the types; rules that relate several fields
+live in stacks/rules.py so that every broken rule is reported at once. This package imports nothing
+of the program's own: components take their arguments from it and stacks/ composes them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, StringConstraints
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+# A Kubernetes label value, non-empty.
+LABEL_VALUE = r"^[A-Za-z0-9]([A-Za-z0-9._\-]{0,61}[A-Za-z0-9])?$"
+# Pattern -> what it allows, in words, for error messages (stacks/loader.py).
+PATTERN_MEANING: dict[str, str] = {}
+
+
+def text(pattern: str, meaning: str) -> Any:
+    """A string type constrained by `pattern`, whose error message says `meaning`."""
+    PATTERN_MEANING[pattern] = meaning
+    return Annotated[str, StringConstraints(pattern=pattern)]
+
+
+DnsLabel = text(DNS_LABEL, "a DNS label: 1-63 lowercase letters, digits or '-', alphanumeric at both ends")
+NonEmpty = Annotated[str, StringConstraints(min_length=1, strip_whitespace=True)]
+
+
+# The error type of a credential found in a plain field: stacks/loader.py never prints its value.
+CREDENTIAL_ERROR = "credential_in_plain_field"
+# Any userinfo in a URL (RFC 3986 section 3.2.1): user:password@ or a bare token@.
+_USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@")
+
+
+def _no_userinfo(value: Any) -> Any:
+    """Plain config is stored and shown in plaintext (stack file, state, `pulumi config`): a URL
+    carrying credentials would leak them, so it is refused before its pattern is even checked."""
+    if isinstance(value, str) and _USERINFO.match(value.strip()):
+        raise PydanticCustomError(CREDENTIAL_ERROR, "must not carry credentials (userinfo before '@'): plain "
+                                  "config reaches the stack file and the state unencrypted; give the bare host and "
+                                  "keep keys in secret config")
+    return value
+
+
+def _path_not_contents(value: Any) -> Any:
+    """A kubeconfig pasted here instead of into the secret would sit in plaintext in the stack file."""
+    if isinstance(value, str) and ("\n" in value or "\r" in value or value.lstrip().startswith("{") or re.search(
+            r"apiVersion|\bclusters\b\W*:|\busers\b\W*:|-data\W*:|\btoken\W*:", value)):
+        raise PydanticCustomError(CREDENTIAL_ERROR, "must be a path to a kubeconfig file, not its contents: set "
+                                  "the contents with pulumi config set --secret llm-serving:kubeconfig instead")
+    return value
+
+
+KubeconfigPath = Annotated[str, BeforeValidator(_path_not_contents)]
+
+
+def url_text(pattern: str, meaning: str) -> Any:
+    """A URL string type: `pattern` as in text(), and never any userinfo."""
+    return Annotated[text(pattern, meaning), BeforeValidator(_no_userinfo)]
+
+
+def stack_key(field_name: str) -> str:
+    """snake_case attribute -> camelCase stack-file key, keeping the unit spelled GiB."""
+    return re.sub(r"Gib(?=[A-Z]|$)", "GiB", to_camel(field_name))
+
+
+class Model(BaseModel):
+    """Base for every config section: camelCase keys, unknown keys refused, immutable."""
+
+    # strict: the Pulumi CLI reads stack files as YAML 1.2, where `off` and "8" are text; lax
+    # validation would turn them back into false and 8 (and true into 1).
+    model_config = ConfigDict(
+        strict=True,
+        extra="forbid",
+        frozen=True,
+        alias_generator=stack_key,
+        populate_by_name=True,
+        validate_default=True,
+    )
+
+
+def is_ip_host(url: str) -> bool:
+    """True when the URL's host is an IP literal: a Pod IP changes on every re-creation (field report 10)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+    host = urlsplit(url).hostname or ""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
