@@ -21,7 +21,7 @@ from components.combined import rollout_timeouts, served_model_selector
 from components.engines import ENGINE_PORT, max_model_len, tokenizer_mode
 from components.ops_commands import SmokeRoute, load_test_plan, smoke_args, warmup_args
 from components.pod_template import SCRIPTS_MOUNT, container_security, cpu_job_pod
-from stacks.config import GpuPool, Operations, ServedModel
+from config_model import GpuPool, Operations, ServedModel
 
 RESULTS_CLAIM = "llm-bench-results"
 RESULTS_MOUNT = "/results"

@@ -9,8 +9,7 @@ import json
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from stacks.config import LoadScenario, Smoke, Warmup
-from stacks.rules import is_ip_host
+from config_model import LoadScenario, Smoke, Warmup, is_ip_host
 
 SCRIPTS = "/opt/llm-serving"
 
