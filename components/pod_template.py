@@ -179,7 +179,7 @@ def cache_env() -> dict[str, str]:
     """Every cache either engine writes at start or on a first request, pointed at the keyed cache
     volume, so the JIT work of field report 8.2 and 12.2 is paid once per key, not per start. The same
     set for both engines: each ignores the other's variables. Where each variable is read, at which
-    pinned version, is in tests/upstream_engines.py; tests/test_engine_caches.py runs the upstream
+    pinned version, is in tests/upstream_<project>.py; tests/test_engine_caches.py runs the upstream
     code with this env and checks every resolved path lies under the mount."""
     return {
         # vLLM's VLLM_CACHE_ROOT default and anything else that honours XDG.
