@@ -1,6 +1,7 @@
 """Offline render: `python -m render --stack dev` writes build/<stack>/ without a cluster or cloud.
 
-Exit codes: 0 rendered, 2 invalid stack configuration (nothing written).
+Exit codes: 0 rendered, 2 invalid stack configuration or an object the Kubernetes API server would
+refuse (nothing written).
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         refusal = ConfigError(stack_file_name(args.stack), [FileProblem(path="", value=None, allowed=str(err))])
         print(refusal.report(), file=sys.stderr)
         return 2
+    refused = api_problems(rendered)
+    if refused:
+        print(refused, file=sys.stderr)
+        return 2
     out_dir = args.out or args.project_dir / "build" / args.stack
     written = output.write(rendered, out_dir)
     elapsed = (time.perf_counter() - started) * 1000
@@ -48,6 +53,24 @@ def main(argv: list[str] | None = None) -> int:
     for path in written:
         print(f"  {path.relative_to(args.project_dir) if path.is_relative_to(args.project_dir) else path}")
     return 0
+
+
+def api_problems(rendered) -> str:
+    """The report of apivalidation over every Kubernetes object, or '' when the server accepts them
+    all. Without the CRD directory the CEL rules cannot run: said on stderr, not silently skipped."""
+    import apivalidation
+    from render.output import is_kubernetes_object
+
+    objects = [r.inputs for r in rendered.resources if is_kubernetes_object(r)]
+    crds = apivalidation.crds_dir()
+    index = None
+    if crds.is_dir():
+        index = apivalidation.crd_index(str(crds), apivalidation.custom_kinds(objects))
+    else:
+        print(f"warning: {crds} is missing: custom resources not checked against their CRDs' CEL rules "
+              "(set LLM_SERVING_CRDS)", file=sys.stderr)
+    problems = apivalidation.validate(objects, index)
+    return apivalidation.report(problems) if problems else ""
 
 
 if __name__ == "__main__":
