@@ -3,9 +3,10 @@ test (correctness, field report 12.3, and the route's evidence, 11.3), then the 
 traffic, 8.2), then optionally the load test (8.4, 11.4); plus a PodDisruptionBudget. The Jobs are
 CPU-only and named after what they test, so a rollout brings new ones. Smoke and warm-up go through
 the gateway when the stack has one, the way users reach the model (the model's Service selects
-prefill and decode pods alike, each answering on its own); the load test stays on the Service,
-where its idle check reads /metrics. Both wait for the endpoint up to the rollout's own deadline:
-a workload's Ready can come before the new revision serves."""
+prefill and decode pods alike, each answering on its own), and so does the load test, whose idle
+check reads every engine's /metrics through a headless Service of its own. Smoke and warm-up wait
+for the endpoint up to the rollout's own deadline: a workload's Ready can come before the new
+revision serves."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pulumi_kubernetes as k8s
 from components.base import Component, job_metadata, labels, metadata
 from components.combined import rollout_timeouts, served_model_selector
 from components.engines import ENGINE_PORT, max_model_len, tokenizer_mode
-from components.ops_commands import SmokeRoute, load_test_plan, smoke_args, warmup_args
+from components.ops_commands import Engines, SmokeRoute, load_test_plan, smoke_args, warmup_args
 from components.pod_template import SCRIPTS_MOUNT, container_security, cpu_job_pod
 from config_model import GpuPool, Operations, ServedModel
 
@@ -69,6 +70,22 @@ def smoke_route(m: ServedModel, via_gateway: bool) -> SmokeRoute:
         return SmokeRoute(m.topology, f"{m.name}-prefill-"[:RAY_POD_PREFIX_MAX], f"{m.name}-decode-"[:RAY_POD_PREFIX_MAX],
                           port, port, words)
     return SmokeRoute("combined")
+
+
+def engines_service(m: ServedModel) -> str:
+    """The load test's headless Service of every engine pod. No controller derives it: StormService
+    Services take the workload's name (the model's), RBG role Services <rbg>-<role> and
+    s-<rbg>-<role> with role `server`, KubeRay head Services end in -head-svc (tests/upstream_*.py).
+    A name past 63 characters keeps a hash of the whole, so two long model names stay apart."""
+    name = f"{m.name}-engines"
+    return name if len(name) <= 63 else f"{name[:54]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def engine_metric_ports(m: ServedModel) -> tuple[int, ...]:
+    """Where each engine pod serves /metrics: same-pod P/D has two engines, each on its own port."""
+    if m.topology == "pd-same-pod":
+        return (m.same_pod.prefill_port, m.same_pod.decode_port)
+    return (ENGINE_PORT[m.engine],)
 
 
 def endpoint_wait_seconds(m: ServedModel) -> int:
@@ -130,11 +147,22 @@ class ModelOperations(Component):
             assert args.results_claim is not None
             model_path = f"{args.model_mount_path}/{m.directory}"
             run_id = f"bench-{m.name}-{args.revision_key}"
-            plan = load_test_plan(args.endpoint, m.served_model_name, model_path, tokenizer_mode(m),
-                                  ops.load_test.scenarios, RESULTS_MOUNT, run_id)
+            # Headless and publishing unready pods: its DNS name resolves to every engine pod's IP,
+            # one still draining requests included, so the idle check misses none (field report 11.4).
+            # Nothing for Pulumi to await: the Job checks every engine itself before each round.
+            engines = k8s.core.v1.Service(
+                f"{name}-engines", metadata={**metadata(engines_service(m), ns, "load-test"),
+                                             "annotations": {"pulumi.com/skipAwait": "true"}},
+                spec={"clusterIP": "None", "publishNotReadyAddresses": True, "selector": served_model_selector(m),
+                      "ports": [{"name": f"metrics-{p}", "port": p, "targetPort": p, "protocol": "TCP"}
+                                for p in engine_metric_ports(m)]},
+                opts=self.child_opts())
+            host = f"{engines_service(m)}.{ns}.svc.cluster.local"
+            plan = load_test_plan(user_endpoint, m.served_model_name, model_path, tokenizer_mode(m),
+                                  ops.load_test.scenarios, run_id, Engines(host, engine_metric_ports(m), m.engine))
             command = ["python3", f"{SCRIPTS_MOUNT}/load_test.py", "--plan", plan, "--results", RESULTS_MOUNT]
             self._job("loadtest", args, args.bench_image, command, "4", "8Gi",
-                      deadline=ops.load_test.timeout_seconds, backoff=0, after=previous,
+                      deadline=ops.load_test.timeout_seconds, backoff=0, after=[*previous, engines],
                       mounts=[{"name": "results", "mountPath": RESULTS_MOUNT},
                               {"name": "model", "mountPath": args.model_mount_path, "readOnly": True}],
                       volumes=[{"name": "results", "persistentVolumeClaim": {"claimName": args.results_claim}},

@@ -89,9 +89,20 @@ def smoke_args(endpoint: str, served_model_name: str, smoke: Smoke, route: Smoke
             "--probe-words", str(route.probe_words)]
 
 
+@dataclass(frozen=True)
+class Engines:
+    """Every engine of a model, for the load test's idle check: a headless Service name resolving to
+    each engine pod's IP (ready or not), the ports each pod serves /metrics on, and which engine's
+    gauges count requests in flight (openai_client.IN_FLIGHT_GAUGES)."""
+    host: str
+    ports: tuple[int, ...]
+    engine: str
+
+
 def bench_round_args(endpoint: str, served_model_name: str, model_path: str, tokenizer_mode: str,
-                     scenario: LoadScenario, result_dir: str, request_id_prefix: str) -> list[str]:
-    """One `vllm bench serve` round with the field report's fixed parameters (8.4, 11.4)."""
+                     scenario: LoadScenario) -> list[str]:
+    """One `vllm bench serve` round with the field report's fixed parameters (8.4, 11.4). The
+    request-id prefix and result directory are load_test.py's: unique per run, known only then."""
     if scenario.num_warmups < scenario.concurrency:
         raise OpsConfigError(f"{scenario.num_warmups} warm-ups are below the concurrency {scenario.concurrency}; "
                              "the round would measure JIT (field report 8.2)")
@@ -106,17 +117,19 @@ def bench_round_args(endpoint: str, served_model_name: str, model_path: str, tok
             "--ignore-eos", "--temperature", "0", "--request-rate", scenario.request_rate,
             "--max-concurrency", str(scenario.concurrency),
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99",
-            "--request-id-prefix", request_id_prefix,
-            "--save-result", "--result-dir", result_dir]
+            "--save-result"]
 
 
 def load_test_plan(endpoint: str, served_model_name: str, model_path: str, tokenizer_mode: str,
-                   scenarios: list[LoadScenario], results_root: str, run_id: str) -> str:
-    """JSON plan for load_test.py: one round per scenario, each with its own request-id prefix and
-    result directory, so no round's numbers mix with another's (field report 11.4)."""
-    rounds = []
-    for i, sc in enumerate(scenarios):
-        name = f"{run_id}-r{i}-{sc.input_len}x{sc.output_len}-c{sc.concurrency}"
-        rounds.append({"name": name, "argv": bench_round_args(
-            endpoint, served_model_name, model_path, tokenizer_mode, sc, f"{results_root}/{name}", f"{name}-")})
-    return json.dumps({"endpoint": checked_endpoint(endpoint), "rounds": rounds}, separators=(",", ":"))
+                   scenarios: list[LoadScenario], run_id: str, engines: Engines) -> str:
+    """JSON plan for load_test.py: one named round per scenario against the endpoint users reach
+    (the gateway: for P/D the gateway picks the pair, field report 11.4), and the engines whose
+    gauges must read zero before each round."""
+    if engines.engine not in ("vllm", "sglang") or not engines.ports:
+        raise OpsConfigError(f"no idle check for engine {engines.engine!r} on ports {engines.ports}")
+    rounds = [{"name": f"{run_id}-r{i}-{sc.input_len}x{sc.output_len}-c{sc.concurrency}",
+               "argv": bench_round_args(endpoint, served_model_name, model_path, tokenizer_mode, sc)}
+              for i, sc in enumerate(scenarios)]
+    return json.dumps({"endpoint": checked_endpoint(endpoint), "engines": {
+        "host": engines.host, "ports": list(engines.ports), "engine": engines.engine}, "rounds": rounds},
+        separators=(",", ":"))

@@ -1,26 +1,45 @@
-"""Small servers on 127.0.0.1 that behave like the real ones, for running the day-2 scripts and the
-same-pod proxy for real over HTTP: a vLLM engine (optionally with --api-key and a NixlConnector
-side) and the AIBrix v0.7.0 gateway in front of engine pods. What they do and refuse is taken from
+"""Small servers on 127.x addresses that behave like the real ones, for running the day-2 scripts and
+the same-pod proxy for real over HTTP: a vLLM engine (optionally with --api-key and a NixlConnector
+side) and the AIBrix v0.7.0 gateway in front of engine pods; and the load test's client, `vllm bench
+serve`. What they do and refuse is taken from
 upstream_aibrix.py and upstream_vllm.py, which say where each behaviour was read."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import stat
+import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from upstream_aibrix import NO_BACKENDS_HEADER, SHFS_PREFILL_PARAMS
-from upstream_vllm import NIXL_FAILURE_COUNTERS, NIXL_TRANSFERS_HISTOGRAM
+from upstream_aibrix import (
+    NO_BACKENDS_HEADER,
+    PREFILL_BODY_DROPPED,
+    PREFILL_BODY_OVERRIDES,
+    SHFS_PREFILL_PARAMS,
+    engine_request_id,
+)
+from upstream_vllm import (
+    BENCH_METADATA_FLAG,
+    BENCH_REQUEST_ID_HEADER,
+    BENCH_STREAMS,
+    NIXL_FAILURE_COUNTERS,
+    NIXL_TRANSFERS_HISTOGRAM,
+)
 from upstream_vllm import UNAUTHORIZED as VLLM_UNAUTHORIZED
 
 
 class _Server:
-    def _start_server(self, handler, port: int = 0):
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    def _start_server(self, handler, port: int = 0, host: str = "127.0.0.1"):
+        self.server = ThreadingHTTPServer((host, port), handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
 
@@ -29,8 +48,12 @@ class _Server:
         return self.server.server_address[1]
 
     @property
+    def host(self) -> str:
+        return self.server.server_address[0]
+
+    @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def __enter__(self):
         self.thread.start()
@@ -57,14 +80,19 @@ def _send(handler: BaseHTTPRequestHandler, status: int, payload, content_type="a
 class FakeEngine(_Server):
     """vLLM's OpenAI server. kv_role set: a NixlConnector engine that answers a prefill-only request
     with kv_transfer_params and, given a prefill's params, reads the KV (one transfer per TP rank)
-    or fails to (transfer_fails: counted as failed and recomputed, kv_load_failure_policy recompute)."""
+    or fails to (transfer_fails: counted as failed and recomputed, kv_load_failure_policy recompute).
+    in_flight / waiting: its scheduler gauges; metrics_status: what /metrics answers (not 200: a
+    failed scrape); gauges=False: a /metrics page without them; sglang: SGLang's gauges instead. host: any 127.x address, so several
+    engines can share a port the way pods behind one headless Service do."""
 
     def __init__(self, model: str = "DeepSeek-V4-Flash", answer: str = "你好", reasoning: bool = True,
                  tool_calls: bool = True, fail_status: int | None = None, in_flight: float = 0,
                  api_key: str | None = None, kv_role: str | None = None, tp: int = 4,
-                 transfer_fails: bool = False, port: int = 0):
+                 transfer_fails: bool = False, port: int = 0, host: str = "127.0.0.1", waiting: float = 0,
+                 metrics_status: int = 200, gauges: bool = True, sglang: bool = False):
         self.model, self.answer, self.reasoning, self.tool_calls = model, answer, reasoning, tool_calls
         self.fail_status, self.in_flight, self.api_key = fail_status, in_flight, api_key
+        self.waiting, self.metrics_status, self.gauges, self.sglang = waiting, metrics_status, gauges, sglang
         self.kv_role, self.tp, self.transfer_fails = kv_role, tp, transfer_fails
         self.engine_id = uuid.uuid4().hex
         self.transfers = 0
@@ -94,6 +122,8 @@ class FakeEngine(_Server):
                 if self.path == "/health":
                     return _send(self, 200, b"", "text/plain")
                 if self.path == "/metrics":
+                    if engine.metrics_status != 200:
+                        return _send(self, engine.metrics_status, b"", "text/plain")
                     return _send(self, 200, engine.metrics(), "text/plain; version=0.0.4; charset=utf-8")
                 return _send(self, 404, {"detail": "Not Found"})
 
@@ -119,7 +149,7 @@ class FakeEngine(_Server):
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.write(b"data: [DONE]\n\n")
 
-        self._start_server(Handler, port)
+        self._start_server(Handler, port, host)
 
     def complete(self, path: str, body: dict) -> dict:
         params = body.get("kv_transfer_params") or {}
@@ -151,7 +181,13 @@ class FakeEngine(_Server):
         lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
                  "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{{{labels}}} {self.in_flight}",
                  "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
-                 "# TYPE vllm:num_requests_waiting gauge", f"vllm:num_requests_waiting{{{labels}}} 0.0"]
+                 "# TYPE vllm:num_requests_waiting gauge", f"vllm:num_requests_waiting{{{labels}}} {self.waiting}"]
+        if self.sglang:   # SchedulerMetricsCollector's gauges (upstream_sglang.py), no vLLM ones
+            lines = [f'sglang:num_running_reqs{{model_name="{self.model}"}} {self.in_flight}',
+                     f'sglang:num_queue_reqs{{model_name="{self.model}"}} {self.waiting}']
+        if not self.gauges:
+            lines = ["# HELP process_cpu_seconds Total user and system CPU time.", "# TYPE process_cpu_seconds counter",
+                     "process_cpu_seconds_total 1.0"]
         if self.kv_role:   # registered only with a KV connector (NixlPromMetrics)
             h = NIXL_TRANSFERS_HISTOGRAM
             lines += [f"# HELP {h} Histogram of transfer duration for NIXL KV Cache transfers.", f"# TYPE {h} histogram",
@@ -173,20 +209,22 @@ class Pod:
 
     @property
     def address(self) -> str:   # target-pod-ip: "ip:port" (TargetAddress)
-        return f"127.0.0.1:{self.server.port}"
+        return f"{self.server.host}:{self.server.port}"
 
 
 class FakeGateway(_Server):
     """The AIBrix v0.7.0 gateway as a client sees it: /v1/models from the metadata service, and the
     routing plugin's answers (pd pairs with SHFS injection, combined fallback for short prompts when
-    bucketing, response headers, the no-backends refusals). routes=False: requests fall through to
-    an HTTPRoute without the plugin routing them (no headers)."""
+    bucketing, response headers, the no-backends refusals). A routed request reaches its pods with the
+    gateway's own X-Request-Id, never the client's. routes=False: requests fall through to an
+    HTTPRoute without the plugin routing them (no headers, the client's own headers)."""
 
     def __init__(self, model: str, pods: list[Pod], strategy: str = "least-request", bucket_min_chars: int | None = None,
                  shfs: bool = True, not_ready_for: int = 0, routes: bool = True):
         self.model, self.pods, self.strategy, self.bucket_min_chars = model, pods, strategy, bucket_min_chars
         self.shfs, self.not_ready_for, self.routes = shfs, not_ready_for, routes
         self.requests: list[tuple[str, dict]] = []
+        self.routed: list[tuple[str | None, str]] = []   # (prefill pod or None, target pod) per request
         self.lock = threading.Lock()
         gw = self
 
@@ -211,6 +249,9 @@ class FakeGateway(_Server):
                 if not_ready:
                     return _send(self, 503, {"error": "error on getting pods"}, headers={NO_BACKENDS_HEADER: "true"})
                 forward = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "x-request-id")}
+                if gw.routes:
+                    forward = {k: v for k, v in forward.items() if k.lower() == "authorization"}
+                    forward["X-Request-Id"] = engine_request_id(dict(self.headers), str(uuid.uuid4()))
                 status, data, headers = gw.route(self.path, body, forward)
                 _send(self, status, data, headers=headers)
 
@@ -229,10 +270,11 @@ class FakeGateway(_Server):
         by_role = {r: [p for p in self.pods if p.role == r] for r in ("prefill", "decode", "combined")}
         out = {"x-went-into-req-headers": "true", "request-id": str(uuid.uuid4())}
         prompt = json.dumps(body.get("messages") or body.get("prompt"))
+        picked = None
         if self.strategy == "pd" and by_role["prefill"] and by_role["decode"] and not (
                 self.bucket_min_chars and by_role["combined"] and len(prompt) < self.bucket_min_chars):
             prefill, decode = by_role["prefill"][0], by_role["decode"][0]
-            pre = dict(body)
+            pre = {k: v for k, v in body.items() if k not in PREFILL_BODY_DROPPED} | PREFILL_BODY_OVERRIDES
             if self.shfs:
                 pre["kv_transfer_params"] = dict(SHFS_PREFILL_PARAMS)
             status, data = self._post(prefill, path, pre, headers)
@@ -242,12 +284,78 @@ class FakeGateway(_Server):
             if params:
                 body = {**body, "kv_transfer_params": {**params, "remote_host": "127.0.0.1"}}
             out.update({"prefill-target-pod": prefill.name, "prefill-target-pod-ip": "127.0.0.1"})
-            target = decode
+            target, picked = decode, prefill
         else:
             target = (by_role["combined"] or self.pods)[0]
         status, data = self._post(target, path, body, headers)
+        with self.lock:
+            self.routed.append((picked.name if picked else None, target.name))
         if self.routes:
             out.update({"routing-strategy": self.strategy, "target-pod": target.name, "target-pod-ip": target.address})
         else:
             out = {}
         return status, data, out
+
+
+# ---- the load test's client ----
+
+def bench_serve(argv: list[str]) -> int:
+    """`vllm bench serve` as the load test uses it (upstream_vllm.py BENCH_*): it refuses options it
+    does not know, makes one ready-check request and --num-warmups requests without an id, then
+    --num-prompts streamed completions at most --max-concurrency at a time, request i carrying
+    `x-request-id: <prefix><i>`, and with --save-result writes the result JSON, the --metadata pairs
+    in it, into --result-dir (created)."""
+    if argv[:2] != ["bench", "serve"]:
+        return 2
+    p = argparse.ArgumentParser(prog="vllm bench serve", allow_abbrev=False)
+    for flag in ("--backend", "--base-url", "--endpoint", "--model", "--served-model-name", "--tokenizer",
+                 "--tokenizer-mode", "--dataset-name", "--temperature", "--request-rate", "--percentile-metrics",
+                 "--metric-percentiles", "--result-dir"):
+        p.add_argument(flag)
+    for flag in ("--num-prompts", "--num-warmups", "--random-input-len", "--random-output-len", "--max-concurrency"):
+        p.add_argument(flag, type=int)
+    p.add_argument("--request-id-prefix", default=f"bench-{uuid.uuid4().hex[:8]}-")
+    p.add_argument(BENCH_METADATA_FLAG, nargs="*", default=[])
+    p.add_argument("--ignore-eos", action="store_true")
+    p.add_argument("--save-result", action="store_true")
+    a = p.parse_args(argv[2:])
+    url = a.base_url + a.endpoint
+    key = os.environ.get("OPENAI_API_KEY")
+    body = {"model": a.served_model_name or a.model, "prompt": " ".join(["hello"] * a.random_input_len),
+            "max_tokens": a.random_output_len, "stream": BENCH_STREAMS, "stream_options": {"include_usage": True},
+            "ignore_eos": a.ignore_eos, "temperature": float(a.temperature or 0)}
+
+    def one(request_id: str | None) -> bool:
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {}),
+                   **({BENCH_REQUEST_ID_HEADER: request_id} if request_id else {})}
+        req = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                resp.read()
+                return resp.status == 200
+        except OSError:
+            return False
+
+    if not one(None):
+        print("Initial test run failed", flush=True)
+        return 1
+    with ThreadPoolExecutor(max_workers=a.max_concurrency) as pool:
+        list(pool.map(one, [None] * a.num_warmups))
+        ok = list(pool.map(one, [f"{a.request_id_prefix}{i}" for i in range(a.num_prompts)]))
+    if a.save_result:
+        result = {"date": time.strftime("%Y%m%d-%H%M%S"), "backend": a.backend, "num_prompts": a.num_prompts,
+                  **dict(m.split("=", 1) for m in getattr(a, BENCH_METADATA_FLAG[2:])),
+                  "completed": sum(ok), "failed": len(ok) - sum(ok), "max_concurrency": a.max_concurrency}
+        os.makedirs(a.result_dir or ".", exist_ok=True)
+        name = f"openai-{a.request_rate}qps-concurrency{a.max_concurrency}-{a.model.rsplit('/', 1)[-1]}-{result['date']}.json"
+        with open(os.path.join(a.result_dir or ".", name), "w", encoding="utf-8") as f:
+            json.dump(result, f)
+    return 0
+
+
+def bench_executable(bin_dir) -> None:
+    """A `vllm` on PATH that runs bench_serve with this interpreter."""
+    tool = bin_dir / "vllm"
+    tool.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+                    "from fake_openai import bench_serve\nsys.exit(bench_serve(sys.argv[1:]))\n")
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)

@@ -4,10 +4,8 @@ disruption budgets, monitoring and OpenWebUI as rendered."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import stat
 import sys
 from pathlib import Path
 
@@ -55,8 +53,7 @@ def test_missing_expected_text_is_refused():
 
 def test_warmups_below_concurrency_are_refused():
     with pytest.raises(ops.OpsConfigError, match="7 warm-ups are below the concurrency 8"):
-        ops.bench_round_args(ENDPOINT, "m", "/models/x", "deepseek_v4",
-                             REPORT_C8.model_copy(update={"num_warmups": 7}), "/results/r", "p-")
+        ops.bench_round_args(ENDPOINT, "m", "/models/x", "deepseek_v4", REPORT_C8.model_copy(update={"num_warmups": 7}))
 
 
 def test_warmup_covers_every_level_length_and_shape():
@@ -90,9 +87,13 @@ def flag_map(argv: list[str]) -> dict[str, str | None]:
 
 def test_bench_round_is_the_report_command_plus_request_ids_and_result_dir():
     report = flag_map(report_bench_command()[3:])
-    ours = flag_map(ops.bench_round_args(ENDPOINT, "DeepSeek-V4-Flash", "/models/DeepSeek-V4-Flash-0731",
-                                         "deepseek_v4", REPORT_C8, "/results/r0", "bench-r0-")[3:])
-    assert ours.pop("--request-id-prefix") == "bench-r0-" and ours.pop("--result-dir") == "/results/r0"
+    argv = load_test.round_argv(ops.bench_round_args(ENDPOINT, "DeepSeek-V4-Flash", "/models/DeepSeek-V4-Flash-0731",
+                                                     "deepseek_v4", REPORT_C8), "/results", "bench-r0", "RUN")
+    ours = flag_map(argv[3:])
+    # The run's own prefix, kept in the result JSON (the gateway replaces x-request-id) and directory.
+    assert ours.pop("--request-id-prefix") == "bench-r0-RUN-"
+    assert ours.pop("--metadata") == "request_id_prefix=bench-r0-RUN-"
+    assert ours.pop("--result-dir") == "/results/bench-r0/RUN"
     assert ours.pop("--base-url") == "http://deepseek-v4-flash.llm-serving-dev.svc.cluster.local:8000"
     report.pop("--base-url")
     for path_flag in ("--model", "--tokenizer"):
@@ -101,15 +102,15 @@ def test_bench_round_is_the_report_command_plus_request_ids_and_result_dir():
     assert ours == report
 
 
-def test_load_plan_gives_each_round_its_own_prefix_and_directory():
+def test_load_plan_names_each_round_and_the_engines_to_check():
+    engines = ops.Engines("m-engines.ns.svc.cluster.local", (8100, 8200), "vllm")
     plan = json.loads(ops.load_test_plan(ENDPOINT, "m", "/models/x", "deepseek_v4", [
         LoadScenario(input_len=128, output_len=64, concurrency=1, num_prompts=16, num_warmups=2), REPORT_C8],
-        "/results", "bench-m-abc"))
-    names = [r["name"] for r in plan["rounds"]]
-    assert names == ["bench-m-abc-r0-128x64-c1", "bench-m-abc-r1-128x64-c8"]
-    for rnd in plan["rounds"]:
-        f = flag_map(rnd["argv"])
-        assert f["--request-id-prefix"] == f"{rnd['name']}-" and f["--result-dir"] == f"/results/{rnd['name']}"
+        "bench-m-abc", engines))
+    assert [r["name"] for r in plan["rounds"]] == ["bench-m-abc-r0-128x64-c1", "bench-m-abc-r1-128x64-c8"]
+    assert plan["engines"] == {"host": "m-engines.ns.svc.cluster.local", "ports": [8100, 8200], "engine": "vllm"}
+    with pytest.raises(ops.OpsConfigError, match="no idle check"):
+        ops.load_test_plan(ENDPOINT, "m", "/x", "auto", [REPORT_C8], "b", ops.Engines("h", (), "vllm"))
 
 
 # ---- scripts against a local server ----
@@ -162,44 +163,10 @@ def test_warmup_fails_with_the_request_that_failed(capsys):
     assert "warm-up request warmup-t-ready failed" in capsys.readouterr().err
 
 
-def fake_vllm(tmp_path: Path) -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    tool = bin_dir / "vllm"
-    tool.write_text(f"#!/bin/sh\necho \"$*\" >> {tmp_path}/runs\nexit 0\n")
-    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
-    return bin_dir
-
-
-def test_load_test_runs_rounds_in_order_under_a_lock(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", f"{fake_vllm(tmp_path)}:{os.environ['PATH']}")
-    results = tmp_path / "results"
-    results.mkdir()
-    with FakeEngine() as engine:
-        plan = ops.load_test_plan(f"http://localhost:{engine.server.server_address[1]}/v1", "m", "/models/x",
-                                  "auto", [REPORT_C8, REPORT_C8], str(results), "bench-t")
-        code = load_test.main(["--plan", plan, "--results", str(results), "--idle-timeout", "5"])
-    assert code == 0
-    runs = (tmp_path / "runs").read_text().splitlines()
-    assert len(runs) == 2 and "--request-id-prefix bench-t-r0-128x64-c8-" in runs[0]
-    assert not (results / load_test.LOCK).exists()
-
-
 def test_load_test_refuses_to_run_beside_another_client(tmp_path):
     (tmp_path / load_test.LOCK).write_text("other-host pid 7\n")
     with pytest.raises(SystemExit, match="another benchmark client holds"):
         load_test.main(["--plan", '{"endpoint":"http://x.svc/v1","rounds":[]}', "--results", str(tmp_path)])
-
-
-def test_load_test_waits_for_an_idle_engine(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("PATH", f"{fake_vllm(tmp_path)}:{os.environ['PATH']}")
-    with FakeEngine(in_flight=3) as engine:
-        plan = ops.load_test_plan(f"http://localhost:{engine.server.server_address[1]}/v1", "m", "/models/x",
-                                  "auto", [REPORT_C8], str(tmp_path), "bench-t")
-        code = load_test.main(["--plan", plan, "--results", str(tmp_path), "--idle-timeout", "0.5"])
-    assert code == 1
-    assert "still has requests in flight" in capsys.readouterr().err
-    assert not (tmp_path / "runs").exists() and not (tmp_path / load_test.LOCK).exists()
 
 
 # ---- rendered Jobs, budgets, monitoring, OpenWebUI ----

@@ -1,8 +1,10 @@
-"""What each topology's smoke Job is told to prove, as rendered, and the same-pod proxy container
-as rendered, started for real from its rendered command line."""
+"""What each topology's smoke and load-test Jobs are told to prove, as rendered, and the same-pod
+proxy container as rendered, started for real from its rendered command line."""
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import socket
 import subprocess
@@ -11,10 +13,16 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+import upstream_kuberay as kuberay
 from conftest import k8s_objects
 from fake_openai import FakeEngine
+from netpol import allowed
+from test_aibrix_routing import controller_owned
+from test_network_monitoring import pods_of
 from test_pd import rendered
-from variants import render, variant_file
+from test_pd import stack as pd_stack
+from variants import render, sglang_stack, variant_file
 
 from components.scripts import SCRIPT_FILES, SCRIPTS_DIR
 
@@ -94,3 +102,66 @@ def test_the_rendered_same_pod_proxy_starts_and_serves_with_the_key():
     assert proxy["args"][proxy["args"].index("--decode-port") + 1] == str(ports["decode"])
 
 
+
+
+# ---- the load test: through the gateway, every engine checked idle first (field report 11.4) ----
+
+def with_load_test(sf):
+    ops = json.loads(sf.config["llm-serving:operations"])
+    sf.config["llm-serving:operations"] = json.dumps({**ops, "loadTest": {"enabled": True}})
+    return sf
+
+
+LOAD_TEST_VARIANTS = {
+    "vllm-deployment": lambda: variant_file(), "vllm-stormservice": lambda: pd_stack("combined", "stormservice", 8),
+    "sglang-rolebasedgroup": sglang_stack, "pd": lambda: pd_stack("pd", "rayclusterfleet", 24),
+    "pd-same-pod": lambda: pd_stack("pd-same-pod", "deployment", 8), "hybrid": lambda: pd_stack("hybrid", "stormservice", 32)}
+
+
+@functools.lru_cache(maxsize=None)
+def load_test_render(name: str):
+    return render(with_load_test(LOAD_TEST_VARIANTS[name]()))
+
+
+@pytest.mark.parametrize("name", list(LOAD_TEST_VARIANTS))
+def test_load_test_goes_through_the_gateway_after_every_engine_is_idle(name):
+    r = load_test_render(name)
+    objs = k8s_objects(r)
+    job = next(o for o in objs if o["kind"] == "Job" and o["metadata"]["name"].startswith("loadtest-"))
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    plan = json.loads(args[args.index("--plan") + 1])
+    smoke = smoke_flags(r)
+    # The same way in as smoke and warm-up: the gateway's Envoy Service, not the model's Service.
+    assert plan["endpoint"] == smoke["--endpoint"] and "envoy-" in plan["endpoint"]
+    assert all(flag_value(rnd["argv"], "--base-url") == plan["endpoint"].removesuffix("/v1") for rnd in plan["rounds"])
+    ns = job["metadata"]["namespace"]
+    (svc,) = [o for o in objs if o["kind"] == "Service" and plan["engines"]["host"] == f"{o['metadata']['name']}.{ns}.svc.cluster.local"]
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
+    selector = svc["spec"]["selector"]
+    engine_pods = [p for p in pods_of(objs) if p.labels.get("app.kubernetes.io/component") == "engine"]
+    assert engine_pods and all(all(p.labels.get(k) == v for k, v in selector.items()) for p in engine_pods)
+    selected = [p for p in pods_of(objs) if all(p.labels.get(k) == v for k, v in selector.items())]
+    assert selected == engine_pods   # no Job or OpenWebUI pod among the scraped
+    # Each engine pod serves /metrics on every port the check scrapes, and our Job may reach it there.
+    policies = [o for o in objs if o["kind"] == "NetworkPolicy"]
+    loadtest_pod = next(p for p in pods_of([job]))
+    for pod in engine_pods:
+        engine_ports = {port for pname, port in pod.ports.items() if pname in ("engine", "prefill", "decode")}
+        assert set(plan["engines"]["ports"]) <= engine_ports, (name, pod.ports)
+        for port in plan["engines"]["ports"]:
+            assert allowed(policies, loadtest_pod, pod, port), (name, port)
+    assert plan["engines"]["engine"] == ("sglang" if name.startswith("sglang") else "vllm")
+    # A name no controller derives for our workloads.
+    owned = controller_owned(r)
+    assert ("Service", ns, svc["metadata"]["name"]) not in owned and not kuberay.is_head_service_name(svc["metadata"]["name"])
+
+
+def flag_value(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def test_same_pod_load_test_checks_both_engines_of_the_pod():
+    plan_ports = json.loads(next(
+        a for o in k8s_objects(load_test_render("pd-same-pod")) if o["kind"] == "Job" and o["metadata"]["name"].startswith("loadtest-")
+        for a in o["spec"]["template"]["spec"]["containers"][0]["args"] if a.startswith("{")))["engines"]["ports"]
+    assert plan_ports == [8100, 8200]

@@ -241,15 +241,24 @@ def test_the_proxy_metrics_are_one_valid_exposition_of_both_engines():
     assert sum(1 for line in text.splitlines() if line.startswith("# TYPE vllm:num_requests_running ")) == 1
 
 
-def test_same_pod_load_test_checks_both_engines_through_the_proxy(tmp_path, monkeypatch, capsys):
-    from test_operations import REPORT_C8, fake_vllm
+def test_same_pod_load_test_runs_through_the_proxy_once_both_engines_are_idle(tmp_path, monkeypatch, capsys):
+    """The pod's proxy serves the rounds; the idle check reads each engine on its own port."""
+    from fake_openai import bench_executable
+    from test_operations import REPORT_C8
 
     from components import ops_commands as ops
-    monkeypatch.setenv("PATH", f"{fake_vllm(tmp_path)}:{__import__('os').environ['PATH']}")
+    (tmp_path / "bin").mkdir()
+    bench_executable(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
     for busy, expected in ((0, 0), (2, 1)):
         prefill, decode = same_pod(in_flight=busy)
         with prefill, decode, Proxy(prefill, decode) as proxy:
+            engines = ops.Engines("127.0.0.1", (prefill.port, decode.port), "vllm")
             plan = ops.load_test_plan(f"http://localhost:{proxy.port}/v1", MODEL, "/models/x", "auto", [REPORT_C8],
-                                      str(tmp_path), f"bench-{busy}")
-            assert load_test.main(["--plan", plan, "--results", str(tmp_path), "--idle-timeout", "0.5"]) == expected
-    assert "still has requests in flight" in capsys.readouterr().err
+                                      f"bench-{busy}", engines)
+            assert load_test.main(["--plan", plan, "--results", str(tmp_path), "--idle-timeout", "0.2",
+                                   "--idle-poll", "0.05"]) == expected
+            if not busy:   # every prompt of the round went prefill -> decode
+                assert decode.transfers == decode.tp * (1 + REPORT_C8.num_warmups + REPORT_C8.num_prompts)
+    assert f"127.0.0.1:{decode.port}/metrics: 2 requests running or waiting" in capsys.readouterr().err

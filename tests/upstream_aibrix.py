@@ -308,3 +308,24 @@ GATEWAY_LISTENER_PORT = 80
 # kubernetes/data.tf, .github/workflows/installation-tests.yml port-forward), in namespace
 # envoy-gateway-system; the naming rule is Envoy Gateway's (tests/upstream_envoy_gateway.py).
 ENVOY_GATEWAY_SERVICE_AIBRIX_DEFAULT = "envoy-aibrix-system-aibrix-eg-903790dc"
+
+
+# Request ids on a routed request (what the load test can and cannot correlate): gateway.go Process
+# starts each stream with requestID uuid.New(); gateway_req_headers.go HandleRequestHeaders replaces
+# it with the trace id of a W3C `traceparent` (util.go GetTraceID) and keeps only authorization,
+# content-type, routing-strategy, the session, external-filter and traceparent headers in ReqHeaders;
+# gateway_req_body.go HandleRequestBody sets `X-Request-Id: <that id>` on the request to the target
+# pod (Envoy ext_proc set_headers: add or replace) and pd/prefill/default.go executeHTTP the same on
+# the prefill request. A client's x-request-id never reaches an engine through the plugin.
+def engine_request_id(client_headers: dict[str, str], new_uuid: str) -> str:
+    traceparent = next((v for k, v in client_headers.items() if k.lower() == "traceparent"), "").strip()
+    parts = traceparent.split("-")
+    if traceparent and len(parts) == 4 and len(parts[1]) == 32:
+        return parts[1]
+    return new_uuid
+
+
+# pd/prefill/payload.go PreparePayload: the prefill request is the client's body (plus the SHFS
+# kv_transfer_params) with these set, and without stream_options and min_tokens.
+PREFILL_BODY_OVERRIDES = {"max_tokens": 1, "max_completion_tokens": 1, "stream": False}
+PREFILL_BODY_DROPPED = ("stream_options", "min_tokens")

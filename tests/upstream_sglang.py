@@ -71,7 +71,10 @@ ADD_ARGUMENT_SOURCES = ("sglang/srt/server_args.py",)
 _COLLECTOR = "sglang/srt/observability/metrics_collector.py"
 # name -> (kind, label names the alerts rely on, defining file at 0.5.17 | 0.5.23)
 METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
-    # SchedulerMetricsCollector: self.num_queue_reqs = Gauge(name="sglang:num_queue_reqs", ...)
+    # SchedulerMetricsCollector: self.num_running_reqs / self.num_queue_reqs = Gauge(name=
+    # "sglang:num_running_reqs" / "sglang:num_queue_reqs", ...): requests in flight, which the load
+    # test's idle check sums (openai_client.IN_FLIGHT_GAUGES)
+    "sglang:num_running_reqs": ("gauge", (), _COLLECTOR),
     "sglang:num_queue_reqs": ("gauge", (), _COLLECTOR),
     # SchedulerMetricsCollector: self.token_usage = Gauge(name="sglang:token_usage", ...), a 0-1 ratio
     "sglang:token_usage": ("gauge", (), _COLLECTOR),

@@ -75,8 +75,10 @@ NIXL_FAILURE_COUNTERS = ("vllm:nixl_num_failed_transfers", "vllm:nixl_num_failed
 # prometheus_client, a Counter `x` is exposed as `x_total`, a Histogram as `x_bucket`/`x_sum`/`x_count`
 # (tests/test_network_monitoring.py exposed_samples).
 METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
-    # self._gauge_cls(name="vllm:num_requests_waiting", labelnames=labelnames), labelnames
-    # ["model_name", "engine"]
+    # gauge_scheduler_running / gauge_scheduler_waiting = self._gauge_cls(name="vllm:num_requests_running"
+    # / "vllm:num_requests_waiting", labelnames=labelnames), labelnames ["model_name", "engine"]: the
+    # scheduler's requests in flight, which the load test's idle check sums (openai_client.IN_FLIGHT_GAUGES)
+    "vllm:num_requests_running": ("gauge", ("model_name", "engine"), _LOGGERS),
     "vllm:num_requests_waiting": ("gauge", ("model_name", "engine"), _LOGGERS),
     # gauge_kv_cache_usage = self._gauge_cls(name="vllm:kv_cache_usage_perc")
     "vllm:kv_cache_usage_perc": ("gauge", ("model_name", "engine"), _LOGGERS),
@@ -118,3 +120,16 @@ UNAUTHORIZED = (401, {"error": "Unauthorized"})
 # POST /v1/completions, GET /health only; its non-streaming answer is rebuilt from the streamed text
 # alone (no reasoning, no tool calls, 9.5).
 IMAGE_PROXY_ROUTES = (("POST", "/v1/chat/completions"), ("POST", "/v1/completions"), ("GET", "/health"))
+
+
+# ---- `vllm bench serve` (the load test's client) ----
+
+# vllm/benchmarks/serve.py add_cli_args at both releases: --request-id-prefix (default
+# "bench-<uuid4 hex[:8]>-") makes request i of the main run `<prefix><i>` (datasets.py sample), sent only
+# as the header below (benchmarks/lib/endpoint_request_func.py _update_headers_common); the ready check
+# and the --num-warmups requests reuse one test input without an id. The prefix is written nowhere in
+# the --save-result JSON; each `--metadata KEY=VALUE` (nargs "*") becomes result_json[KEY].
+BENCH_REQUEST_ID_HEADER = "x-request-id"
+BENCH_METADATA_FLAG = "--metadata"
+# The completions payload (async_request_openai_completions): streamed, model = --served-model-name.
+BENCH_STREAMS = True

@@ -9,9 +9,10 @@ import time
 import urllib.error
 import urllib.request
 
-# Engine gauges of requests in flight: vLLM and SGLang spell them differently.
-IN_FLIGHT_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting",
-                     "sglang:num_running_reqs", "sglang:num_queue_reqs")
+# Engine gauges of requests in flight (running plus queued): vLLM and SGLang spell them differently.
+IN_FLIGHT_GAUGES = {"vllm": ("vllm:num_requests_running", "vllm:num_requests_waiting"),
+                    "sglang": ("sglang:num_running_reqs", "sglang:num_queue_reqs")}
+IN_FLIGHT_METRICS = tuple(g for gauges in IN_FLIGHT_GAUGES.values() for g in gauges)
 # Answers that mean "not serving yet" while a rollout settles, never "serving wrongly": connection
 # refused or reset, Envoy without a healthy upstream (502/503/504), and the AIBrix v0.7.0 gateway's
 # 400 for a model it has no pods for yet (pkg/plugins/gateway/gateway_req_body.go,
