@@ -57,7 +57,7 @@ from components.pod_template import (
 )
 from components.routing import ANN_MODEL_CONFIG
 from components.routing import model_config as routing_model_config
-from config_model import ServedModel
+from config_model import ServedModel, derived
 
 ANN_OVERSHOOT = "llm-serving.io/rollout-overshoot-pods"
 # One value for both sides so block hashes agree across engines (as AIBrix's P/D samples set it).
@@ -136,13 +136,13 @@ def fleet_pod_template(base: CombinedEngineArgs, side: str, hybrid: bool) -> dic
     routing = {"promptLenBucketMinLength": m.pd.prompt_len_bucket_min_length} if hybrid else None
     pod_labels = {**aibrix_labels(m), "roleset-name": roleset_name(m), "role-name": side,
                   "model.aibrix.ai/kv-connector-type": "shfs"}
-    return engine_pod_template(engine_pod_spec(base, f"{m.name}-{side}", [engine], pod_labels,
+    return engine_pod_template(engine_pod_spec(base, derived.fleet_name(m.name, side), [engine], pod_labels,
                                          {ANN_MODEL_CONFIG: model_config(routing)}))
 
 
 def fleet_manifest_spec(base: CombinedEngineArgs, side: str, hybrid: bool, ray_version: str) -> dict:
     m = base.model
-    name = f"{m.name}-{side}"
+    name = derived.fleet_name(m.name, side)
     return {
         "replicas": 1 if hybrid else m.replicas,
         "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
@@ -174,7 +174,7 @@ class DisaggregatedEngine(Component):
         # The fleets roll their RayClusters one at a time (maxUnavailable 1 in fleet_manifest_spec).
         wait = rollout_timeouts(m, rollout_waves(1 if args.hybrid else m.replicas, 1))
         for side in ("prefill", "decode"):
-            fleet = f"{m.name}-{side}"
+            fleet = derived.fleet_name(m.name, side)
             annotations = {"pulumi.com/waitFor": FLEET_WAIT_FOR}
             if side == "prefill":
                 annotations[ANN_OVERSHOOT] = str(m.pd.rollout_overshoot_pods)

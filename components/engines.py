@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from config_model import ServedModel, Sglang, Vllm
+from config_model import ServedModel, Sglang, Vllm, derived
 
 # Measured cold starts, pod creation to Ready, on 8 x H20. vLLM TP=8: about 12 min (field report 6
 # and 9.3); SGLang TP=8 with DSpark: about 23 min, of which 854 s engine start with 394 + 123 s of
@@ -68,8 +68,9 @@ def gpu_workloads(model: ServedModel) -> list[GpuWorkload]:
     if model.topology in ("pd", "hybrid"):
         pd_replicas = 1 if model.topology == "hybrid" else model.replicas
         # The pair's overshoot reserve sits on the prefill side; either fleet may use it.
-        out.append(GpuWorkload(f"{model.name}-prefill", pd_replicas, model.pd.rollout_overshoot_pods, per_pod))
-        out.append(GpuWorkload(f"{model.name}-decode", pd_replicas, 0, per_pod))
+        out.append(GpuWorkload(derived.fleet_name(model.name, "prefill"), pd_replicas, model.pd.rollout_overshoot_pods,
+                               per_pod))
+        out.append(GpuWorkload(derived.fleet_name(model.name, "decode"), pd_replicas, 0, per_pod))
     return out
 
 
@@ -111,7 +112,7 @@ def with_speculative_decoding(model: ServedModel, on: bool) -> ServedModel:
 
 
 def roleset_name(model: ServedModel) -> str:
-    return model.pd.roleset_name or f"{model.name}-pd"
+    return model.pd.roleset_name or derived.default_roleset(model.name)
 
 
 def vllm_args(model_path: str, served_model_name: str, port: int, vllm: Vllm) -> list[str]:

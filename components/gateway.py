@@ -16,14 +16,13 @@ namespaces by a ReferenceGrant (without it the gateway answers 503 RefNotPermitt
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
-from config_model import Gateway, ServedModel
+from config_model import Gateway, ServedModel, derived
 
 REFERENCE_GRANT = "llm-serving-gateway-access"
 SERVICE_SUFFIX = "-api"
@@ -43,19 +42,13 @@ class RouteBackend:
     timeouts: pulumi.CustomTimeouts | None = None
 
 
-def _dns_label(name: str) -> str:
-    if len(name) <= 63:
-        return name
-    return f"{name[:54]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
-
-
 def service_name(model: ServedModel) -> str:
     """The served model's Service, the one its route and the in-cluster endpoint point at."""
-    return _dns_label(f"{model.name}{SERVICE_SUFFIX}")
+    return derived.bounded(f"{model.name}{SERVICE_SUFFIX}")
 
 
 def route_name(service: str, namespace: str) -> str:
-    return _dns_label(f"{service}-{namespace}")
+    return derived.bounded(f"{service}-{namespace}")
 
 
 def route_spec(gateway: Gateway, backend: RouteBackend, namespace: str) -> dict:

@@ -22,6 +22,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import PART_OF, Component, metadata
+from config_model import derived
 
 # Container port names: `engine` (combined pods and fleet heads), the same-pod `proxy` in front of
 # the same-pod `prefill` and `decode` engines.
@@ -89,7 +90,7 @@ def policies(args: NetworkArgs) -> dict[str, dict]:
     for roleset in sorted(set(args.rolesets)):
         # NIXL's side channel and UCX's data path between the two sides of one roleset only.
         selector = {"matchLabels": {"roleset-name": roleset}}
-        specs[f"llm-serving-pd-{roleset}"[:63]] = {
+        specs[derived.pd_policy_name(roleset)] = {
             "podSelector": selector, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": selector}]}]}
     return specs
 

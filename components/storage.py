@@ -37,7 +37,7 @@ class ModelStoreArgs:
     store: ObjectStore
     model_prefixes: list[str]
     protect_data: bool          # true outside dev
-    name_prefix: str            # namespaces the IAM user name
+    user_name: str              # the IAM reader, config_model.derived.iam_user_name
 
 
 class ModelStore(Component):
@@ -74,7 +74,7 @@ class ModelStore(Component):
             self.bucket_name = pulumi.Output.from_input(store.bucket_name)
 
         if store.create_credentials:
-            user = aws.iam.User(f"{name}-reader", name=f"{args.name_prefix}-model-reader",
+            user = aws.iam.User(f"{name}-reader", name=args.user_name,
                                 tags={"purpose": "llm-serving model sync, read-only"}, opts=self.child_opts())
             aws.iam.UserPolicy(f"{name}-reader-policy", user=user.name,
                                policy=self.bucket_name.apply(lambda b: read_only_policy(b, args.model_prefixes)),

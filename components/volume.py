@@ -13,10 +13,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
-from config_model import ModelVolume
-
-SERVING_CLAIM = "model-store"
-SYNC_CLAIM = "model-store-sync"
+from config_model import ModelVolume, derived
+from config_model.derived import SERVING_CLAIM, SYNC_CLAIM
 
 
 @dataclass(frozen=True)
@@ -64,7 +62,7 @@ class ModelVolumeClaims(Component):
 
     def _pair(self, name: str, suffix: str, claim: str, mode: str, read_only: bool, args: ModelVolumeArgs) -> None:
         ns, vol = args.namespace, args.volume
-        pv_name = f"{ns}-{claim}"  # PVs are cluster-scoped: the namespace keeps stacks apart.
+        pv_name = derived.volume_name(ns, claim)  # PVs are cluster-scoped: the namespace keeps stacks apart.
         size = f"{vol.capacity_gib}Gi"
         pv = k8s.core.v1.PersistentVolume(
             f"{name}-pv-{suffix}",

@@ -5,8 +5,19 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
+from config_model import k8s
+from config_model.names import (
+    NAME_ERROR,
+    GpuNodeLabelKey,
+    LabelKey,
+    LabelValue,
+    MountPath,
+    NonEmptyLabelValue,
+    checked,
+)
 from config_model.types import DnsLabel, KubeconfigPath, Model, NonEmpty, stack_key, text, url_text
 
 
@@ -37,8 +48,8 @@ class ObjectStore(Model):
         ..., description="Bucket name (S3 naming rules).")
     create: bool = Field(True, description="Create and manage the bucket; false adopts an existing "
                          "bucket by name without managing it (the usual choice for non-AWS endpoints).")
-    region: NonEmpty = Field("us-east-1", description="Region of the bucket or of the S3-compatible service.")
-    endpoint: url_text(r"^https://[^\s/]+/?$", "an https:// endpoint without a path") | None = Field(
+    region: checked(k8s.kubelet_expansions, base=NonEmpty) = Field("us-east-1", description="Region of the bucket or of the S3-compatible service.")
+    endpoint: checked(k8s.kubelet_expansions, base=url_text(r"^https://[^\s/]+/?$", "an https:// endpoint without a path")) | None = Field(
         None, description="S3-compatible endpoint (for example Tencent COS), https only. Unset means AWS S3. "
         "With virtual-hosted addressing give the service endpoint; the bucket is prefixed by the client.")
     addressing_style: Literal["virtual", "path"] = Field(
@@ -79,24 +90,34 @@ class ModelVolume(Model):
 
     kind: Literal["cephfs", "nfs", "existingClaim"] = Field(..., description="Volume source of the model root.")
     capacity_gib: int = Field(400, gt=0, description="Capacity of the static volumes in GiB (the default model is about 156 GiB).")
-    mount_path: text(r"^/[^\s]*$", "an absolute path without spaces") = Field(
-        "/models", description="Where serving pods see the model root.")
+    mount_path: MountPath = Field(
+        "/models", description="Where serving pods see the model root: absolute and normalized, apart from the "
+        "mounts the program adds (scripts, caches, /dev/shm, /tmp).")
     cephfs: CephFsVolume | None = Field(None, description="Settings when kind is cephfs.")
     nfs: NfsVolume | None = Field(None, description="Settings when kind is nfs.")
     existing_claim: ExistingClaim | None = Field(None, description="Settings when kind is existingClaim.")
 
 
 class Toleration(Model):
-    key: NonEmpty = Field(..., description="Taint key.")
+    key: checked(k8s.label_key, base=NonEmpty) = Field(..., description="Taint key (a label key).")
     operator: Literal["Equal", "Exists"] = Field("Exists", description="Toleration operator.")
-    value: str | None = Field(None, description="Taint value (Equal only).")
+    value: LabelValue | None = Field(None, description="Taint value (Equal only; a label value).")
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(None, description="Taint effect; unset tolerates all.")
+
+    @field_validator("value")
+    @classmethod
+    def _no_value_with_exists(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # pkg/apis/core/validation ValidateTolerations: "value must be empty when `operator` is 'Exists'".
+        if value and info.data.get("operator") == "Exists":
+            raise PydanticCustomError(NAME_ERROR, "must be unset when operator is 'Exists' (the API server refuses "
+                                      "a value with Exists); use operator 'Equal' to match this value")
+        return value
 
 
 class GpuPool(Model):
     """The GPU nodes serving pods run on; defaults are field report 2.1 (8 x H20 96 GB)."""
 
-    node_selector: dict[NonEmpty, NonEmpty] = Field(
+    node_selector: dict[GpuNodeLabelKey, NonEmptyLabelValue] = Field(
         default_factory=lambda: {"nvidia.com/gpu.product": "NVIDIA-H20"},
         description="Node labels a GPU node must carry. Their keys also keep the sync Job off GPU nodes.")
     tolerations: list[Toleration] = Field(
@@ -192,4 +213,4 @@ class ModelSync(Model):
     active_deadline_seconds: int = Field(7200, ge=600, description="Upper bound for one Job run in seconds (one 156 GiB download took about 6 min).")
     cpu_request: int = Field(4, ge=1, description="CPU cores for download and hashing.")
     memory_request_gib: int = Field(8, ge=1, description="Memory for download and hashing in GiB.")
-    node_selector: dict[NonEmpty, NonEmpty] = Field(default_factory=dict, description="Labels of the CPU nodes the Job may use.")
+    node_selector: dict[LabelKey, NonEmptyLabelValue] = Field(default_factory=dict, description="Labels of the CPU nodes the Job may use.")

@@ -6,8 +6,10 @@ from typing import Annotated
 
 from pydantic import Field
 
+from config_model import k8s
 from config_model.infra import ImageRef
-from config_model.types import DnsLabel, Model, NonEmpty, text, url_text
+from config_model.names import GatewayPath, LabelKey, NonEmptyLabelValue, StorageClassName, checked
+from config_model.types import DnsLabel, Model, text, url_text
 
 # The paths AIBrix v0.7.0 routes per model (pkg/controller/modelrouter), all PathPrefix.
 AIBRIX_PATHS = ["/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/embeddings",
@@ -25,10 +27,11 @@ class Gateway(Model):
     proxy_namespace: DnsLabel = Field(
         "envoy-gateway-system", description="Namespace where Envoy Gateway runs this Gateway's proxy pods (v1.2.8, "
         "which AIBrix v0.7.0 installs, runs them in its own namespace); the engines accept requests from them.")
-    external_endpoint: url_text(r"^https?://[^\s/]+$", "an http(s)://host[:port] base URL without a path") | None = Field(
+    external_endpoint: checked(k8s.kubelet_expansions, base=url_text(
+            r"^https?://[^\s/]+$", "an http(s)://host[:port] base URL without a path")) | None = Field(
         None, description="Stable external base URL of the gateway (a DNS name, never a Pod IP); exported with /v1.")
     request_timeout_seconds: int = Field(120, ge=1, le=3600, description="HTTPRoute request timeout in seconds (AIBrix default 120).")
-    paths: list[text(r"^/[^\s]*$", "an absolute path")] = Field(
+    paths: list[GatewayPath] = Field(
         default_factory=lambda: list(AIBRIX_PATHS), min_length=1, max_length=64,
         description="Path prefixes routed to each model, matched together with the header `model`.")
 
@@ -62,8 +65,8 @@ class Smoke(Model):
     """Correctness before traffic: /health=200 proves nothing about output (field report 12.3)."""
 
     enabled: bool = Field(True, description="Run the smoke Job after each rollout.")
-    prompt: str = Field("只回答：你好", description="Deterministic prompt, sent with temperature 0 and thinking disabled.")
-    expected_text: str = Field("你好", description="The exact answer the deterministic prompt must return.")
+    prompt: checked(k8s.kubelet_expansions) = Field("只回答：你好", description="Deterministic prompt, sent with temperature 0 and thinking disabled.")
+    expected_text: checked(k8s.kubelet_expansions) = Field("你好", description="The exact answer the deterministic prompt must return.")
     max_tokens: int = Field(32, ge=1, le=1024, description="max_tokens of the deterministic request.")
 
 
@@ -88,7 +91,7 @@ class LoadTest(Model):
             LoadScenario(input_len=4096, output_len=128, concurrency=4, num_prompts=16, num_warmups=4)],
         min_length=1, description="Rounds, by default the three of field report 11.4.")
     results_size_gib: int = Field(10, ge=1, description="Size of the claim that keeps --save-result files after the Job.")
-    storage_class: str | None = Field(None, description="StorageClass of the results claim; unset uses the cluster default.")
+    storage_class: StorageClassName | None = Field(None, description="StorageClass of the results claim; unset uses the cluster default.")
     timeout_seconds: int = Field(7200, ge=300, description="Upper bound for the load-test Job in seconds.")
 
 
@@ -96,7 +99,7 @@ class Monitoring(Model):
     """Prometheus Operator PodMonitor and PrometheusRule; thresholds are the alerting contract."""
 
     enabled: bool = Field(True, description="Create the PodMonitor and the PrometheusRule.")
-    labels: dict[NonEmpty, NonEmpty] = Field(default_factory=dict, description="Labels the Prometheus selects monitors and rules by.")
+    labels: dict[LabelKey, NonEmptyLabelValue] = Field(default_factory=dict, description="Labels the Prometheus selects monitors and rules by.")
     prometheus_namespace: DnsLabel = Field(
         "monitoring", description="Namespace of the Prometheus (Prometheus Operator) that scrapes the engines; the "
         "engines' metrics ports accept its scrapes.")
@@ -114,7 +117,7 @@ class OpenWebUi(Model):
     enabled: bool = Field(False, description="Deploy OpenWebUI in this stack.")
     image: ImageRef | None = Field(None, description="OpenWebUI image pinned by digest (required when enabled).")
     storage_gib: int = Field(10, ge=1, description="Size of its data claim (users, chats, admin settings).")
-    storage_class: str | None = Field(None, description="StorageClass of the data claim; unset uses the cluster default.")
+    storage_class: StorageClassName | None = Field(None, description="StorageClass of the data claim; unset uses the cluster default.")
 
 
 class Operations(Model):

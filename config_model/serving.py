@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
+from config_model import k8s
+from config_model.names import ExtendedResourceName, ModelName, NonEmptyLabelValue, checked
 from config_model.types import LABEL_VALUE, DnsLabel, Model, NonEmpty, text
 
 
@@ -19,6 +21,9 @@ class Rollout(Model):
     max_unavailable: int = Field(1, ge=1, description="Pods taken down at once by a RollingUpdate.")
     max_surge: int = Field(0, ge=0, description="Extra pods during a rollout. Must be 0: the engine rollout never raises the GPU count.")
 
+# An engine argument taken from the stack file as it is.
+Arg = checked(k8s.kubelet_expansions, base=NonEmpty)
+
 
 class Vllm(Model):
     """vLLM engine arguments; defaults are the validated command of field report section 5."""
@@ -30,9 +35,9 @@ class Vllm(Model):
     gpu_memory_utilization: float = Field(0.88, gt=0, le=0.95, description="--gpu-memory-utilization; at 0.88 the report saw about 93 GiB used per H20 card, little headroom (section 1).")
     max_model_len: int = Field(204800, ge=1024, description="--max-model-len in tokens.")
     max_num_seqs: int = Field(64, ge=1, le=1024, description="--max-num-seqs, set explicitly so CUDA Graphs are not captured for unused shapes (section 5).")
-    tokenizer_mode: NonEmpty = Field("deepseek_v4", description="--tokenizer-mode.")
-    tool_call_parser: NonEmpty = Field("deepseek_v4", description="--tool-call-parser (enables --enable-auto-tool-choice).")
-    reasoning_parser: NonEmpty = Field("deepseek_v4", description="--reasoning-parser.")
+    tokenizer_mode: Arg = Field("deepseek_v4", description="--tokenizer-mode.")
+    tool_call_parser: Arg = Field("deepseek_v4", description="--tool-call-parser (enables --enable-auto-tool-choice).")
+    reasoning_parser: Arg = Field("deepseek_v4", description="--reasoning-parser.")
     enable_prefix_caching: bool = Field(True, description="--enable-prefix-caching.")
     speculative_decoding: Literal["off", "dspark"] = Field(
         "off", description="DSpark A/B switch; off gives the target-only baseline section 5 asks for first.")
@@ -45,20 +50,20 @@ class Sglang(Model):
     SGLang spells the parsers differently from vLLM (deepseek-v4, deepseekv4): kept as SGLang spells them."""
 
     tensor_parallel_size: int = Field(8, ge=1, le=16, description="--tensor-parallel-size (the declared alias of --tp-size).")
-    moe_runner_backend: NonEmpty = Field("marlin", description="--moe-runner-backend; marlin is the MXFP4 path on Hopper/H20 (FlashInfer MXFP4 is for Blackwell).")
+    moe_runner_backend: Arg = Field("marlin", description="--moe-runner-backend; marlin is the MXFP4 path on Hopper/H20 (FlashInfer MXFP4 is for Blackwell).")
     speculative_algorithm: Literal["off", "DSPARK"] = Field("off", description="--speculative-algorithm; DSPARK uses the checkpoint's built-in DSpark head.")
     mem_fraction_static: float = Field(0.82, gt=0, le=0.95, description="--mem-fraction-static.")
     chunked_prefill_size: int = Field(4096, ge=-1, description="--chunked-prefill-size in tokens (-1 disables).")
     swa_full_tokens_ratio: float = Field(0.1, gt=0, le=1, description="--swa-full-tokens-ratio.")
-    reasoning_parser: NonEmpty = Field("deepseek-v4", description="--reasoning-parser (SGLang spelling).")
-    tool_call_parser: NonEmpty = Field("deepseekv4", description="--tool-call-parser (SGLang spelling).")
+    reasoning_parser: Arg = Field("deepseek-v4", description="--reasoning-parser (SGLang spelling).")
+    tool_call_parser: Arg = Field("deepseekv4", description="--tool-call-parser (SGLang spelling).")
     max_running_requests: int | None = Field(None, ge=1, description="--max-running-requests; lower it with cudaGraphMaxBs to capture fewer graph shapes (section 12.2), re-benchmark after.")
     cuda_graph_max_bs: int | None = Field(None, ge=1, description="--cuda-graph-max-bs-decode (0.5.23 refuses the ambiguous --cuda-graph-max-bs).")
     context_length: int | None = Field(None, ge=1024, description="--context-length in tokens; unset keeps the checkpoint's.")
 
 
 class Rdma(Model):
-    resource_name: NonEmpty = Field(..., description="Extended resource of the RDMA devices, e.g. rdma/rdma_shared_device_a.")
+    resource_name: ExtendedResourceName = Field(..., description="Extended resource of the RDMA devices, e.g. rdma/rdma_shared_device_a.")
     count: int = Field(1, ge=1, le=16, description="RDMA devices per engine pod.")
 
 
@@ -103,16 +108,19 @@ ROUTING_STRATEGIES = ("random", "least-request", "least-busy-time", "least-gpu-c
 class ServedModel(Model):
     """One served model: where its weights are and how its combined engine runs."""
 
-    name: DnsLabel = Field(..., description="Kubernetes name of the model's workloads and Service.")
+    name: ModelName = Field(..., description="Kubernetes name of the model's workloads and Service (<name>-api): a "
+                            "DNS-1035 label, short enough for the names derived from it (config_model/derived.py).")
     served_model_name: text(LABEL_VALUE, "a Kubernetes label value: 1-63 letters, digits, '.', '_' or '-', alphanumeric at both ends") = Field(
         ..., description="--served-model-name; what clients put in `model`. It is also the AIBrix "
         "label model.aibrix.ai/name, so it must be a valid label value.")
     directory: text(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$", "a non-empty directory name: letters, digits, '.', '_' or '-', no '/'") = Field(
         ..., description="Directory of the weights under the model root.")
-    object_prefix: text(r"^[^/\s][^\s]*[^/\s]$|^[^/\s]$", "a non-empty key prefix without spaces or leading/trailing '/'") = Field(
+    object_prefix: checked(k8s.kubelet_expansions, base=text(
+            r"^[^/\s][^\s]*[^/\s]$|^[^/\s]$", "a non-empty key prefix without spaces or leading/trailing '/'")) = Field(
         ..., description="Key prefix of the weights in the bucket, without leading or trailing slash.")
-    revision: text(r"^[A-Za-z0-9._\-]+$", "a non-empty revision: letters, digits, '.', '_' or '-'") = Field(
-        ..., description="Model revision; the sync Job writes it into the ready marker and pods refuse another.")
+    revision: NonEmptyLabelValue = Field(
+        ..., description="Model revision; the sync Job writes it into the ready marker and pods refuse another. "
+        "It labels the sync Job's pods, so it is a label value (1-63 characters, alphanumeric at both ends).")
     expected_shard_count: int = Field(48, ge=1, description="Safetensors shards the weight index must name (48 for DeepSeek-V4-Flash, field report 3.1).")
     engine: Literal["vllm", "sglang"] = Field("vllm", description="Serving engine.")
     orchestrator: Literal["deployment", "stormservice", "rolebasedgroup", "rayclusterfleet"] = Field(
@@ -122,7 +130,7 @@ class ServedModel(Model):
         "combined", description="combined: one engine does prefill and decode (field report 7); pd: prefill and decode "
         "fleets (11.2); pd-same-pod: 4P+4D in one pod (9, validation only); hybrid: combined pods for every prompt "
         "plus a P/D roleset for long prompts (11.5).")
-    dspark_of: DnsLabel | None = Field(
+    dspark_of: ModelName | None = Field(
         None, description="Makes this model the DSpark arm of an A/B pair: the name of the target-only model it must "
         "equal in everything but speculative decoding, name and served name (field report 5, 8.1, 12.5).")
     replicas: int = Field(1, ge=0, le=64, description="Engine pods.")

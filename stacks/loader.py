@@ -132,7 +132,11 @@ def _problems_from_validation(err: ValidationError) -> list[Problem]:
             allowed = f"must be {PATTERN_MEANING[pattern]}" if pattern in PATTERN_MEANING else f"must match {pattern}"
         if isinstance(value, (dict, list)):
             value = json.dumps(value, sort_keys=True)
-        problems.append(Problem(_path(e["loc"]), value, allowed))
+        loc = e["loc"]
+        if loc and loc[-1] == "[key]":
+            # pydantic's marker for a refused dict key: the key is the path's last part and the value.
+            loc, allowed = loc[:-1], f"the key {allowed}"
+        problems.append(Problem(_path(loc), value, allowed))
     return problems
 
 
@@ -155,7 +159,7 @@ def validate(raw: Mapping[str, Any], stack: str, present_secrets: Mapping[str, b
     except ValidationError as err:
         found = [p for p in _problems_from_validation(err) if re.split(r"[.\[]", p.path)[0] not in roots]
         raise ConfigError(stack_file, problems + found) from None
-    problems += rules.check(cfg)
+    problems += rules.check(cfg, stack)
     for key in required_secret_keys(cfg) if require_secrets else []:
         if key not in present_secrets:
             problems.append(Problem(key, None, f"is required ({SECRET_KEYS[key]}); set it with "

@@ -33,7 +33,7 @@ from components.storage import ModelStore, ModelStoreArgs
 from components.sync_job import ModelSyncArgs, ModelSyncJob
 from components.sync_job import job_name as sync_job_name
 from components.volume import ModelVolumeArgs, ModelVolumeClaims
-from config_model import Environment, ServedModel, StackConfig
+from config_model import Environment, ServedModel, StackConfig, derived
 from stacks import loader, rules
 
 
@@ -84,7 +84,7 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
         assert cfg.images.vllm_ray is not None
         engine = DisaggregatedEngine(m.name, DisaggregatedArgs(base=base), cfg.images.vllm_ray.ray_version, opts)
         for side in ("prefill", "decode"):
-            workload_images[f"{m.name}-{side}"] = {"engine": refs["vllmRay"], "model-gate": refs["vllmRay"]}
+            workload_images[derived.fleet_name(m.name, side)] = {"engine": refs["vllmRay"], "model-gate": refs["vllmRay"]}
         return engine.route_backend, [engine]
     if m.topology == "pd-same-pod":
         same_pod = SamePodPdEngine(m.name, base, opts)
@@ -95,7 +95,7 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
         # Combined pods are the fallback for every prompt length: they need a roleset and a role
         # name, or AIBrix skips them, plus `combined: true` (11.5).
         assert cfg.images.vllm_ray is not None
-        base = replace(base, extra_pod_labels=(("roleset-name", f"{m.name}-combined"), ("role-name", "combined")),
+        base = replace(base, extra_pod_labels=(("roleset-name", derived.combined_roleset(m.name)), ("role-name", "combined")),
                        extra_pod_annotations=((ANN_MODEL_CONFIG, model_config({"combined": True})),))
         ray = cfg.images.vllm_ray
         pd_base = replace(base, image=refs["vllmRay"], image_digest=ray.digest, image_cuda_version=ray.cuda_version,
@@ -105,7 +105,7 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
         ready.append(DisaggregatedEngine(f"{m.name}.pd", DisaggregatedArgs(base=pd_base, hybrid=True),
                                          ray.ray_version, opts))
         for side in ("prefill", "decode"):
-            workload_images[f"{m.name}-{side}"] = {"engine": refs["vllmRay"], "model-gate": refs["vllmRay"]}
+            workload_images[derived.fleet_name(m.name, side)] = {"engine": refs["vllmRay"], "model-gate": refs["vllmRay"]}
     engine = CombinedEngine(m.name, base, opts)
     # The engine image also runs the model gate init container.
     workload_images[m.name] = {"engine": refs[m.engine], "model-gate": refs[m.engine]}
@@ -171,7 +171,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
 
     store = ModelStore("model-store", ModelStoreArgs(
         store=cfg.object_store, model_prefixes=[m.object_prefix for m in cfg.models],
-        protect_data=protect_data, name_prefix=f"llm-serving-{ns}-{pulumi.get_stack()}"), opts)
+        protect_data=protect_data, user_name=derived.iam_user_name(ns, pulumi.get_stack())), opts)
 
     ceph = None
     if cfg.model_volume.kind == "cephfs":

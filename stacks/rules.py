@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from components.combined import rollout_deadline_seconds
 from components.engines import (
     COLD_START_ESTIMATE_SECONDS,
     gpu_workloads,
@@ -19,13 +20,9 @@ from components.engines import (
     startup_budget_seconds,
 )
 from components.image_refs import PULL_THROUGH_UPSTREAMS, parse_upstream
-
-# Re-exported for components/ops_commands.py until it imports config_model (issue 11).
-from config_model import (
-    ServedModel,
-    StackConfig,
-    is_ip_host,  # noqa: F401
-)
+from components.operations import KEY_DIR, RESULTS_MOUNT
+from components.pod_template import CACHE_MOUNT, SCRIPTS_MOUNT
+from config_model import ServedModel, StackConfig, derived, is_ip_host, k8s
 
 # /dev/shm per GPU: NCCL and the engine's worker queues live there; the field report asks for
 # 64-128 GiB on an 8-GPU pod (section 2.1), i.e. at least 8 GiB per GPU.
@@ -348,11 +345,49 @@ def _gateway(cfg: StackConfig) -> Iterator[Problem]:
                           "pairs prefill and decode (field report 11.3), without it every pod answers on its own")
 
 
+# Where the program mounts something into a pod that also mounts the model root: the engine pods
+# (shm, compile cache, scripts), the model gate (scripts) and the load-test Job (key, results,
+# /tmp); and what the kubelet itself mounts into every container (kubelet makeMounts: /etc/hosts;
+# the default terminationMessagePath, k8s.io/api core/v1 types.go).
+PROGRAM_MOUNTS = ("/dev/shm", CACHE_MOUNT, SCRIPTS_MOUNT, KEY_DIR, RESULTS_MOUNT, "/tmp", "/etc/hosts",
+                  "/dev/termination-log")
+
+
+def _overlaps(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def _mounts(cfg: StackConfig) -> Iterator[Problem]:
+    """The same path twice is refused by the API server ("must be unique"); one inside another puts
+    a mount point inside a read-only volume (the runtime cannot create it) or hides the other."""
+    path = cfg.model_volume.mount_path
+    for mount in PROGRAM_MOUNTS:
+        if _overlaps(path, mount):
+            yield Problem("modelVolume.mountPath", path, f"must not be, contain or lie inside {mount}, which the "
+                          f"program mounts beside the model root (in use: {', '.join(PROGRAM_MOUNTS)})")
+
+
+def _int32_deadlines(cfg: StackConfig) -> Iterator[Problem]:
+    """progressDeadlineSeconds is the startup budget plus the pre-start allowance, an int32."""
+    for i, m in enumerate(cfg.models):
+        deadline = rollout_deadline_seconds(m)
+        if deadline > k8s.INT32_MAX:
+            yield Problem(f"models[{i}].startupBudgetSeconds", m.startup_budget_seconds,
+                          f"derives progressDeadlineSeconds {deadline}, above the int32 maximum {k8s.INT32_MAX}; "
+                          f"at most {m.startup_budget_seconds - (deadline - k8s.INT32_MAX)}")
+
+
+def _derived_names(cfg: StackConfig, stack: str | None) -> Iterator[Problem]:
+    for path, value, allowed in derived.problems(cfg, stack):
+        yield Problem(path, value, allowed)
+
+
 RULES: list[Callable[[StackConfig], Iterator[Problem]]] = [
     _models, _dspark_pairs, _budget, _gpu_pool, _model_volume, _object_store, _compile_cache, _images, _operations,
-    _gateway,
+    _gateway, _mounts, _int32_deadlines,
 ]
 
 
-def check(cfg: StackConfig) -> list[Problem]:
-    return [p for rule in RULES for p in rule(cfg)]
+def check(cfg: StackConfig, stack: str | None = None) -> list[Problem]:
+    """Every problem; `stack` (the stack's name) lets the names derived from it be checked too."""
+    return [p for rule in RULES for p in rule(cfg)] + list(_derived_names(cfg, stack))

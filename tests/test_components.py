@@ -47,7 +47,7 @@ def served(**kw) -> ServedModel:
 def store_run(protect: bool, **store):
     def program():
         s = ModelStore("store", ModelStoreArgs(store=ObjectStore(bucket_name="weights", **store),
-                                               model_prefixes=["models/a"], protect_data=protect, name_prefix="t"))
+                                               model_prefixes=["models/a"], protect_data=protect, user_name="t-model-reader"))
         return {"bucket": s.bucket_name, "keyId": s.access_key_id, "secret": s.secret_access_key}
     return record("test", program)
 

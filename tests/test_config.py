@@ -110,8 +110,9 @@ def test_model_path_and_served_name_must_not_be_empty(field, allowed):
 def test_names_must_be_dns_labels():
     raw = raw_config()
     raw["models"][0]["name"] = "DeepSeek_V4"
-    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].name = 'DeepSeek_V4': must be a DNS label: "
-                             "1-63 lowercase letters, digits or '-', alphanumeric at both ends"]
+    # A DNS-1035 label: the model's Service `<name>-api` and the StormService's own headless Service.
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].name = 'DeepSeek_V4': must be a DNS-1035 label: "
+                             "lowercase letters, digits or '-', starting with a letter, alphanumeric at the end"]
 
 
 def test_missing_required_field_is_named():
