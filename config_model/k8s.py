@@ -26,6 +26,8 @@ INT32_MAX = 2**31 - 1         # every int32 field of the API (progressDeadlineSe
 # quotas, name requirements, and character limits"; IAM API Reference, CreateUser).
 IAM_USER_NAME_MAX = 64
 IAM_NAME = re.compile(r"[\w+=,.@-]+", re.ASCII)
+# ECR CreatePullThroughCacheRule ecrRepositoryPrefix: 2-30 characters (ECR API Reference).
+ECR_CACHE_PREFIX_MAX = 30
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -95,8 +97,9 @@ def kubelet_expansions(value: str) -> list[str]:
             "command, args and env"] if "$(" in value or "$$" in value else []
 
 
-# W: labels the kubelet (hostname, os, arch) or the cloud provider (zone, region, instance type)
-# put on every node of a cluster.
+# W: labels on every node of a cluster: the kubelet registers each node with hostname, os and arch
+# (pkg/kubelet/kubelet_node_status.go initialNode: v1.LabelHostname, LabelOSStable, LabelArchStable),
+# the beta os/arch twins on older kubelets, and a cloud provider adds zone, region and instance type.
 EVERY_NODE_LABELS = frozenset({
     "kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch", "beta.kubernetes.io/os",
     "beta.kubernetes.io/arch", "topology.kubernetes.io/zone", "topology.kubernetes.io/region",

@@ -19,7 +19,7 @@ from components.engines import (
     speculative_decoding,
     startup_budget_seconds,
 )
-from components.image_refs import PULL_THROUGH_UPSTREAMS, parse_upstream
+from components.image_refs import PULL_THROUGH_UPSTREAMS, ecr_prefix, parse_upstream
 from components.operations import KEY_DIR, RESULTS_MOUNT
 from components.pod_template import CACHE_MOUNT, SCRIPTS_MOUNT
 from config_model import ServedModel, StackConfig, derived, is_ip_host, k8s
@@ -210,9 +210,18 @@ def _images(cfg: StackConfig) -> Iterator[Problem]:
         if cfg.object_store.endpoint:
             yield Problem("images.mirror.kind", "ecr", "needs AWS, but this stack's aws provider points at the "
                           f"non-AWS endpoint {cfg.object_store.endpoint}; use kind 'registry'")
+        too_long: set[str] = set()
         for key, ref in sorted(cfg.all_images().items()):
             registry = parse_upstream(ref.upstream).registry
             path = cfg.image_path(key)
+            prefix = ecr_prefix(mirror.ecr.repository_prefix, registry) if registry in PULL_THROUGH_UPSTREAMS else ""
+            if len(prefix) > k8s.ECR_CACHE_PREFIX_MAX and prefix not in too_long:
+                too_long.add(prefix)
+                room = k8s.ECR_CACHE_PREFIX_MAX - (len(prefix) - len(mirror.ecr.repository_prefix))
+                yield Problem("images.mirror.ecr.repositoryPrefix", mirror.ecr.repository_prefix,
+                              f"derives the pull-through cache prefix {prefix!r} ({len(prefix)} characters) for "
+                              f"{registry}, which ECR allows at most {k8s.ECR_CACHE_PREFIX_MAX}; this field may have "
+                              f"at most {room} characters")
             if registry not in PULL_THROUGH_UPSTREAMS:
                 yield Problem(f"{path}.upstream", ref.upstream,
                               f"ECR cannot pull-through-cache {registry}; supported: "

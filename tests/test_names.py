@@ -87,6 +87,9 @@ CASES = [
     (section("gateway", paths=["/v1/.."]), "gateway.paths[0]", "must not end with '/..'"),
     (section("gateway", externalEndpoint="https://$(GATEWAY)"), "gateway.externalEndpoint", "kubelet expands"),
     (ops("smoke", prompt="say $(HOSTNAME)"), "operations.smoke.prompt", "kubelet expands"),
+    (lambda cfg: cfg["images"].update(mirror={"kind": "ecr", "ecr": {"repositoryPrefix": "llm-serving-images-x"}}),
+     "images.mirror.ecr.repositoryPrefix", "derives the pull-through cache prefix 'llm-serving-images-x-docker-hub' "
+     "(31 characters) for docker.io, which ECR allows at most 30; this field may have at most 19 characters"),
     (lambda cfg: (cfg.update(namespace="team-" + "n" * 31), aws_credentials(cfg)), "namespace",
      "IAM user name (stack 'dev') 'llm-serving-team-nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn-dev-model-reader' (65 characters), "
      "which must be no more than 64 characters; this field may have at most 35 characters"),

@@ -1,5 +1,5 @@
 """AIBrix v0.7.0 behaviour the stacks, the day-2 Jobs and the fakes depend on, ported from its source:
-the one place a maintainer re-checks when bumping the AIBrix pin (stacks/config.py
+the one place a maintainer re-checks when bumping the AIBrix pin (config_model/operations.py
 Platform.aibrix_version).
 
 Every entry names the file it ports, at tag v0.7.0 of github.com/vllm-project/aibrix. Read with
