@@ -22,7 +22,7 @@ from components.combined import rollout_timeouts, served_model_selector
 from components.engines import ENGINE_PORT, max_model_len, tokenizer_mode
 from components.ops_commands import Engines, SmokeRoute, load_test_plan, smoke_args, warmup_args
 from components.pod_template import SCRIPTS_MOUNT, container_security, cpu_job_pod
-from config_model import GpuPool, Operations, ServedModel
+from config_model import GpuPool, Operations, ServedModel, derived
 
 RESULTS_CLAIM = "llm-bench-results"
 RESULTS_MOUNT = "/results"
@@ -77,8 +77,7 @@ def engines_service(m: ServedModel) -> str:
     Services take the workload's name (the model's), RBG role Services <rbg>-<role> and
     s-<rbg>-<role> with role `server`, KubeRay head Services end in -head-svc (tests/upstream_*.py).
     A name past 63 characters keeps a hash of the whole, so two long model names stay apart."""
-    name = f"{m.name}-engines"
-    return name if len(name) <= 63 else f"{name[:54]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    return derived.bounded(f"{m.name}-engines")
 
 
 def engine_metric_ports(m: ServedModel) -> tuple[int, ...]:

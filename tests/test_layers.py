@@ -47,6 +47,12 @@ def test_imports_run_one_way():
     assert violations() == []
 
 
+def test_stacks_holds_only_loading_rules_and_composition():
+    """The config model lives in config_model/; stacks/ reads, checks and composes it."""
+    assert {p.name for p in (PROJECT_DIR / "stacks").glob("*.py")} == {"__init__.py", "loader.py", "rules.py",
+                                                                        "program.py"}
+
+
 def test_the_walk_sees_nested_and_dotted_imports(tmp_path):
     """The check itself: an import of stacks inside a function, or of a submodule, is found."""
     f = tmp_path / "m.py"

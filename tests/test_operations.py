@@ -18,9 +18,9 @@ from fake_openai import FakeEngine
 
 from components import ops_commands as ops
 from components.monitoring import alert_rules, pod_monitor_spec
+from config_model import LoadScenario, Monitoring, Smoke, Warmup
 from policy import rules
 from policy.workloads import pod_templates
-from stacks.config import LoadScenario, Monitoring, Smoke, Warmup
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "components" / "scripts"
 sys.path.insert(0, str(SCRIPTS))
