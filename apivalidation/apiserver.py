@@ -23,16 +23,20 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-LABEL_KEY_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+from config_model import k8s
+
+# The name and label formats are config_model/k8s.py's (the same apimachinery functions, ported once);
+# this module words the errors as the server does.
+DNS1123_LABEL = k8s.DNS1123_LABEL_FORMAT
+DNS1123_SUBDOMAIN = k8s.DNS1123_SUBDOMAIN_FORMAT
+DNS1035_LABEL = k8s.DNS1035_LABEL_FORMAT
+LABEL_KEY_NAME = k8s.LABEL_NAME_FORMAT
 # The strict form (A: IsEnvVarName). Kubernetes 1.34 relaxed it (IsRelaxedEnvVarName, any printable
 # ASCII but '='), but we support clusters back to 1.29, which refuse anything else.
 ENV_VAR_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 PERCENT = re.compile(r"[0-9]+%")
-INT32 = (-(2**31), 2**31 - 1)
+INT32 = (-(2**31), k8s.INT32_MAX)
 
 
 def _full(regex: re.Pattern, value: str) -> bool:

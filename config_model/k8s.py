@@ -29,10 +29,12 @@ IAM_NAME = re.compile(r"[\w+=,.@-]+", re.ASCII)
 # ECR CreatePullThroughCacheRule ecrRepositoryPrefix: 2-30 characters (ECR API Reference).
 ECR_CACHE_PREFIX_MAX = 30
 
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+# The formats themselves, shared with apivalidation/apiserver.py (which words its errors as the
+# API server does): one definition of each rule to re-check when Kubernetes moves.
+DNS1123_LABEL_FORMAT = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS1123_SUBDOMAIN_FORMAT = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+DNS1035_LABEL_FORMAT = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+LABEL_NAME_FORMAT = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 
 
 def _too_long(value: str, limit: int) -> list[str]:
@@ -41,25 +43,25 @@ def _too_long(value: str, limit: int) -> list[str]:
 
 def dns1123_label(value: str) -> list[str]:
     """D IsDNS1123Label: namespaces, container and port names, most object names we derive."""
-    return _too_long(value, DNS1123_LABEL_MAX) + ([] if _DNS1123_LABEL.fullmatch(value) else [
+    return _too_long(value, DNS1123_LABEL_MAX) + ([] if DNS1123_LABEL_FORMAT.fullmatch(value) else [
         "must be a lowercase RFC 1123 label: lowercase letters, digits or '-', alphanumeric at both ends"])
 
 
 def dns1123_subdomain(value: str) -> list[str]:
     """D IsDNS1123Subdomain: StorageClass names, label key prefixes."""
-    return _too_long(value, DNS1123_SUBDOMAIN_MAX) + ([] if _DNS1123_SUBDOMAIN.fullmatch(value) else [
+    return _too_long(value, DNS1123_SUBDOMAIN_MAX) + ([] if DNS1123_SUBDOMAIN_FORMAT.fullmatch(value) else [
         "must be a lowercase RFC 1123 subdomain: lowercase letters, digits, '-' or '.', alphanumeric at both ends"])
 
 
 def dns1035_label(value: str) -> list[str]:
     """D IsDNS1035Label: Service names (pkg/apis/core/validation ValidateServiceName)."""
-    return _too_long(value, DNS1035_LABEL_MAX) + ([] if _DNS1035_LABEL.fullmatch(value) else [
+    return _too_long(value, DNS1035_LABEL_MAX) + ([] if DNS1035_LABEL_FORMAT.fullmatch(value) else [
         "must be a DNS-1035 label: lowercase letters, digits or '-', starting with a letter, alphanumeric at the end"])
 
 
 def label_value(value: str) -> list[str]:
     """K IsLabelValue: empty, or up to 63 of [-A-Za-z0-9_.] with alphanumerics at both ends."""
-    return _too_long(value, LABEL_VALUE_MAX) + ([] if value == "" or _LABEL_NAME.fullmatch(value) else [
+    return _too_long(value, LABEL_VALUE_MAX) + ([] if value == "" or LABEL_NAME_FORMAT.fullmatch(value) else [
         "must be a label value: letters, digits, '-', '_' or '.', alphanumeric at both ends"])
 
 
@@ -72,7 +74,7 @@ def label_key(value: str) -> list[str]:
     name = parts[-1]
     if len(name) > LABEL_KEY_NAME_MAX:
         errs.append(f"name part must be no more than {LABEL_KEY_NAME_MAX} characters")
-    if not _LABEL_NAME.fullmatch(name):
+    if not LABEL_NAME_FORMAT.fullmatch(name):
         errs.append("name part must be letters, digits, '-', '_' or '.', alphanumeric at both ends")
     return errs
 
