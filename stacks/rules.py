@@ -19,8 +19,9 @@ from components.engines import (
     speculative_decoding,
     startup_budget_seconds,
 )
+from components.gateway import service_name
 from components.image_refs import PULL_THROUGH_UPSTREAMS, ecr_prefix, parse_upstream
-from components.operations import KEY_DIR, RESULTS_MOUNT
+from components.operations import KEY_DIR, RESULTS_MOUNT, engines_service
 from components.pod_template import CACHE_MOUNT, SCRIPTS_MOUNT
 from config_model import ServedModel, StackConfig, derived, is_ip_host, k8s
 
@@ -342,6 +343,17 @@ def _compile_cache(cfg: StackConfig) -> Iterator[Problem]:
         yield Problem("compileCache.claimName", None, "is required when compileCache.kind is 'existingClaim'")
 
 
+def _names_apart(cfg: StackConfig) -> Iterator[Problem]:
+    """A model's name is its workload's, and controllers name their own Services after the workload
+    (the StormService headless Service takes it whole: tests/upstream_aibrix.py), so no model may be
+    named like a Service this program makes for another model (`<model>-api`, `<model>-engines`)."""
+    ours = {name: m.name for m in cfg.models for name in (service_name(m), engines_service(m))}
+    for i, m in enumerate(cfg.models):
+        if m.name in ours:
+            yield Problem(f"models[{i}].name", m.name, f"is the name of a Service this program makes for model "
+                          f"{ours[m.name]!r}; a controller would name this model's own Service the same. Choose another name")
+
+
 def _gateway(cfg: StackConfig) -> Iterator[Problem]:
     """P/D exists only behind the AIBrix gateway: its plugin picks the prefill/decode pair and injects
     the transfer parameters (field report 11.3, 11.5). Without the routes, clients reach prefill and
@@ -393,7 +405,7 @@ def _derived_names(cfg: StackConfig, stack: str | None) -> Iterator[Problem]:
 
 RULES: list[Callable[[StackConfig], Iterator[Problem]]] = [
     _models, _dspark_pairs, _budget, _gpu_pool, _model_volume, _object_store, _compile_cache, _images, _operations,
-    _gateway, _mounts, _int32_deadlines,
+    _gateway, _mounts, _int32_deadlines, _names_apart,
 ]
 
 

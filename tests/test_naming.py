@@ -81,3 +81,20 @@ def test_a_job_without_replace_unready_is_flagged():
     (message,) = policy.check(job.type, job.inputs)
     assert "pulumi.com/replaceUnready" in message and job.inputs["metadata"]["name"] in message
 
+
+
+def test_a_model_named_like_another_models_service_is_refused():
+    """The StormService controller names its headless Service after the StormService (the model's
+    name): a model `ds-api` beside `ds` would take `ds`'s Service name (tests/upstream_aibrix.py)."""
+    import pytest
+
+    from stacks.loader import ConfigError
+
+    base = model(name="ds", servedModelName="ds", orchestrator="stormservice")
+    base.pop("rollout")
+    twin = {**copy.deepcopy(base), "name": "ds-api", "servedModelName": "ds-api"}
+    with pytest.raises(ConfigError) as err:
+        render(variant_file(models=[base, twin], gpuBudget=16))
+    assert "llm-serving:models[1].name = 'ds-api': is the name of a Service this program makes for model 'ds'" in str(err.value)
+    ok = {**copy.deepcopy(base), "name": "ds-two", "servedModelName": "ds-two"}
+    assert render(variant_file(models=[base, ok], gpuBudget=16)).resources
