@@ -91,6 +91,19 @@ def test_corrupt_shard_fails_the_checksum(tmp_path, capsys):
     assert "sha256 mismatch for model-00001-of-00003.safetensors" in capsys.readouterr().err
 
 
+def test_a_marker_already_there_does_not_survive_a_failed_verification(tmp_path, capsys):
+    """A marker copied from the bucket (or left by an earlier run) must not let the gate pass a
+    directory whose verification just failed (issue 12, item 2)."""
+    model = make_model(tmp_path / "m")
+    assert verify(model) == 0 and gate(model) == 0
+    shard = model / "model-00002-of-00003.safetensors"
+    shard.write_bytes(b"x" + shard.read_bytes()[1:])
+    assert verify(model) == 1
+    assert not (model / MARKER).exists()
+    assert gate(model) == 1
+    capsys.readouterr()
+
+
 def test_missing_checksum_manifest_fails(tmp_path, capsys):
     model = make_model(tmp_path / "m", checksums=False)
     assert verify(model) == 1
@@ -161,7 +174,8 @@ def test_sync_sets_addressing_and_concurrency_and_drops_the_marker(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert calls[:2] == ["configure set default.s3.addressing_style virtual",
                          "configure set default.s3.max_concurrent_requests 32"]
-    assert calls[2] == f"--endpoint-url https://cos.example.com s3 sync s3://b/models/m/ {dest}/ --delete --only-show-errors"
+    assert calls[2] == (f"--endpoint-url https://cos.example.com s3 sync s3://b/models/m/ {dest}/ --delete "
+                        f"--exclude {MARKER} --only-show-errors")
     assert not (dest / MARKER).exists()
 
 

@@ -20,7 +20,9 @@ rm -f "$DEST/$MARKER"
 aws configure set default.s3.addressing_style "$ADDRESSING_STYLE"
 aws configure set default.s3.max_concurrent_requests "$MAX_CONCURRENT_REQUESTS"
 
-set -- s3 sync "s3://$BUCKET/$PREFIX/" "$DEST/" --delete --only-show-errors
+# The marker is never fetched: only verification writes it (a bucket may hold one when someone
+# re-uploaded a verified directory; `aws s3 sync` copies dotfiles).
+set -- s3 sync "s3://$BUCKET/$PREFIX/" "$DEST/" --delete --exclude "$MARKER" --only-show-errors
 if [ -n "${ENDPOINT_URL:-}" ]; then
   set -- --endpoint-url "$ENDPOINT_URL" "$@"
 fi

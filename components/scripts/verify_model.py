@@ -88,6 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     p = model_arguments(__doc__)
     p.add_argument("--workers", type=int, default=4)
     a = p.parse_args(argv)
+    # Verification is the only source of the marker: one already there (an earlier run's, or one
+    # `aws s3 sync` copied from a bucket someone re-uploaded a verified directory to) goes first, so
+    # a failed verification leaves no marker for the gate to trust.
+    try:
+        os.remove(os.path.join(a.model_dir, a.marker))
+    except FileNotFoundError:
+        pass
     problems = missing_files(a.model_dir, a.expected_shards) or checksum_problems(a.model_dir, a.workers)
     if report_problems(f"model at {a.model_dir} is NOT ready:", problems):
         return 1
