@@ -21,7 +21,7 @@ from components.base import Component, job_metadata, labels, metadata
 from components.combined import rollout_timeouts, served_model_selector
 from components.engines import ENGINE_PORT, max_model_len, tokenizer_mode
 from components.ops_commands import Engines, SmokeRoute, load_test_plan, smoke_args, warmup_args
-from components.pod_template import SCRIPTS_MOUNT, container_security, cpu_job_pod
+from components.pod_template import SCRIPTS_MOUNT, container_security, cpu_job_pod, revision_path
 from config_model import GpuPool, Operations, ServedModel, derived
 
 RESULTS_CLAIM = "llm-bench-results"
@@ -144,7 +144,7 @@ class ModelOperations(Component):
                                   deadline=wait + ops.warmup.timeout_seconds, backoff=1, after=previous)]
         if ops.load_test.enabled:
             assert args.results_claim is not None
-            model_path = f"{args.model_mount_path}/{m.directory}"
+            model_path = f"{args.model_mount_path}/{revision_path(m.directory, m.revision)}"
             run_id = f"bench-{m.name}-{args.revision_key}"
             # Headless and publishing unready pods: its DNS name resolves to every engine pod's IP,
             # one still draining requests included, so the idle check misses none (field report 11.4).

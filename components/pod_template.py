@@ -40,7 +40,14 @@ class ModelMount:
 
     @property
     def model_path(self) -> str:
-        return f"{self.mount_path}/{self.directory}"
+        return f"{self.mount_path}/{revision_path(self.directory, self.revision)}"
+
+
+def revision_path(directory: str, revision: str) -> str:
+    """Where one revision of a model lives under the volume root. Each revision has its own place, so a
+    sync of the next one never writes into files that running pods of the current one read (issue 12),
+    and a rollback finds its files still there. A revision is a label value: never '/', '.' or '..'."""
+    return f"{directory}/{revision}"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, job_metadata, labels
-from components.pod_template import READY_MARKER, SCRIPTS_MOUNT, container_security, cpu_job_pod
+from components.pod_template import READY_MARKER, SCRIPTS_MOUNT, container_security, cpu_job_pod, revision_path
 from config_model import GpuPool, ModelSync, ObjectStore, ServedModel
 
 WORK_DIR = "/work"
@@ -52,7 +52,7 @@ def job_name(model: ServedModel) -> str:
 
 def sync_pod_spec(args: ModelSyncArgs) -> dict:
     m, store, sync = args.model, args.store, args.sync
-    dest = f"{SYNC_MOUNT}/{m.directory}"
+    dest = f"{SYNC_MOUNT}/{revision_path(m.directory, m.revision)}"
     resources = {"requests": {"cpu": str(sync.cpu_request), "memory": f"{sync.memory_request_gib}Gi"},
                  "limits": {"cpu": str(sync.cpu_request), "memory": f"{sync.memory_request_gib}Gi"}}
     mounts = [{"name": "model", "mountPath": SYNC_MOUNT},

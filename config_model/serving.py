@@ -114,7 +114,9 @@ class ServedModel(Model):
         ..., description="--served-model-name; what clients put in `model`. It is also the AIBrix "
         "label model.aibrix.ai/name, so it must be a valid label value.")
     directory: text(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$", "a non-empty directory name: letters, digits, '.', '_' or '-', no '/'") = Field(
-        ..., description="Directory of the weights under the model root.")
+        ..., description="Directory of the weights under the model root; each revision lives in "
+        "`<directory>/<revision>/`, so a sync of the next revision never touches the files running pods read, "
+        "and a rollback finds its files still there.")
     object_prefix: checked(k8s.kubelet_expansions, base=text(
             r"^[^/\s][^\s]*[^/\s]$|^[^/\s]$", "a non-empty key prefix without spaces or leading/trailing '/'")) = Field(
         ..., description="Key prefix of the weights in the bucket, without leading or trailing slash.")

@@ -11,7 +11,7 @@ from components import pod_template
 from components.combined import CombinedEngine, CombinedEngineArgs
 from components.secrets import SecretsArgs, ServingSecrets
 from components.storage import ModelStore, ModelStoreArgs, read_only_policy
-from components.sync_job import ModelSyncArgs, ModelSyncJob, job_name
+from components.sync_job import ModelSyncArgs, ModelSyncJob, job_name, sync_pod_spec
 from components.volume import ModelVolumeArgs, ModelVolumeClaims
 from config_model import (
     CephFsVolume,
@@ -192,6 +192,20 @@ def test_sync_job_is_cpu_only_off_gpu_and_verifies():
     assert pod["volumes"][0] == {"name": "model", "persistentVolumeClaim": {"claimName": "model-store-sync"}}
 
 
+def test_each_revision_has_its_own_place_that_sync_gate_and_engine_share():
+    """A sync of the next revision never writes where running pods of this one read (issue 12)."""
+    for model in (served(), served(revision="0801")):
+        pod = sync_pod_spec(sync_args(model))
+        dest = {e["name"]: e["value"] for e in pod["initContainers"][0]["env"]}["DEST"]
+        verify = pod["containers"][0]["args"]
+        assert dest == verify[verify.index("--model-dir") + 1] == f"/models/DeepSeek-V4-Flash-0731/{model.revision}"
+        (dep,) = by_type(combined_run(model), "kubernetes:apps/v1:Deployment")
+        spec = dep.inputs["spec"]["template"]["spec"]
+        gate = spec["initContainers"][0]["args"]
+        assert gate[gate.index("--model-dir") + 1] == dest
+        assert spec["containers"][0]["args"][1] == dest  # vllm serve <model path>
+
+
 def test_new_revision_is_a_new_job():
     assert job_name(served()) != job_name(served(revision="0801"))
     assert job_name(served()) == job_name(served(name="other-name"))  # keyed by directory, not model
@@ -309,7 +323,7 @@ def test_engine_gets_the_api_key_only_by_reference_and_gates_on_the_model():
     assert env["VLLM_API_KEY"] == {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "api", "key": "api-key"}}}
     (gate,) = spec["initContainers"]
     assert gate["command"] == ["python3", "/opt/llm-serving/model_gate.py"]
-    assert gate["args"][:4] == ["--model-dir", "/models/DeepSeek-V4-Flash-0731", "--revision", "0731"]
+    assert gate["args"][:4] == ["--model-dir", "/models/DeepSeek-V4-Flash-0731/0731", "--revision", "0731"]
     assert all(m["readOnly"] for m in gate["volumeMounts"])
 
 
