@@ -91,6 +91,21 @@ def test_corrupt_shard_fails_the_checksum(tmp_path, capsys):
     assert "sha256 mismatch for model-00001-of-00003.safetensors" in capsys.readouterr().err
 
 
+def test_a_file_that_fails_its_checksum_is_removed_so_the_next_sync_heals_it(tmp_path, capsys):
+    """`aws s3 sync` never replaces a same-size local file that is newer: removed, it is fetched again."""
+    model = make_model(tmp_path / "m")
+    shard = model / "model-00001-of-00003.safetensors"
+    good = shard.read_bytes()
+    shard.write_bytes(b"x" + good[1:])
+    assert verify(model) == 1
+    assert ("sha256 mismatch for model-00001-of-00003.safetensors: removed, so the next sync downloads it again"
+            in capsys.readouterr().err)
+    assert not shard.exists()
+    assert (model / "model-00002-of-00003.safetensors").exists()   # a good file stays
+    shard.write_bytes(good)                                         # what the next sync fetches
+    assert verify(model) == 0
+
+
 def test_a_marker_already_there_does_not_survive_a_failed_verification(tmp_path, capsys):
     """A marker copied from the bucket (or left by an earlier run) must not let the gate pass a
     directory whose verification just failed (issue 12, item 2)."""
@@ -144,12 +159,23 @@ def test_gate_notices_a_shard_removed_after_verification(tmp_path, capsys):
 FAKE_AWS = """#!/bin/sh
 echo "$*" >> "$AWS_LOG"
 case "$1" in configure) exit 0;; esac
+case " $* " in *" s3 ls "*) cat "$AWS_LISTING"; exit 0;; esac
 n=$(cat "$AWS_COUNT" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "$AWS_COUNT"
 [ "$n" -ge "$AWS_SUCCEED_ON" ] && exit 0 || exit 1
 """
 
 
-def run_sync(tmp_path: Path, succeed_on: int, attempts: int = 3, endpoint: str | None = None):
+FULL_LISTING = """                           PRE extra/
+2026-07-31 10:00:00       1234 SHA256SUMS
+2026-07-31 10:00:00        567 config.json
+2026-07-31 10:00:00      89012 model.safetensors.index.json
+2026-07-31 10:00:00 5368709120 model-00001-of-00048.safetensors
+"""
+
+
+def run_sync(tmp_path: Path, succeed_on: int, attempts: int = 3, endpoint: str | None = None,
+             listing: str = FULL_LISTING):
+    (tmp_path / "listing").write_text(listing)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     aws = bin_dir / "aws"
@@ -160,6 +186,7 @@ def run_sync(tmp_path: Path, succeed_on: int, attempts: int = 3, endpoint: str |
     (dest / MARKER).write_text("{}")
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "AWS_LOG": str(tmp_path / "log"),
            "AWS_COUNT": str(tmp_path / "count"), "AWS_SUCCEED_ON": str(succeed_on),
+           "AWS_LISTING": str(tmp_path / "listing"),
            "BUCKET": "b", "PREFIX": "models/m", "DEST": str(dest), "MARKER": MARKER,
            "ADDRESSING_STYLE": "virtual", "MAX_CONCURRENT_REQUESTS": "32", "SYNC_ATTEMPTS": str(attempts),
            "RETRY_DELAY_SECONDS": "0"}
@@ -174,7 +201,8 @@ def test_sync_sets_addressing_and_concurrency_and_drops_the_marker(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert calls[:2] == ["configure set default.s3.addressing_style virtual",
                          "configure set default.s3.max_concurrent_requests 32"]
-    assert calls[2] == (f"--endpoint-url https://cos.example.com s3 sync s3://b/models/m/ {dest}/ --delete "
+    assert calls[2] == "--endpoint-url https://cos.example.com s3 ls s3://b/models/m/"
+    assert calls[3] == (f"--endpoint-url https://cos.example.com s3 sync s3://b/models/m/ {dest}/ --delete "
                         f"--exclude {MARKER} --only-show-errors")
     assert not (dest / MARKER).exists()
 
@@ -191,3 +219,20 @@ def test_sync_gives_up_after_the_configured_attempts(tmp_path):
     assert proc.returncode == 1
     assert sum(1 for c in calls if " sync " in f" {c} ") == 2
     assert "sync failed after 2 attempts" in proc.stderr
+
+
+@pytest.mark.parametrize("listing, says", [
+    ("", ["s3://b/models/m/ lists no objects"]),
+    ("                           PRE models/\n", ["s3://b/models/m/ lists no objects"]),
+    ("2026-07-31 10:00:00 5368709120 model-00001-of-00048.safetensors\n2026-07-31 10:00:00 567 config.json\n",
+     ["s3://b/models/m/ has no model.safetensors.index.json", "s3://b/models/m/ has no SHA256SUMS"]),
+])
+def test_sync_never_deletes_for_a_listing_that_is_not_a_model(tmp_path, listing, says):
+    """A typo'd or emptied prefix with --delete would wipe the verified model (issue 12)."""
+    proc, calls, dest = run_sync(tmp_path, succeed_on=1, attempts=2, listing=listing)
+    assert proc.returncode == 1
+    assert not any(" sync " in f" {c} " for c in calls)
+    assert f"refusing to sync with --delete into {dest}/" in proc.stderr
+    for line in says:
+        assert line in proc.stderr
+    assert ("has no config.json" in proc.stderr) is False

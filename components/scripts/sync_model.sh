@@ -20,18 +20,43 @@ rm -f "$DEST/$MARKER"
 aws configure set default.s3.addressing_style "$ADDRESSING_STYLE"
 aws configure set default.s3.max_concurrent_requests "$MAX_CONCURRENT_REQUESTS"
 
+# Every call to the store goes to the same endpoint.
+store() {
+  if [ -n "${ENDPOINT_URL:-}" ]; then
+    aws --endpoint-url "$ENDPOINT_URL" "$@"
+  else
+    aws "$@"
+  fi
+}
+
+# `--delete` mirrors whatever the prefix lists: a typo'd or emptied prefix would wipe a verified
+# model (155 GiB to fetch again). So the prefix must first list what every model has, with the
+# same endpoint and addressing as the sync; otherwise nothing is deleted.
+listing_problems() {
+  listing=$(store s3 ls "s3://$BUCKET/$PREFIX/") || true
+  names=$(printf '%s\n' "$listing" | awk '$1 != "PRE" && NF >= 4 {print $4}')
+  if [ -z "$names" ]; then
+    echo "s3://$BUCKET/$PREFIX/ lists no objects (wrong prefix, empty bucket or no access)"
+    return
+  fi
+  for required in model.safetensors.index.json config.json SHA256SUMS; do
+    printf '%s\n' "$names" | grep -qxF "$required" || echo "s3://$BUCKET/$PREFIX/ has no $required"
+  done
+}
+
 # The marker is never fetched: only verification writes it (a bucket may hold one when someone
 # re-uploaded a verified directory; `aws s3 sync` copies dotfiles).
 set -- s3 sync "s3://$BUCKET/$PREFIX/" "$DEST/" --delete --exclude "$MARKER" --only-show-errors
-if [ -n "${ENDPOINT_URL:-}" ]; then
-  set -- --endpoint-url "$ENDPOINT_URL" "$@"
-fi
 
 attempt=1
 delay="$RETRY_DELAY_SECONDS"
 while :; do
   echo "sync attempt $attempt/$SYNC_ATTEMPTS: s3://$BUCKET/$PREFIX/ -> $DEST/"
-  if aws "$@"; then
+  # A listing that fails looks like an empty one, so it is retried like a failed sync.
+  problems=$(listing_problems)
+  if [ -n "$problems" ]; then
+    printf 'refusing to sync with --delete into %s:\n%s\n' "$DEST/" "$problems" >&2
+  elif store "$@"; then
     echo "sync complete"
     exit 0
   fi

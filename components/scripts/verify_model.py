@@ -71,7 +71,12 @@ def checksum_problems(model_dir: str, workers: int) -> list[str]:
     # hashlib releases the GIL, so threads hash shards in parallel.
     with ThreadPoolExecutor(max_workers=workers) as pool:
         actual = dict(zip(present, pool.map(lambda n: sha256_of(os.path.join(model_dir, n)), present)))
-    problems += [f"sha256 mismatch for {n}" for n in sorted(present) if actual[n] != present[n]]
+    for n in sorted(present):
+        if actual[n] != present[n]:
+            # `aws s3 sync` skips a local file of the object's size, so a same-size corrupt copy would
+            # fail every retry; removed, the next attempt downloads it again.
+            os.remove(os.path.join(model_dir, n))
+            problems.append(f"sha256 mismatch for {n}: removed, so the next sync downloads it again")
     return problems
 
 
