@@ -11,6 +11,10 @@ SCAN_STAMP := $(SCAN_VENV)/.requirements-installed
 # one virtualenv; the tests load the files by path with the program's interpreter.
 ENGINES_DIR   ?= .venv-engines
 ENGINES_STAMP := $(ENGINES_DIR)/.requirements-installed
+# The real AWS CLI and the local S3-compatible server (moto) the sync tests and bench run: awscli
+# pins botocore, so they get their own virtualenv.
+S3_VENV  ?= .venv-s3
+S3_STAMP := $(S3_VENV)/.requirements-installed
 STACK  ?= dev
 STACKS := dev staging prod
 
@@ -25,6 +29,11 @@ $(SCAN_STAMP): requirements-scan.txt
 	$(PYTHON) -m venv $(SCAN_VENV)
 	$(SCAN_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-scan.txt
 	touch $(SCAN_STAMP)
+
+$(S3_STAMP): requirements-s3.txt
+	$(PYTHON) -m venv $(S3_VENV)
+	$(S3_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-s3.txt
+	touch $(S3_STAMP)
 
 $(ENGINES_STAMP): requirements-engines.txt $(STAMP)
 	rm -rf $(ENGINES_DIR)
@@ -43,17 +52,17 @@ render-all: $(STAMP)
 	@for s in $(STACKS); do $(BIN)/python -m render --stack $$s || exit $$?; done
 
 ## test: lint, then unit, policy, schema, scan, fuzz and bad-config tests
-test: $(STAMP) $(SCAN_STAMP) $(ENGINES_STAMP)
+test: $(STAMP) $(SCAN_STAMP) $(ENGINES_STAMP) $(S3_STAMP)
 	$(BIN)/ruff check .
-	CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov ENGINE_PACKAGES=$(abspath $(ENGINES_DIR)) $(BIN)/python -m pytest
+	CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov ENGINE_PACKAGES=$(abspath $(ENGINES_DIR)) S3_VENV=$(abspath $(S3_VENV)) $(BIN)/python -m pytest
 
 ## snapshots: refresh tests/snapshots/<stack>.plan.md after a reviewed plan change
 snapshots: $(STAMP)
 	@for s in $(STACKS); do $(BIN)/python -m render --stack $$s --out build/$$s >/dev/null && cp build/$$s/plan.md tests/snapshots/$$s.plan.md; done
 
 ## bench: render timings against the bare mock runtime
-bench: $(STAMP)
-	$(BIN)/python tools/bench.py
+bench: $(STAMP) $(S3_STAMP)
+	S3_VENV=$(abspath $(S3_VENV)) $(BIN)/python tools/bench.py
 
 clean:
 	rm -rf build .pytest_cache

@@ -1,0 +1,163 @@
+"""A local S3-compatible store that behaves like COS for the sync Job's real `aws` CLI.
+
+moto's server (pinned in requirements-s3.txt, its own virtualenv) keeps the objects; in front of it
+a small HTTP proxy on loopback plays the store's front door:
+- it refuses path-style requests with PathStyleDomainForbidden, as COS does (field report 3.2, 11.1):
+  only `<bucket>.<endpoint host>` is served, so a sync that is not virtual-hosted fails for real;
+- it is reached as the CLI's HTTP proxy (HTTP_PROXY), which is how `<bucket>.<endpoint host>` gets
+  to loopback with no DNS: this machine resolves neither `*.localhost` nor any public name offline,
+  and the rendered endpoint host is kept as is (only its scheme becomes http, no TLS here);
+- it can slow every response down or die (close every connection unanswered), to interrupt a sync.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+S3_VENV = Path(os.environ.get("S3_VENV", PROJECT_DIR / ".venv-s3"))
+AWS = S3_VENV / "bin" / "aws"
+MOTO_SERVER = S3_VENV / "bin" / "moto_server"
+# Headers a proxy must not pass on (RFC 9110 7.6.1).
+HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer",
+              "transfer-encoding", "upgrade"}
+
+PATH_STYLE_FORBIDDEN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>PathStyleDomainForbidden</Code>'
+                        b"<Message>The path style domain is forbidden, please use virtual-hosted style"
+                        b"</Message></Error>")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class CosFrontDoor(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, backend_port: int):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.backend_port = backend_port
+        self.endpoint_host = ""      # requests must name <bucket>.<endpoint_host>
+        self.delay_seconds = 0.0     # added before each object GET is answered
+        self.dead = False            # close every connection without an answer
+        self.gets = 0                # object GETs answered since the last reset
+        self.refused_path_style = 0
+        self.lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def reset(self, endpoint_host: str) -> None:
+        with self.lock:
+            self.endpoint_host, self.delay_seconds, self.dead = endpoint_host, 0.0, False
+            self.gets = self.refused_path_style = 0
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):  # quiet: the tests assert on outcomes
+        pass
+
+    def _proxy(self) -> None:
+        srv: CosFrontDoor = self.server
+        if srv.dead:
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        target = urlsplit(self.path)
+        host = (target.hostname or self.headers.get("Host", "").split(":")[0]).lower()
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if not host.endswith("." + srv.endpoint_host):
+            # The bucket is not in the host name: path-style (or the wrong endpoint). COS says so.
+            with srv.lock:
+                srv.refused_path_style += 1
+            self.send_response(403)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(PATH_STYLE_FORBIDDEN)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(PATH_STYLE_FORBIDDEN)
+            return
+        path = target.path + (f"?{target.query}" if target.query else "")
+        is_object_get = self.command == "GET" and "list-type" not in target.query and target.path.count("/") > 1
+        if is_object_get and srv.delay_seconds:
+            time.sleep(srv.delay_seconds)
+        if srv.dead:
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+        headers["Host"] = host   # moto finds the bucket in the host name, as a virtual-hosted store does
+        conn = http.client.HTTPConnection("127.0.0.1", srv.backend_port, timeout=60)
+        try:
+            conn.request(self.command, path, body=body or None, headers=headers)
+            resp = conn.getresponse()
+            payload = resp.read()
+        finally:
+            conn.close()
+        self.send_response(resp.status, resp.reason)
+        for k, v in resp.getheaders():
+            if k.lower() not in HOP_BY_HOP and k.lower() != "content-length":
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+        if is_object_get and resp.status == 200:
+            with srv.lock:
+                srv.gets += 1
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _proxy
+
+
+class LocalS3:
+    """moto's server on loopback plus the COS-like front door; one per test session."""
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.port = free_port()
+        self.log = open(workdir / "moto.log", "wb")
+        self.proc = subprocess.Popen([str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto server did not start: {(workdir / 'moto.log').read_text()}")
+                time.sleep(0.1)
+        self.front = CosFrontDoor(self.port)
+        threading.Thread(target=self.front.serve_forever, daemon=True).start()
+        creds = workdir / "admin-credentials"
+        creds.write_text("[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n")
+        # Setting up the bucket talks to moto directly (path-style on loopback): only the Job's
+        # requests go through the COS-like front door.
+        self.admin_env = {"PATH": f"{AWS.parent}:/usr/bin:/bin", "AWS_SHARED_CREDENTIALS_FILE": str(creds),
+                          "AWS_CONFIG_FILE": str(workdir / "admin-config"), "AWS_DEFAULT_REGION": "us-east-1",
+                          "AWS_EC2_METADATA_DISABLED": "true", "HOME": str(workdir)}
+
+    def admin(self, *args: str) -> None:
+        subprocess.run([str(AWS), "--endpoint-url", f"http://127.0.0.1:{self.port}", *args],
+                       env=self.admin_env, check=True, capture_output=True, text=True)
+
+    def stop(self) -> None:
+        self.front.shutdown()
+        self.front.server_close()
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        self.log.close()

@@ -1,0 +1,350 @@
+"""The sync Job and the GPU pods' gate run for real (issue 12): the shipped scripts with the command,
+args and env the dev stack renders, the pinned `aws` CLI (requirements-s3.txt), and a local
+S3-compatible server on loopback that refuses path-style requests as COS does (tests/s3_server.py).
+
+Only what cannot exist here is mapped: the pod's mount paths become tmp directories, the endpoint's
+scheme becomes http (no TLS on loopback) and HTTP_PROXY stands in for the cluster's DNS for
+`<bucket>.<endpoint host>`; RETRY_DELAY_SECONDS=0 because the script's 15 s backoff would only
+slow the retry test down (the number of attempts is the rendered one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+import pytest
+from conftest import IN_CI, render_stack
+from s3_server import AWS, LocalS3
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+SCRIPTS = PROJECT_DIR / "components" / "scripts"
+SHARDS = 48
+SHARD_BYTES = 4096
+
+if not AWS.exists():
+    # The Makefile builds .venv-s3 before the tests; without it this file proves nothing, so it
+    # must not pass quietly in CI.
+    if IN_CI:
+        raise RuntimeError(f"{AWS} is missing: `make test` builds it from requirements-s3.txt")
+    pytest.skip(f"{AWS} is missing (make test builds it)", allow_module_level=True)
+
+
+# ---- the fake model ----
+
+def fake_model(root: Path, shards: int = SHARDS, seed: str = "a") -> Path:
+    """48 small shards, their index, config, tokenizer and a SHA256SUMS over every other file."""
+    root.mkdir(parents=True, exist_ok=True)
+    names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
+    for n in names:
+        (root / n).write_bytes(hashlib.sha256(f"{seed}/{n}".encode()).digest() * (SHARD_BYTES // 32))
+    (root / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": shards * SHARD_BYTES},
+         "weight_map": {f"model.layers.{i}.weight": n for i, n in enumerate(names)}}, sort_keys=True))
+    for f in ("config.json", "generation_config.json", "tokenizer_config.json"):
+        (root / f).write_text(json.dumps({"seed": seed}))
+    (root / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE"}, "seed": seed}))
+    write_sums(root)
+    return root
+
+
+def write_sums(root: Path, skip: str = "") -> None:
+    lines = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}" for p in sorted(root.iterdir())
+             if p.is_file() and p.name != "SHA256SUMS" and not p.name.startswith(".") and p.name != skip]
+    (root / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+
+
+def digest_tree(root: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.iterdir())
+            if p.is_file() and not p.name.startswith(".")}
+
+
+# ---- the rendered Job ----
+
+@dataclass
+class Container:
+    command: list[str]
+    args: list[str]
+    env: dict[str, str]
+    mounts: list[str]
+
+
+def _containers(rendered, kind: str, predicate) -> list[dict]:
+    found = []
+
+    def walk(o):
+        if isinstance(o, dict):
+            if "command" in o and predicate(o):
+                found.append(o)
+            for v in o.values():
+                walk(v)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v)
+
+    for r in rendered.resources:
+        if r.type == kind:
+            walk(r.inputs)
+    return found
+
+
+def rendered_model_pipeline(rendered) -> tuple[Container, Container, Container]:
+    """download (init container) and verify of the sync-* Job, and the engine pods' gate."""
+    jobs = [r for r in rendered.resources if r.type == "kubernetes:batch/v1:Job"
+            and r.inputs["metadata"]["name"].startswith("sync-")]
+    assert jobs, "the stack renders no sync-* Job"
+    spec = jobs[0].inputs["spec"]["template"]["spec"]
+
+    def as_container(c: dict) -> Container:
+        return Container(list(c["command"]), list(c.get("args", [])),
+                         {e["name"]: e["value"] for e in c.get("env", [])},
+                         [m["mountPath"] for m in c.get("volumeMounts", [])])
+
+    download = next(c for c in spec["initContainers"] if c["name"] == "download")
+    verify = next(c for c in spec["containers"] if c["name"] == "verify")
+    gates = [c for kind in ("kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:StatefulSet")
+             for c in _containers(rendered, kind, lambda o: any("model_gate.py" in str(x) for x in o["command"]))]
+    assert gates, "no engine pod runs model_gate.py"
+    return as_container(download), as_container(verify), as_container(gates[0])
+
+
+@dataclass
+class Pod:
+    """The mount paths of the rendered pods mapped to directories of this test."""
+    root: Path
+    s3: LocalS3
+    download: Container
+    verify: Container
+    gate: Container
+
+    def mapping(self) -> dict[str, str]:
+        return {"/opt/llm-serving": str(SCRIPTS), "/models": str(self.root / "models"),
+                "/work": str(self.root / "work"), "/tmp": str(self.root / "tmp"),
+                "/var/run/secrets/object-store": str(self.root / "credentials")}
+
+    def local(self, value: str) -> str:
+        for mount, local in sorted(self.mapping().items(), key=lambda kv: -len(kv[0])):
+            if value == mount or value.startswith(mount + "/"):
+                return local + value[len(mount):]
+        return value
+
+    def env(self, container: Container, **extra: str) -> dict[str, str]:
+        env = {k: self.local(v) for k, v in container.env.items()}
+        if "ENDPOINT_URL" in env:
+            env["ENDPOINT_URL"] = "http://" + urlsplit(env["ENDPOINT_URL"]).netloc
+            env["HTTP_PROXY"] = env["http_proxy"] = self.s3.front.url
+        env["PATH"] = f"{AWS.parent}:/usr/bin:/bin"
+        env.setdefault("HOME", str(self.root / "work"))
+        env.update(extra)
+        return env
+
+    def argv(self, container: Container) -> list[str]:
+        return [self.local(x) for x in container.command + container.args]
+
+    def model_dir(self) -> Path:
+        return Path(self.local(self.download.env["DEST"]))
+
+    def start_sync(self, **extra: str) -> subprocess.Popen:
+        return subprocess.Popen(self.argv(self.download), env=self.env(self.download, **extra),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+
+    def sync(self, **extra: str) -> subprocess.CompletedProcess:
+        extra.setdefault("RETRY_DELAY_SECONDS", "0")
+        return subprocess.run(self.argv(self.download), env=self.env(self.download, **extra),
+                              capture_output=True, text=True, timeout=120)
+
+    def run_verify(self) -> subprocess.CompletedProcess:
+        return subprocess.run(self.argv(self.verify), env=self.env(self.verify), capture_output=True,
+                              text=True, timeout=60)
+
+    def run_gate(self) -> subprocess.CompletedProcess:
+        return subprocess.run(self.argv(self.gate), env=self.env(self.gate), capture_output=True,
+                              text=True, timeout=60)
+
+
+# ---- the bucket ----
+
+def _moto(s3: LocalS3, method: str, path: str, body: bytes | None = None) -> bytes:
+    # Setup talks to moto directly on loopback: fast, and not the Job's path. moto checks no
+    # signature but routes a request to S3 by the credential scope of its Authorization header.
+    auth = "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0"
+    conn = http.client.HTTPConnection("127.0.0.1", s3.port, timeout=30)
+    try:
+        conn.request(method, path, body=body, headers={"Authorization": auth})
+        resp = conn.getresponse()
+        data = resp.read()
+        assert resp.status < 300, (method, path, resp.status, data[:300])
+        return data
+    finally:
+        conn.close()
+
+
+def put_model(s3: LocalS3, bucket: str, prefix: str, model: Path, extra: dict[str, bytes] | None = None) -> None:
+    """Make s3://bucket/prefix/ hold exactly the files of `model` (and `extra`)."""
+    listing = _moto(s3, "GET", f"/{bucket}?list-type=2&prefix={quote(prefix + '/')}")
+    ns = {"s3": "http://s3.amazonaws.com/doc/2006-03-01/"}
+    for key in ET.fromstring(listing).findall("s3:Contents/s3:Key", ns):
+        _moto(s3, "DELETE", f"/{bucket}/{quote(key.text)}")
+    files = {p.name: p.read_bytes() for p in model.iterdir() if p.is_file()}
+    for name, data in {**files, **(extra or {})}.items():
+        _moto(s3, "PUT", f"/{bucket}/{quote(prefix)}/{quote(name)}", data)
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory):
+    server = LocalS3(tmp_path_factory.mktemp("s3"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def rendered_pipeline():
+    return rendered_model_pipeline(render_stack("dev"))
+
+
+@pytest.fixture
+def pod(s3, rendered_pipeline, tmp_path):
+    download, verify, gate = rendered_pipeline
+    endpoint = urlsplit(download.env["ENDPOINT_URL"]).hostname
+    s3.front.reset(endpoint)
+    bucket = download.env["BUCKET"]
+    try:
+        _moto(s3, "PUT", f"/{bucket}")
+    except AssertionError as err:   # created by an earlier test of the session
+        assert "BucketAlreadyOwnedByYou" in str(err) or "409" in str(err)
+    p = Pod(tmp_path, s3, download, verify, gate)
+    for d in ("models", "work", "tmp", "credentials"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "credentials" / "credentials").write_text(
+        "[default]\naws_access_key_id = job-reader\naws_secret_access_key = job-reader-secret\n")
+    return p
+
+
+def bucket_of(pod: Pod) -> tuple[str, str]:
+    return pod.download.env["BUCKET"], pod.download.env["PREFIX"]
+
+
+def marker(pod: Pod) -> Path:
+    return pod.model_dir() / pod.download.env["MARKER"]
+
+
+# ---- cases that work today (keep them working) ----
+
+def test_complete_model_syncs_verifies_and_passes_the_gate_virtual_hosted(pod, tmp_path):
+    model = fake_model(tmp_path / "upload")
+    put_model(pod.s3, *bucket_of(pod), model)
+    assert pod.download.env["ADDRESSING_STYLE"] == "virtual"
+    sync = pod.sync()
+    assert sync.returncode == 0, sync.stderr
+    # Every object went through the front door as <bucket>.<endpoint host>: none was refused.
+    assert pod.s3.front.refused_path_style == 0 and pod.s3.front.gets >= SHARDS
+    assert digest_tree(pod.model_dir()) == digest_tree(model)
+    verify = pod.run_verify()
+    assert verify.returncode == 0, verify.stderr
+    assert json.loads(marker(pod).read_text())["revision"] == pod.verify.args[pod.verify.args.index("--revision") + 1]
+    gate = pod.run_gate()
+    assert gate.returncode == 0, gate.stderr
+
+
+def test_path_style_is_refused_like_cos(pod, tmp_path):
+    """The front door really refuses path-style: the same Job with addressing_style=path fails."""
+    put_model(pod.s3, *bucket_of(pod), fake_model(tmp_path / "upload"))
+    sync = pod.sync(ADDRESSING_STYLE="path")
+    assert sync.returncode == 1
+    assert "PathStyleDomainForbidden" in sync.stderr
+    assert pod.s3.front.refused_path_style > 0
+    assert not any(pod.model_dir().glob("*.safetensors"))
+
+
+def test_missing_shard_fails_verification_and_the_gate(pod, tmp_path):
+    model = fake_model(tmp_path / "upload")
+    (model / "model-00017-of-00048.safetensors").unlink()
+    put_model(pod.s3, *bucket_of(pod), model)
+    assert pod.sync().returncode == 0
+    verify = pod.run_verify()
+    assert verify.returncode == 1
+    assert "missing shard model-00017-of-00048.safetensors" in verify.stderr
+    assert not marker(pod).exists()
+    assert pod.run_gate().returncode == 1
+
+
+def test_corrupted_and_unlisted_shards_and_a_marker_in_the_bucket_never_pass(pod, tmp_path):
+    """One corrupted shard, one shard the manifest does not list, and a ready marker stored in the
+    bucket (someone re-uploaded a verified directory): verification names both, no marker is left."""
+    model = fake_model(tmp_path / "upload")
+    write_sums(model, skip="model-00031-of-00048.safetensors")
+    shard = model / "model-00005-of-00048.safetensors"
+    shard.write_bytes(b"\0" + shard.read_bytes()[1:])
+    revision = pod.verify.args[pod.verify.args.index("--revision") + 1]
+    stale = json.dumps({"revision": revision, "shards": SHARDS}).encode()
+    put_model(pod.s3, *bucket_of(pod), model, extra={pod.download.env["MARKER"]: stale})
+    assert pod.sync().returncode == 0
+    assert not marker(pod).exists(), "the sync fetched the ready marker from the bucket"
+    verify = pod.run_verify()
+    assert verify.returncode == 1
+    assert "sha256 mismatch for model-00005-of-00048.safetensors" in verify.stderr
+    assert "model-00031-of-00048.safetensors has no entry in SHA256SUMS" in verify.stderr
+    assert not marker(pod).exists()
+    gate = pod.run_gate()
+    assert gate.returncode == 1 and "not ready" in gate.stderr
+
+
+def test_an_interrupted_download_is_never_marked_ready(pod, tmp_path):
+    put_model(pod.s3, *bucket_of(pod), fake_model(tmp_path / "upload"))
+    pod.s3.front.delay_seconds = 0.05
+    proc = pod.start_sync()
+    deadline = time.monotonic() + 30
+    while pod.s3.front.gets < 8 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, "the sync finished before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGKILL)   # the node died: no cleanup runs
+    proc.communicate()
+    pod.s3.front.delay_seconds = 0
+    assert len(list(pod.model_dir().glob("*.safetensors"))) < SHARDS
+    verify = pod.run_verify()
+    assert verify.returncode == 1
+    assert not marker(pod).exists()
+    assert pod.run_gate().returncode == 1
+
+
+def test_the_server_dying_mid_sync_fails_after_the_configured_attempts(pod, tmp_path):
+    put_model(pod.s3, *bucket_of(pod), fake_model(tmp_path / "upload"))
+    pod.s3.front.delay_seconds = 0.05
+    # AWS_MAX_ATTEMPTS=1: the CLI's own retries with backoff (botocore's default, 5 tries per
+    # request) would spend ~40 s on a server that is gone; the attempts under test are the script's.
+    proc = pod.start_sync(RETRY_DELAY_SECONDS="0", AWS_MAX_ATTEMPTS="1")
+    deadline = time.monotonic() + 30
+    while pod.s3.front.gets < 8 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pod.s3.front.dead = True
+    out, err = proc.communicate(timeout=120)
+    attempts = int(pod.download.env["SYNC_ATTEMPTS"])
+    assert proc.returncode == 1, (out, err)
+    assert len(re.findall(r"^sync attempt \d+/", out, re.M)) == attempts
+    assert f"sync failed after {attempts} attempts" in err
+    verify = pod.run_verify()
+    assert verify.returncode == 1 and not marker(pod).exists()
+    assert pod.run_gate().returncode == 1
+
+
+def test_the_fake_model_is_what_the_real_checks_accept(tmp_path):
+    """The fake passes the shipped verifier when complete; a check of the fake itself, so the
+    failure cases above fail for the reason they name."""
+    model = fake_model(tmp_path / "m")
+    assert len(list(model.glob("*.safetensors"))) == SHARDS
+    out = subprocess.run([sys.executable, str(SCRIPTS / "verify_model.py"),
+                          "--model-dir", str(model), "--revision", "r", "--expected-shards", str(SHARDS),
+                          "--marker", ".m", "--workers", "2"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
