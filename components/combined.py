@@ -129,7 +129,8 @@ def rollout_strategy(model: ServedModel) -> str:
 def model_mount(args: CombinedEngineArgs) -> ModelMount:
     m = args.model
     return ModelMount(claim_name=args.model_claim_name, mount_path=args.model_mount_path,
-                      directory=m.directory, revision=m.revision, expected_shard_count=m.expected_shard_count)
+                      directory=m.directory, revision=m.revision, expected_shard_count=m.expected_shard_count,
+                      manifest_sha256=m.manifest_sha256)
 
 
 def engine_pod_spec(args: CombinedEngineArgs, name: str, engines: list[EngineContainer], extra_labels: dict,

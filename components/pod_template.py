@@ -37,6 +37,7 @@ class ModelMount:
     directory: str             # the model's directory under the root
     revision: str
     expected_shard_count: int
+    manifest_sha256: str | None = None   # models[].manifestSha256: the gate refuses a marker recording another
 
     @property
     def model_path(self) -> str:
@@ -214,9 +215,15 @@ def cache_env() -> dict[str, str]:
     }
 
 
+def pinned_manifest_args(digest: str | None) -> list[str]:
+    """The verifier's and the gate's flag for a pinned manifest; none when the stack pins nothing."""
+    return ["--manifest-sha256", digest] if digest else []
+
+
 def model_gate_container(spec: EnginePodSpec, model_volume_mount: dict) -> dict:
     """Init container that checks, never downloads: the ready marker of the sync Job must name the
-    expected revision and every shard must be present. Otherwise it fails with what is missing and
+    expected revision and manifest digest, every verified file must keep its size and every shard must
+    be present. Otherwise it fails with what is missing and
     the GPUs are never handed to an incomplete model (field report 3.2, 13)."""
     m = spec.model
     return {
@@ -224,7 +231,8 @@ def model_gate_container(spec: EnginePodSpec, model_volume_mount: dict) -> dict:
         "image": spec.image,
         "command": ["python3", f"{SCRIPTS_MOUNT}/model_gate.py"],
         "args": ["--model-dir", m.model_path, "--revision", m.revision,
-                 "--expected-shards", str(m.expected_shard_count), "--marker", READY_MARKER],
+                 "--expected-shards", str(m.expected_shard_count), "--marker", READY_MARKER,
+                 *pinned_manifest_args(m.manifest_sha256)],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
                       "limits": {"cpu": "1", "memory": "512Mi"}},
         # Only reads: runs as our non-root UID on a read-only root, unlike the engine beside it.

@@ -17,7 +17,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, job_metadata, labels
-from components.pod_template import READY_MARKER, SCRIPTS_MOUNT, container_security, cpu_job_pod, revision_path
+from components.pod_template import (
+    READY_MARKER,
+    SCRIPTS_MOUNT,
+    container_security,
+    cpu_job_pod,
+    pinned_manifest_args,
+    revision_path,
+)
 from config_model import GpuPool, ModelSync, ObjectStore, ServedModel
 
 WORK_DIR = "/work"
@@ -88,7 +95,8 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         "image": args.verify_image,
         "command": ["python3", f"{SCRIPTS_MOUNT}/verify_model.py"],
         "args": ["--model-dir", dest, "--revision", m.revision, "--expected-shards", str(m.expected_shard_count),
-                 "--marker", READY_MARKER, "--workers", str(max(1, sync.cpu_request))],
+                 "--marker", READY_MARKER, "--workers", str(max(1, sync.cpu_request)),
+                 *pinned_manifest_args(m.manifest_sha256)],
         "resources": resources,
         "securityContext": container_security(non_root=True),
         "volumeMounts": mounts,

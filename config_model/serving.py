@@ -21,6 +21,9 @@ class Rollout(Model):
     max_unavailable: int = Field(1, ge=1, description="Pods taken down at once by a RollingUpdate.")
     max_surge: int = Field(0, ge=0, description="Extra pods during a rollout. Must be 0: the engine rollout never raises the GPU count.")
 
+# `sha256sum` output: what a pinned manifest digest must look like.
+Sha256Hex = text(r"^[0-9a-f]{64}$", "a sha256 digest: 64 lowercase hex digits")
+
 # An engine argument taken from the stack file as it is.
 Arg = checked(k8s.kubelet_expansions, base=NonEmpty)
 
@@ -123,6 +126,10 @@ class ServedModel(Model):
     revision: NonEmptyLabelValue = Field(
         ..., description="Model revision; the sync Job writes it into the ready marker and pods refuse another. "
         "It labels the sync Job's pods, so it is a label value (1-63 characters, alphanumeric at both ends).")
+    manifest_sha256: Sha256Hex | None = Field(
+        None, description="sha256 of the model's SHA256SUMS (`sha256sum SHA256SUMS`); when set, the sync Job refuses "
+        "a manifest with another digest and the pods' gate refuses a marker that records another, so the same "
+        "revision with other content is never served.")
     expected_shard_count: int = Field(48, ge=1, description="Safetensors shards the weight index must name (48 for DeepSeek-V4-Flash, field report 3.1).")
     engine: Literal["vllm", "sglang"] = Field("vllm", description="Serving engine.")
     orchestrator: Literal["deployment", "stormservice", "rolebasedgroup", "rayclusterfleet"] = Field(

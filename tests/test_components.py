@@ -206,6 +206,17 @@ def test_each_revision_has_its_own_place_that_sync_gate_and_engine_share():
         assert spec["containers"][0]["args"][1] == dest  # vllm serve <model path>
 
 
+def test_a_pinned_manifest_reaches_the_verifier_and_the_gate_and_nothing_pins_by_default():
+    pin = "ab" * 32
+    for model, expected in ((served(), []), (served(manifest_sha256=pin), ["--manifest-sha256", pin])):
+        verify = sync_pod_spec(sync_args(model))["containers"][0]["args"]
+        (dep,) = by_type(combined_run(model), "kubernetes:apps/v1:Deployment")
+        gate = dep.inputs["spec"]["template"]["spec"]["initContainers"][0]["args"]
+        for args in (verify, gate):
+            assert [a for a in args if a == "--manifest-sha256"] == expected[:1]
+            assert args[len(args) - len(expected):] == expected
+
+
 def test_new_revision_is_a_new_job():
     assert job_name(served()) != job_name(served(revision="0801"))
     assert job_name(served()) == job_name(served(name="other-name"))  # keyed by directory, not model

@@ -36,21 +36,69 @@ def make_model(root: Path, shards: int = 3, checksums: bool = True) -> Path:
     return root
 
 
-def verify(model: Path, shards: int = 3, revision: str = "r1") -> int:
-    return verify_model.main(["--model-dir", str(model), "--revision", revision,
-                              "--expected-shards", str(shards), "--marker", MARKER, "--workers", "2"])
+def verify(model: Path, shards: int = 3, revision: str = "r1", pinned: str = "") -> int:
+    return verify_model.main(["--model-dir", str(model), "--revision", revision, "--expected-shards", str(shards),
+                              "--marker", MARKER, "--workers", "2", "--manifest-sha256", pinned])
 
 
-def gate(model: Path, shards: int = 3, revision: str = "r1") -> int:
+def gate(model: Path, shards: int = 3, revision: str = "r1", pinned: str = "") -> int:
     return model_gate.main(["--model-dir", str(model), "--revision", revision,
-                            "--expected-shards", str(shards), "--marker", MARKER])
+                            "--expected-shards", str(shards), "--marker", MARKER, "--manifest-sha256", pinned])
 
 
 def test_complete_model_is_verified_and_marked(tmp_path):
     model = make_model(tmp_path / "m")
     assert verify(model) == 0
-    assert json.loads((model / MARKER).read_text()) == {"revision": "r1", "shards": 3}
+    record = json.loads((model / MARKER).read_text())
+    assert record == {"revision": "r1", "shards": 3, "manifest_sha256": sha256(model / "SHA256SUMS"),
+                      "sizes": {n: (model / n).stat().st_size for n in sorted(os.listdir(model))
+                                if n not in ("SHA256SUMS", MARKER)}}
+    assert record["sizes"]["model-00001-of-00003.safetensors"] == 64
     assert gate(model) == 0
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_verifier_refuses_a_manifest_the_stack_did_not_pin(tmp_path, capsys):
+    """Same revision, other content: models[].manifestSha256 pins what is served (issue 12)."""
+    model = make_model(tmp_path / "m")
+    found = sha256(model / "SHA256SUMS")
+    assert verify(model, pinned="0" * 64) == 1
+    assert (f"SHA256SUMS has sha256 {found}, the stack pins models[].manifestSha256 {'0' * 64}"
+            in capsys.readouterr().err)
+    assert not (model / MARKER).exists()
+    assert verify(model, pinned=found) == 0 and gate(model, pinned=found) == 0
+
+
+def test_gate_refuses_a_marker_recording_another_pinned_manifest(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    assert verify(model) == 0
+    assert gate(model, pinned="0" * 64) == 1
+    assert f"the stack pins {'0' * 64}" in capsys.readouterr().err
+
+
+def test_gate_notices_a_changed_manifest_or_a_file_of_another_size(tmp_path, capsys):
+    """Cheap checks, no shard hashing: the manifest's digest and every verified file's size."""
+    model = make_model(tmp_path / "m")
+    assert verify(model) == 0
+    recorded = sha256(model / "SHA256SUMS")
+    with open(model / "SHA256SUMS", "a") as f:
+        f.write(f"{'1' * 64}  extra.bin\n")
+    shard = model / "model-00002-of-00003.safetensors"
+    shard.write_bytes(shard.read_bytes() + b"tail")
+    assert gate(model) == 1
+    err = capsys.readouterr().err
+    assert f"SHA256SUMS has sha256 {sha256(model / 'SHA256SUMS')}, the ready marker recorded {recorded}" in err
+    assert "model-00002-of-00003.safetensors is 68 bytes, the ready marker recorded 64" in err
+
+
+def test_gate_refuses_a_marker_without_digest_and_sizes(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    (model / MARKER).write_text(json.dumps({"revision": "r1", "shards": 3}))
+    assert gate(model) == 1
+    assert "ready marker records no manifest digest or file sizes" in capsys.readouterr().err
 
 
 def test_missing_shard_is_named(tmp_path, capsys):

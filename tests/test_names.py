@@ -55,6 +55,8 @@ CASES = [
     (model(revision="-rc1"), "models[0].revision", "alphanumeric at both ends"),
     (model(revision="r" * 64), "models[0].revision", "no more than 63 characters"),
     (model(objectPrefix="models/$(HOME)"), "models[0].objectPrefix", "the kubelet expands $(VAR)"),
+    (model(manifestSha256="AB" * 32), "models[0].manifestSha256", "a sha256 digest: 64 lowercase hex digits"),
+    (model(manifestSha256="ab" * 31), "models[0].manifestSha256", "a sha256 digest: 64 lowercase hex digits"),
     (model(vllm={"toolCallParser": "a$$b"}), "models[0].vllm.toolCallParser", "turns $$ into $"),
     (model(pd={"rdma": {"resourceName": "rdma_shared_device_a"}}), "models[0].pd.rdma.resourceName",
      "extended resource name"),

@@ -6,6 +6,7 @@ Plain standard library only: it runs in the verify image and in the engine image
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -15,6 +16,7 @@ REQUIRED_FILES = ("config.json", "generation_config.json", "tokenizer_config.jso
 # One of these tokenizer payloads must exist besides tokenizer_config.json.
 TOKENIZER_PAYLOADS = ("tokenizer.json", "tokenizer.model")
 CHECKSUM_FILE = "SHA256SUMS"
+CHUNK = 8 * 1024 * 1024
 
 
 def missing_files(model_dir: str, expected_shards: int) -> list[str]:
@@ -53,7 +55,17 @@ def model_arguments(description: str) -> argparse.ArgumentParser:
     p.add_argument("--revision", required=True)
     p.add_argument("--expected-shards", type=int, required=True)
     p.add_argument("--marker", required=True)
+    p.add_argument("--manifest-sha256", default="",
+                   help=f"the pinned sha256 of {CHECKSUM_FILE}; empty accepts any manifest")
     return p
+
+
+def file_sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def report_problems(header: str, problems: list[str]) -> int:

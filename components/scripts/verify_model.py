@@ -8,7 +8,6 @@ Exit code 1 with one line per problem otherwise.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -19,21 +18,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_files import (  # noqa: E402
     CHECKSUM_FILE,
     INDEX_FILE,
+    file_sha256,
     missing_files,
     model_arguments,
     report_problems,
     shard_names,
 )
-
-CHUNK = 8 * 1024 * 1024
-
-
-def sha256_of(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def read_manifest(path: str) -> dict[str, str]:
@@ -52,10 +42,13 @@ def read_manifest(path: str) -> dict[str, str]:
     return entries
 
 
-def checksum_problems(model_dir: str, workers: int) -> list[str]:
+def checksum_problems(model_dir: str, workers: int, pinned: str = "") -> list[str]:
     manifest_path = os.path.join(model_dir, CHECKSUM_FILE)
     if not os.path.isfile(manifest_path):
         return [f"missing checksum manifest {CHECKSUM_FILE}"]
+    if pinned and (found := file_sha256(manifest_path)) != pinned:
+        # Same revision, other content: the bucket holds something the stack did not pin.
+        return [f"{CHECKSUM_FILE} has sha256 {found}, the stack pins models[].manifestSha256 {pinned}"]
     try:
         manifest = read_manifest(manifest_path)
     except ValueError as err:
@@ -70,7 +63,7 @@ def checksum_problems(model_dir: str, workers: int) -> list[str]:
     problems += [f"missing {n} (listed in {CHECKSUM_FILE})" for n in sorted(set(manifest) - set(present))]
     # hashlib releases the GIL, so threads hash shards in parallel.
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        actual = dict(zip(present, pool.map(lambda n: sha256_of(os.path.join(model_dir, n)), present)))
+        actual = dict(zip(present, pool.map(lambda n: file_sha256(os.path.join(model_dir, n)), present)))
     for n in sorted(present):
         if actual[n] != present[n]:
             # `aws s3 sync` skips a local file of the object's size, so a same-size corrupt copy would
@@ -80,8 +73,16 @@ def checksum_problems(model_dir: str, workers: int) -> list[str]:
     return problems
 
 
+def marker_payload(model_dir: str, revision: str, shards: int) -> dict:
+    """What the gate checks without hashing: the revision, the manifest's digest (a small file) and
+    the size of every file the manifest lists."""
+    manifest_path = os.path.join(model_dir, CHECKSUM_FILE)
+    sizes = {n: os.path.getsize(os.path.join(model_dir, n)) for n in sorted(read_manifest(manifest_path))}
+    return {"revision": revision, "shards": shards, "manifest_sha256": file_sha256(manifest_path), "sizes": sizes}
+
+
 def write_marker(model_dir: str, marker: str, revision: str, shards: int) -> None:
-    payload = {"revision": revision, "shards": shards}
+    payload = marker_payload(model_dir, revision, shards)
     fd, tmp = tempfile.mkstemp(dir=model_dir, prefix=".marker-")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(payload, f, sort_keys=True)
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         os.remove(os.path.join(a.model_dir, a.marker))
     except FileNotFoundError:
         pass
-    problems = missing_files(a.model_dir, a.expected_shards) or checksum_problems(a.model_dir, a.workers)
+    problems = missing_files(a.model_dir, a.expected_shards) or checksum_problems(a.model_dir, a.workers, a.manifest_sha256)
     if report_problems(f"model at {a.model_dir} is NOT ready:", problems):
         return 1
     write_marker(a.model_dir, a.marker, a.revision, a.expected_shards)
