@@ -18,6 +18,7 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component, job_metadata, labels
 from components.pod_template import (
+    DIGEST_CACHE,
     READY_MARKER,
     SCRIPTS_MOUNT,
     container_security,
@@ -67,7 +68,7 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
               {"name": "work", "mountPath": WORK_DIR},
               {"name": "tmp", "mountPath": "/tmp"}]
     env = {
-        "BUCKET": args.bucket_name, "PREFIX": m.object_prefix, "DEST": dest, "MARKER": READY_MARKER,
+        "BUCKET": args.bucket_name, "PREFIX": m.object_prefix, "DEST": dest, "MARKER": READY_MARKER, "DIGEST_CACHE": DIGEST_CACHE,
         "ADDRESSING_STYLE": store.addressing_style,
         "MAX_CONCURRENT_REQUESTS": str(sync.max_concurrent_requests),
         "SYNC_ATTEMPTS": str(sync.sync_attempts),
@@ -96,6 +97,7 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         "command": ["python3", f"{SCRIPTS_MOUNT}/verify_model.py"],
         "args": ["--model-dir", dest, "--revision", m.revision, "--expected-shards", str(m.expected_shard_count),
                  "--marker", READY_MARKER, "--workers", str(max(1, sync.cpu_request)),
+                 "--digest-cache", DIGEST_CACHE,
                  *pinned_manifest_args(m.manifest_sha256)],
         "resources": resources,
         "securityContext": container_security(non_root=True),

@@ -187,6 +187,8 @@ def test_sync_job_is_cpu_only_off_gpu_and_verifies():
     assert pod["securityContext"]["runAsNonRoot"] and pod["initContainers"][0]["securityContext"]["readOnlyRootFilesystem"]
     verify = pod["containers"][0]
     assert verify["args"][verify["args"].index("--expected-shards") + 1] == "48"
+    # The sync keeps (excludes from --delete) the very file the verifier caches digests in.
+    assert verify["args"][verify["args"].index("--digest-cache") + 1] == env["DIGEST_CACHE"] == ".llm-serving-digests.json"
     assert job.options["deleteBeforeReplace"] is True
     assert job.options["customTimeouts"] == {"create": "7500s", "update": "7500s"}
     assert pod["volumes"][0] == {"name": "model", "persistentVolumeClaim": {"claimName": "model-store-sync"}}

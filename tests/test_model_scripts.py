@@ -167,6 +167,32 @@ def test_a_marker_already_there_does_not_survive_a_failed_verification(tmp_path,
     capsys.readouterr()
 
 
+def test_a_retry_rehashes_only_the_files_that_changed(tmp_path, monkeypatch, capsys):
+    """The digest cache beside the marker: a Job retry after one bad shard hashes that shard only."""
+    model = make_model(tmp_path / "m")
+    hashed = []
+    real = verify_model.file_sha256
+    monkeypatch.setattr(verify_model, "file_sha256", lambda p: hashed.append(os.path.basename(p)) or real(p))
+
+    def run() -> int:
+        hashed.clear()
+        return verify_model.main(["--model-dir", str(model), "--revision", "r1", "--expected-shards", "3",
+                                  "--marker", MARKER, "--workers", "2", "--digest-cache", ".digests.json"])
+    shard = model / "model-00002-of-00003.safetensors"
+    good = shard.read_bytes()
+    shard.write_bytes(b"x" + good[1:])
+    assert run() == 1 and "model-00002-of-00003.safetensors" in hashed and not shard.exists()
+    assert len([n for n in hashed if n != "SHA256SUMS"]) == 8            # the first run hashes every file
+    shard.write_bytes(good)                                               # the retry's download
+    assert run() == 0 and [n for n in hashed if n != "SHA256SUMS"] == ["model-00002-of-00003.safetensors"]
+    assert run() == 0 and [n for n in hashed if n != "SHA256SUMS"] == []  # nothing changed, nothing hashed
+    # Same size and mtime (as `aws s3 sync` sets it) but new bytes: the ctime tells, so it is hashed again.
+    st = shard.stat()
+    shard.write_bytes(b"y" + good[1:])
+    os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert run() == 1 and "sha256 mismatch for model-00002-of-00003.safetensors" in capsys.readouterr().err
+
+
 def test_missing_checksum_manifest_fails(tmp_path, capsys):
     model = make_model(tmp_path / "m", checksums=False)
     assert verify(model) == 1
@@ -235,7 +261,7 @@ def run_sync(tmp_path: Path, succeed_on: int, attempts: int = 3, endpoint: str |
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "AWS_LOG": str(tmp_path / "log"),
            "AWS_COUNT": str(tmp_path / "count"), "AWS_SUCCEED_ON": str(succeed_on),
            "AWS_LISTING": str(tmp_path / "listing"),
-           "BUCKET": "b", "PREFIX": "models/m", "DEST": str(dest), "MARKER": MARKER,
+           "BUCKET": "b", "PREFIX": "models/m", "DEST": str(dest), "MARKER": MARKER, "DIGEST_CACHE": ".digests.json",
            "ADDRESSING_STYLE": "virtual", "MAX_CONCURRENT_REQUESTS": "32", "SYNC_ATTEMPTS": str(attempts),
            "RETRY_DELAY_SECONDS": "0"}
     if endpoint:
@@ -251,7 +277,7 @@ def test_sync_sets_addressing_and_concurrency_and_drops_the_marker(tmp_path):
                          "configure set default.s3.max_concurrent_requests 32"]
     assert calls[2] == "--endpoint-url https://cos.example.com s3 ls s3://b/models/m/"
     assert calls[3] == (f"--endpoint-url https://cos.example.com s3 sync s3://b/models/m/ {dest}/ --delete "
-                        f"--exclude {MARKER} --only-show-errors")
+                        f"--exclude {MARKER} --only-show-errors --exclude .digests.json")
     assert not (dest / MARKER).exists()
 
 

@@ -2,7 +2,7 @@
 # Download one model directory from object storage into the writable model volume.
 # Runs in the sync Job only (CPU node); serving pods never download (field report 3.2).
 # Environment: BUCKET, PREFIX, DEST, ADDRESSING_STYLE, MAX_CONCURRENT_REQUESTS, SYNC_ATTEMPTS,
-# MARKER, optional ENDPOINT_URL; credentials come from a Secret as AWS_* variables.
+# MARKER, optional DIGEST_CACHE and ENDPOINT_URL; credentials come from a Secret as AWS_* variables.
 set -eu
 
 : "${BUCKET:?}" "${PREFIX:?}" "${DEST:?}" "${MARKER:?}"
@@ -47,6 +47,10 @@ listing_problems() {
 # The marker is never fetched: only verification writes it (a bucket may hold one when someone
 # re-uploaded a verified directory; `aws s3 sync` copies dotfiles).
 set -- s3 sync "s3://$BUCKET/$PREFIX/" "$DEST/" --delete --exclude "$MARKER" --only-show-errors
+# The verifier's digest cache is ours, not the bucket's: excluded, `--delete` keeps it.
+if [ -n "${DIGEST_CACHE:-}" ]; then
+  set -- "$@" --exclude "$DIGEST_CACHE"
+fi
 
 attempt=1
 delay="$RETRY_DELAY_SECONDS"
