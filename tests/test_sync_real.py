@@ -43,14 +43,14 @@ if not AWS.exists():
 
 # ---- the fake model ----
 
-def fake_model(root: Path, shards: int = SHARDS, seed: str = "a") -> Path:
+def fake_model(root: Path, shards: int = SHARDS, seed: str = "a", shard_bytes: int = SHARD_BYTES) -> Path:
     """48 small shards, their index, config, tokenizer and a SHA256SUMS over every other file."""
     root.mkdir(parents=True, exist_ok=True)
     names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
     for n in names:
-        (root / n).write_bytes(hashlib.sha256(f"{seed}/{n}".encode()).digest() * (SHARD_BYTES // 32))
+        (root / n).write_bytes(hashlib.sha256(f"{seed}/{n}".encode()).digest() * (shard_bytes // 32))
     (root / "model.safetensors.index.json").write_text(json.dumps(
-        {"metadata": {"total_size": shards * SHARD_BYTES},
+        {"metadata": {"total_size": shards * shard_bytes},
          "weight_map": {f"model.layers.{i}.weight": n for i, n in enumerate(names)}}, sort_keys=True))
     for f in ("config.json", "generation_config.json", "tokenizer_config.json"):
         (root / f).write_text(json.dumps({"seed": seed}))
@@ -214,22 +214,26 @@ def rendered_pipeline():
     return rendered_model_pipeline(render_stack("dev"))
 
 
-@pytest.fixture
-def pod(s3, rendered_pipeline, tmp_path):
-    download, verify, gate = rendered_pipeline
-    endpoint = urlsplit(download.env["ENDPOINT_URL"]).hostname
-    s3.front.reset(endpoint)
+def new_pod(s3: LocalS3, pipeline: tuple[Container, Container, Container], root: Path) -> Pod:
+    """The rendered pipeline on fresh directories under root, its bucket on the local store
+    (tools/bench.py uses it too)."""
+    download, verify, gate = pipeline
+    s3.front.reset(urlsplit(download.env["ENDPOINT_URL"]).hostname)
     bucket = download.env["BUCKET"]
     try:
         _moto(s3, "PUT", f"/{bucket}")
     except AssertionError as err:   # created by an earlier test of the session
         assert "BucketAlreadyOwnedByYou" in str(err) or "409" in str(err)
-    p = Pod(tmp_path, s3, download, verify, gate)
     for d in ("models", "work", "tmp", "credentials"):
-        (tmp_path / d).mkdir()
-    (tmp_path / "credentials" / "credentials").write_text(
+        (root / d).mkdir(parents=True)
+    (root / "credentials" / "credentials").write_text(
         "[default]\naws_access_key_id = job-reader\naws_secret_access_key = job-reader-secret\n")
-    return p
+    return Pod(root, s3, download, verify, gate)
+
+
+@pytest.fixture
+def pod(s3, rendered_pipeline, tmp_path):
+    return new_pod(s3, rendered_pipeline, tmp_path)
 
 
 def bucket_of(pod: Pod) -> tuple[str, str]:
