@@ -12,9 +12,6 @@ SYNC_ATTEMPTS="${SYNC_ATTEMPTS:-3}"
 RETRY_DELAY_SECONDS="${RETRY_DELAY_SECONDS:-15}"
 
 mkdir -p "$DEST"
-# A directory being changed is never "ready": drop the marker before touching any file, so a pod
-# that starts mid-sync fails its gate instead of loading a mix of two revisions.
-rm -f "$DEST/$MARKER"
 
 # COS and similar stores refuse path-style requests (PathStyleDomainForbidden, field report 11.1).
 aws configure set default.s3.addressing_style "$ADDRESSING_STYLE"
@@ -59,10 +56,16 @@ while :; do
   # A listing that fails looks like an empty one, so it is retried like a failed sync.
   problems=$(listing_problems)
   if [ -n "$problems" ]; then
+    # Refused before any file is touched: a verified directory keeps its marker and keeps serving.
     printf 'refusing to sync with --delete into %s:\n%s\n' "$DEST/" "$problems" >&2
-  elif store "$@"; then
-    echo "sync complete"
-    exit 0
+  else
+    # A directory being changed is never "ready": drop the marker before touching any file, so a pod
+    # that starts mid-sync fails its gate instead of loading a mix of two revisions.
+    rm -f "$DEST/$MARKER"
+    if store "$@"; then
+      echo "sync complete"
+      exit 0
+    fi
   fi
   if [ "$attempt" -ge "$SYNC_ATTEMPTS" ]; then
     echo "sync failed after $attempt attempts" >&2
