@@ -15,6 +15,8 @@ ENGINES_STAMP := $(ENGINES_DIR)/.requirements-installed
 # pins botocore, so they get their own virtualenv.
 S3_VENV  ?= .venv-s3
 S3_STAMP := $(S3_VENV)/.requirements-installed
+# The virtualenvs are independent of each other: a fresh machine builds them side by side.
+MAKEFLAGS += --jobs=4
 STACK  ?= dev
 STACKS := dev staging prod
 
