@@ -137,8 +137,9 @@ def _gpu_budget(args: ResourceValidationArgs, report_violation) -> None:
     facts, when they come after the workloads)."""
     props = plain(args.props)
     if args.resource_type == STACK_FACTS:
-        total = OPERATION.record_facts(args.urn, _facts_of(props))
-        messages = _budget_messages(total, _facts_of(props)) if total else []
+        facts = _facts_of(props)
+        total = OPERATION.record_facts(args.urn, facts)
+        messages = _budget_messages(total, facts) if total else []
     else:
         gpus = stack_rules.workload_gpus(args.resource_type, props)
         if is_unknown(gpus) or not gpus:
