@@ -119,8 +119,8 @@ class Dashboards(Model):
         "watch it (sidecar.dashboards.searchNamespace).")
     folder: text(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,62}$", "a folder name: letters, digits, ' ', '.', '_' or '-', "
                  "at most 63, starting with a letter or digit") | None = Field(
-        None, description="Grafana folder, set as the sidecar's folder annotation (needs the chart's "
-        "sidecar.dashboards.folderAnnotation and provider.foldersFromFilesStructure); unset: the sidecar's folder.")
+        None, description="Grafana folder, set as the sidecar's folder annotation (Grafana makes it a folder with "
+        "the chart's sidecar.dashboards.provider.foldersFromFilesStructure); unset: the sidecar's folder.")
     folder_annotation: LabelKey = Field(
         GRAFANA_SIDECAR_FOLDER_ANNOTATION, description="Annotation the sidecar reads the folder from (its "
         "FOLDER_ANNOTATION).")

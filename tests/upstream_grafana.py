@@ -16,7 +16,9 @@ import re
 # grafana/helm-charts tag grafana-10.5.15 (appVersion 12.3.1), charts/grafana/values.yaml
 # sidecar.dashboards: label "grafana_dashboard", labelValue "" (templates/_pod.tpl sets LABEL_VALUE
 # only `with` a value, so the sidecar matches any value of the key), searchNamespace null (the
-# sidecar's own namespace only), folderAnnotation null; sidecar image kiwigrid/k8s-sidecar 2.5.0.
+# sidecar's own namespace only), folderAnnotation null (FOLDER_ANNOTATION unset: the sidecar's
+# default below), provider.foldersFromFilesStructure false (sub-folders do not become Grafana
+# folders unless set); sidecar image kiwigrid/k8s-sidecar 2.5.0.
 GRAFANA_CHART_TAG = "grafana-10.5.15"
 GRAFANA_CHART_LABEL = "grafana_dashboard"
 GRAFANA_CHART_LABEL_VALUE = ""
