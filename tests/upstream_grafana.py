@@ -69,3 +69,13 @@ SCHEMA_VERSION_LATEST = 42
 # #DataSourceRef {type?, uid?}; #RowPanel type "row"; a panel's `type` non-empty.
 GRID_WIDTH = 24
 VARIABLE_TYPES = frozenset({"query", "adhoc", "constant", "datasource", "interval", "textbox", "custom", "system"})
+
+
+# The Prometheus data source's interpolation of a multi-value or include-all variable used in a
+# regex matcher: prometheusSpecialRegexEscape (classic behaviour; packages/grafana-prometheus, earlier
+# public/app/plugins/datasource/prometheus/datasource.ts) doubles a backslash twice and puts two
+# backslashes before each of $^*{}[]+?.()| (one survives the PromQL string, escaping the regex
+# metacharacter); interpolateQueryExpr joins several values as (a|b).
+def prometheus_regex_values(values: list[str]) -> str:
+    escaped = [re.sub(r"([$^*{}\[\]+?.()|])", r"\\\\\1", v.replace("\\", "\\\\\\\\")) for v in values]
+    return escaped[0] if len(escaped) == 1 else "(" + "|".join(escaped) + ")"
