@@ -5,6 +5,7 @@ export, with labels the stack's PodMonitor targets really carry."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import re
@@ -16,6 +17,7 @@ import upstream_prometheus_operator as prom_operator
 import upstream_sglang as sglang
 import upstream_vllm as vllm
 from conftest import STACKS, k8s_objects, render_stack
+from engine_containers import engine_packages
 from test_config import SECRETS, problems, raw_config
 from test_network_monitoring import EXPORTED, exposed_samples, rendered_topologies, selectors
 from variants import dev_config, render, variant_file
@@ -313,6 +315,17 @@ def test_sglang_queries_hold_at_each_pinned_release():
         assert missing == {n for n in set(exposed_samples({a: sglang.METRICS[a] for a in absent}))
                            if n in names}, (sglang.RELEASES[release], missing)
     assert sglang.metrics_at(0)[1] == ("sglang:request_time_per_output_token_seconds",)
+
+
+@pytest.mark.parametrize("release", sglang.RELEASES)
+def test_sglang_collectors_label_every_series_with_the_served_model(release):
+    # The panels select SGLang series by model_name: the installed source's label dicts start so.
+    root = engine_packages() / f"sglang=={release}"
+    for path, count in sglang.LABEL_DICTS[release].items():
+        dicts = [n for n in ast.walk(ast.parse((root / path).read_text(encoding="utf-8"))) if isinstance(n, ast.Assign)
+                 and [ast.unparse(t) for t in n.targets] == ["labels"] and isinstance(n.value, ast.Dict)]
+        keys = [tuple(k.value for k in d.value.keys[:2] if isinstance(k, ast.Constant)) for d in dicts]
+        assert keys.count(("model_name", "engine_type")) == count, (path, keys)
 
 
 # ---- sizes ----

@@ -76,6 +76,9 @@ _COLLECTOR = "sglang/srt/observability/metrics_collector.py"
 # {...} under enable_metrics); 0.5.23: metrics_collector.py, the scheduler context and
 # tokenizer_metric_labels().
 _LABELS = ("model_name", "engine_type")
+# RUN (tests/test_dashboards.py): the files whose `labels = {"model_name": ..., "engine_type": ...}`
+# dicts label the scheduler and the tokenizer collectors, per release.
+LABEL_DICTS = {"0.5.17": {_COLLECTOR: 1, "sglang/srt/managers/tokenizer_manager.py": 1}, "0.5.23": {_COLLECTOR: 2}}
 # name -> (kind, label names the alerts and dashboards rely on, defining file at 0.5.17 | 0.5.23)
 METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
     # SchedulerMetricsCollector: self.num_running_reqs / self.num_queue_reqs = Gauge(name=
