@@ -9,6 +9,7 @@ import ast
 import copy
 import json
 import re
+import shutil
 
 import promql_parser
 import pytest
@@ -16,7 +17,7 @@ import upstream_grafana as grafana
 import upstream_prometheus_operator as prom_operator
 import upstream_sglang as sglang
 import upstream_vllm as vllm
-from conftest import STACKS, k8s_objects, render_stack
+from conftest import PROJECT_DIR, STACKS, k8s_objects, render_stack
 from engine_containers import engine_packages
 from test_config import SECRETS, problems, raw_config
 from test_network_monitoring import EXPORTED, exposed_samples, rendered_topologies, selectors
@@ -26,6 +27,7 @@ from apivalidation.apiserver import MAX_DATA_SIZE
 from components import dashboards
 from components.monitoring import POD_MONITOR_NAME
 from config_model import Dashboards, Monitoring
+from render.__main__ import main as render_main
 from render.output import plan_md
 from stacks import loader
 
@@ -174,6 +176,19 @@ def test_bad_dashboard_settings_name_the_field(dashboards_cfg, message):
     (line,) = problems(raw)
     key = next(iter(dashboards_cfg))
     assert line.startswith(f"Pulumi.dev.yaml: llm-serving:operations.monitoring.dashboards.{key} = ") and message in line
+
+
+def test_the_render_cli_exits_2_on_a_bad_label_and_writes_nothing(tmp_path, capsys):
+    dev = (PROJECT_DIR / "Pulumi.dev.yaml").read_text()
+    assert "  llm-serving:operations:\n" in dev
+    broken = dev.replace("  llm-serving:operations:\n", "  llm-serving:operations:\n    monitoring:\n      dashboards:\n"
+                         "        labelKey: app.kubernetes.io/name\n        labelValue: -x\n", 1)
+    shutil.copy(PROJECT_DIR / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    (tmp_path / "Pulumi.bad.yaml").write_text(broken)
+    code = render_main(["--stack", "bad", "--project-dir", str(tmp_path), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and not (tmp_path / "out").exists() and "Traceback" not in err
+    assert "Pulumi.bad.yaml: llm-serving:operations.monitoring.dashboards.labelValue = '-x'" in err
 
 
 def test_dashboards_off_allows_any_label_key():
