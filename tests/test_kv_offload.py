@@ -217,3 +217,38 @@ def test_node_memory_field_is_optional_and_positive():
     raw = raw_config()
     raw["gpuPool"] = {"nodeMemoryGiB": 0}
     assert any("gpuPool.nodeMemoryGiB" in line for line in problems(raw))
+
+
+# ---- the offload-memory policy on the rendered pods (through the real policy server: tests/test_pack.py) ----
+
+def _policy_violations(obj: dict) -> list[str]:
+    from policy import rules
+    policy = next(p for p in rules.RESOURCE_POLICIES if p.name == "offload-memory")
+    group, version = obj["apiVersion"].split("/") if "/" in obj["apiVersion"] else ("core", obj["apiVersion"])
+    return policy.check(f"kubernetes:{group}/{version}:{obj['kind']}", obj)
+
+
+def test_offload_memory_policy_reads_the_offload_from_the_argv():
+    import copy
+
+    from conftest import k8s_objects, render_stack
+
+    from policy.workloads import pod_templates
+    storm = copy.deepcopy(next(o for o in k8s_objects(render_stack("staging")) if o["kind"] == "StormService"))
+    assert _policy_violations(storm) == []
+    template = pod_templates("StormService", storm)[0].template
+    next(v for v in template["spec"]["volumes"] if v["name"] == "shm")["emptyDir"]["sizeLimit"] = "128Gi"
+    assert _policy_violations(storm) == [
+        f"StormService llm-serving-staging/{storm['metadata']['name']}: /dev/shm sizeLimit 128Gi does not hold the "
+        "128Gi vLLM offloads there plus 64Gi for 8 GPUs."]
+    # SGLang: 24 GB per rank x 8 ranks is 178.8 GiB, which a 128 GiB request does not cover.
+    sglang_engine = next(c for c in engine_containers() if c.engine == "sglang" and "--hicache-size" in c.argv)
+    rbg = {"apiVersion": "workloads.x-k8s.io/v1alpha2", "kind": "RoleBasedGroup", "metadata": {"name": "s"},
+           "spec": {"roles": [{"name": "server", "replicas": 1, "standalonePattern": {"template": {
+               "metadata": {"annotations": sglang_engine.annotations},
+               "spec": {"containers": [copy.deepcopy(sglang_engine.container)], "volumes": []}}}}]}}
+    assert _policy_violations(rbg) == []
+    c = rbg["spec"]["roles"][0]["standalonePattern"]["template"]["spec"]["containers"][0]
+    c["resources"]["requests"]["memory"] = "128Gi"
+    assert _policy_violations(rbg) == [
+        "RoleBasedGroup -/s: container engine requests 128Gi of memory, less than the 178.814Gi of KV offload in its argv."]
