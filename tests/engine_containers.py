@@ -71,8 +71,14 @@ def _engine_argv(c: dict) -> tuple[str, tuple[str, ...]] | None:
 
 
 @functools.lru_cache(maxsize=None)
+def rendered_variants() -> dict:
+    """Each variant of _variants(), rendered once per session."""
+    return {k: render(v) for k, v in _variants().items()}
+
+
+@functools.lru_cache(maxsize=None)
 def engine_containers() -> tuple[EngineContainer, ...]:
-    rendered = {s: render_stack(s) for s in STACKS} | {k: render(v) for k, v in _variants().items()}
+    rendered = {s: render_stack(s) for s in STACKS} | rendered_variants()
     out = []
     for where, r in rendered.items():
         for obj in k8s_objects(r):

@@ -252,3 +252,43 @@ def test_offload_memory_policy_reads_the_offload_from_the_argv():
     c["resources"]["requests"]["memory"] = "128Gi"
     assert _policy_violations(rbg) == [
         "RoleBasedGroup -/s: container engine requests 128Gi of memory, less than the 178.814Gi of KV offload in its argv."]
+
+
+# ---- the grown pods still validate; a node-fit refusal is an exit 2 with nothing written ----
+
+def test_offloading_pods_pass_schema_and_api_server_rules():
+    """The engine workloads of both offload variants (the only objects offload changes): the Deployment
+    against Kubernetes' strict schema, the RoleBasedGroup against its pinned CRD's schema, both through
+    the API-server and CEL rules of apivalidation/."""
+    from conftest import k8s_objects, shared_dir
+    from crd_schemas import validate_custom_resource
+    from engine_containers import rendered_variants
+    from test_schema import strict_errors
+
+    import apivalidation
+    index = apivalidation.crd_index(str(shared_dir("crds")), frozenset({"RoleBasedGroup"}))
+    checked = set()
+    for name in ("vllm-every-flag", "sglang-every-flag"):
+        objects = [o for o in k8s_objects(rendered_variants()[name]) if o["kind"] in ("Deployment", "RoleBasedGroup")]
+        for obj in objects:
+            errors = strict_errors(obj, "1.33") if obj["kind"] == "Deployment" else validate_custom_resource(obj, index)
+            assert errors == [], (name, obj["kind"])
+            checked.add(obj["kind"])
+        problems = apivalidation.validate(objects, index)
+        assert problems == [], apivalidation.report(problems)
+    assert checked == {"Deployment", "RoleBasedGroup"}
+
+
+def test_node_fit_refusal_exits_2_and_writes_nothing(tmp_path, capsys):
+    from conftest import PROJECT_DIR
+    from test_render import bad_project
+
+    from render.__main__ import main as render_main
+    dev = (PROJECT_DIR / "Pulumi.dev.yaml").read_text()
+    text = dev.replace("      vllm:\n", "      kvCacheOffload:\n        backend: native\n        sizeGiB: 600\n      vllm:\n")
+    text = text.replace("  llm-serving:gpuBudget: 8\n", "  llm-serving:gpuBudget: 8\n  llm-serving:gpuPool:\n    nodeMemoryGiB: 1024\n")
+    out = tmp_path / "out"
+    assert render_main(["--stack", "bad", "--project-dir", str(bad_project(tmp_path, text)), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "Pulumi.bad.yaml: llm-serving:models[0].kvCacheOffload.sizeGiB = 600: one node of gpuPool.gpusPerNode 8" in err
+    assert "Traceback" not in err and not out.exists()
