@@ -58,6 +58,12 @@ KV_OFFLOADING_SIZE_TYPE = float
 # NixlConnector --kv-transfer-config (P/D) would silently become the offload connector, so
 # stacks/rules.py refuses offload outside topology combined.
 OFFLOAD_REPLACES_KV_TRANSFER_CONNECTOR = True
+# Combining both would take a MultiConnector (multi_connector.py, both wheels; it keeps the hybrid KV
+# manager only when every child subclasses SupportsHMA, as NixlConnector and OffloadingConnector do). Not
+# offered: the field report validated NIXL P/D alone, and nothing here can run that pair on DeepSeek-V4.
+# DSpark forces the V2 model runner (vllm/config/vllm.py use_v2_model_runner); its
+# _get_v2_model_runner_unsupported_features names no KV connector at either wheel and the runner builds one
+# (vllm/v1/worker/gpu/kv_connector.py), so offload is allowed beside DSpark (staging's A/B arm).
 # Same function, "lmcache" branch: "Default to LMCache multi-process (MP) mode. The actual KV storage capacity
 # is managed by the standalone LMCache server process, so kv_offloading_size is not propagated"; the
 # connector "falls back to tcp://localhost:5555". vllm/distributed/kv_transfer/kv_connector/v1/
