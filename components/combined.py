@@ -22,6 +22,8 @@ from components.engines import (
     ENGINE_PORT,
     engine_command,
     gpus_per_pod,
+    offload_memory_gib,
+    offload_shm_gib,
     parallel_size,
     startup_budget_seconds,
 )
@@ -159,7 +161,8 @@ def pod_spec(args: CombinedEngineArgs) -> EnginePodSpec:
     m = args.model
     cmd = engine_command(model_mount(args).model_path, m)
     engine = EngineContainer(name="engine", command=cmd.command, args=cmd.args, env=cmd.env,
-                             port=ENGINE_PORT[m.engine], gpus=gpus_per_pod(m), api_key_env=API_KEY_ENV[m.engine])
+                             port=ENGINE_PORT[m.engine], gpus=gpus_per_pod(m), api_key_env=API_KEY_ENV[m.engine],
+                             offload_memory_gib=offload_memory_gib(m), offload_shm_gib=offload_shm_gib(m))
     return engine_pod_spec(args, m.name, [engine], {**aibrix_labels(m), **dict(args.extra_pod_labels)},
                            dict(args.extra_pod_annotations))
 

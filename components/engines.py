@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from config_model import ServedModel, Sglang, Vllm, derived
+from config_model import GpuPool, ServedModel, Sglang, Vllm, derived
 
 # Measured cold starts, pod creation to Ready, on 8 x H20. vLLM TP=8: about 12 min (field report 6
 # and 9.3); SGLang TP=8 with DSpark: about 23 min, of which 854 s engine start with 394 + 123 s of
@@ -203,16 +203,71 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 SGLANG_ENV = {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0"}
 
 
+# ---- KV-cache offload to CPU memory (issue 13; sources in tests/upstream_vllm.py, tests/upstream_sglang.py) ----
+
+# Which backend each engine runs; lmcache is refused by stacks/rules.py (tests/upstream_vllm.py LMCACHE_*).
+OFFLOAD_ENGINE = {"native": "vllm", "hicache": "sglang"}
+
+
+def kv_offload_args(model: ServedModel) -> list[str]:
+    """The engine flags of models[].kvCacheOffload; none when it is off. vLLM's size is GiB over all TP
+    ranks of one engine (vllm/config/cache.py kv_offloading_size); SGLang's is per rank."""
+    offload = model.kv_cache_offload
+    if offload.backend == "native":
+        return ["--kv-offloading-backend", "native", "--kv-offloading-size", str(offload.size_gib)]
+    if offload.backend == "hicache":
+        return ["--enable-hierarchical-cache", "--hicache-size", str(offload.size_gib)]
+    return []
+
+
+def offload_memory_gib(model: ServedModel) -> int:
+    """Host memory one engine container holds for offloaded KV, in GiB. vLLM allocates the size once per
+    engine core, and every data-parallel rank is an engine core of its own (its world size excludes DP);
+    SGLang gives every TP rank a host pool of that many 10^9 bytes, reserved here as GiB."""
+    offload = model.kv_cache_offload
+    if offload.backend == "native":
+        return offload.size_gib * model.vllm.data_parallel_size
+    if offload.backend == "hicache":
+        return offload.size_gib * model.sglang.tensor_parallel_size
+    return 0
+
+
+def offload_shm_gib(model: ServedModel) -> int:
+    """What of the offload lives in /dev/shm. vLLM 0.33.0's native offload maps one file
+    /dev/shm/vllm_offload_<engine>.mmap for all ranks on CUDA; 0.26.0 allocates pinned anonymous memory,
+    as SGLang's HiCache does in both releases. The image tag does not say which vLLM runs, so native
+    offload gets the room in both places."""
+    return offload_memory_gib(model) if model.kv_cache_offload.backend == "native" else 0
+
+
+# Memory of the same-pod P/D proxy container (components/disaggregated.py), GiB.
+SAME_POD_PROXY_MEMORY = (4, 8)
+
+
+def engines_per_pod(model: ServedModel) -> int:
+    return 2 if model.topology == "pd-same-pod" else 1
+
+
+def pod_memory_limit_gib(pool: GpuPool, model: ServedModel) -> int:
+    """Sum of the memory limits of one engine pod's containers, as components/pod_template.py
+    engine_memory_gib sets them (tests/test_kv_offload.py compares it with every rendered pod): the bound
+    of what the pod may hold in memory, its Memory /dev/shm emptyDir included."""
+    share = engines_per_pod(model)
+    limit = share * (pool.memory_limit_gib // share + offload_memory_gib(model))
+    return limit + (SAME_POD_PROXY_MEMORY[1] if model.topology == "pd-same-pod" else 0)
+
+
 def engine_command(model_path: str, model: ServedModel) -> EngineCommand:
     port = ENGINE_PORT[model.engine]
     if model.engine == "sglang":
         return EngineCommand(
             command=["sglang"],
-            args=sglang_args(model_path, model.served_model_name, port, model.sglang, API_KEY_ENV["sglang"]),
+            args=sglang_args(model_path, model.served_model_name, port, model.sglang, API_KEY_ENV["sglang"])
+            + kv_offload_args(model),
             env={**OFFLINE_ENV, **SGLANG_ENV},
         )
-    return EngineCommand(command=["vllm"], args=vllm_args(model_path, model.served_model_name, port, model.vllm),
-                         env=dict(OFFLINE_ENV))
+    return EngineCommand(command=["vllm"], args=vllm_args(model_path, model.served_model_name, port, model.vllm)
+                         + kv_offload_args(model), env=dict(OFFLINE_ENV))
 
 
 def _decimal(value: float) -> str:

@@ -68,6 +68,8 @@ class EngineContainer:
     extra_ports: dict[str, int] = field(default_factory=dict)       # e.g. the NIXL side channel
     extra_resources: dict[str, str] = field(default_factory=dict)   # e.g. RDMA devices
     add_capabilities: tuple[str, ...] = ()                          # e.g. IPC_LOCK with RDMA
+    offload_memory_gib: int = 0   # host memory of offloaded KV (models[].kvCacheOffload), GiB
+    offload_shm_gib: int = 0      # the part of it the engine keeps in /dev/shm, GiB
 
 
 @dataclass(frozen=True)
@@ -248,6 +250,21 @@ def cache_key_annotation(container: str) -> str:
     return f"{ANN_CACHE_KEY}-{container}"
 
 
+def engine_memory_gib(pool: GpuPool, engine: EngineContainer, share: int) -> tuple[int, int]:
+    """(request, limit) of one engine container in GiB. Several engines in one pod share the pool's
+    per-pod memory; offloaded KV comes on top of it, in request and limit alike, pinned host memory or
+    /dev/shm: a Memory emptyDir is charged within the containers' limits (k8s.io/api v0.33.0
+    core/v1/types.go EmptyDirVolumeSource.SizeLimit: "the minimum value between the SizeLimit specified
+    here and the sum of memory limits of all containers in a pod")."""
+    return (pool.memory_request_gib // share + engine.offload_memory_gib,
+            pool.memory_limit_gib // share + engine.offload_memory_gib)
+
+
+def shm_size_gib(pool: GpuPool, engines: list[EngineContainer]) -> int:
+    """/dev/shm of an engine pod: the pool's, plus what each engine's KV offload keeps there."""
+    return pool.shm_size_gib + sum(e.offload_shm_gib for e in engines)
+
+
 def _engine_container(spec: EnginePodSpec, engine: EngineContainer, model_mount: dict, share: int) -> tuple[dict, str]:
     pool = spec.gpu_pool
     cache_key = compile_cache_key(spec.image_digest, pool.gpu_architecture, spec.cuda_version, pool.driver_version,
@@ -256,10 +273,10 @@ def _engine_container(spec: EnginePodSpec, engine: EngineContainer, model_mount:
     env.append({"name": engine.api_key_env,
                 "valueFrom": {"secretKeyRef": {"name": spec.api_key_secret, "key": "api-key"}}})
     gpu = str(engine.gpus)
-    # Several engines in one pod share the pool's per-pod CPU and memory.
-    requests = {"cpu": str(pool.cpu_request // share), "memory": _gib(pool.memory_request_gib // share),
+    memory_request, memory_limit = engine_memory_gib(pool, engine, share)
+    requests = {"cpu": str(pool.cpu_request // share), "memory": _gib(memory_request),
                 "nvidia.com/gpu": gpu, **engine.extra_resources}
-    limits = {"cpu": str(pool.cpu_limit // share), "memory": _gib(pool.memory_limit_gib // share),
+    limits = {"cpu": str(pool.cpu_limit // share), "memory": _gib(memory_limit),
               "nvidia.com/gpu": gpu, **engine.extra_resources}
     security = container_security()
     if engine.add_capabilities:
@@ -318,7 +335,7 @@ def engine_pod_template(spec: EnginePodSpec) -> dict:
         "volumes": [
             # Read-only twice: the claim here and the mount above (field report 3.3).
             {"name": "model", "persistentVolumeClaim": {"claimName": spec.model.claim_name, "readOnly": True}},
-            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": _gib(pool.shm_size_gib)}},
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": _gib(shm_size_gib(pool, spec.engines))}},
             _cache_volume(spec.compile_cache),
             {"name": "scripts", "configMap": {"name": spec.scripts_config_map, "defaultMode": 0o555}},
         ],

@@ -133,6 +133,11 @@ class GpuPool(Model):
     memory_request_gib: int = Field(320, ge=1, description="Memory requested per engine pod in GiB.")
     memory_limit_gib: int = Field(512, ge=1, description="Memory limit per engine pod in GiB.")
     shm_size_gib: int = Field(128, ge=1, description="Size of /dev/shm (a Memory emptyDir) in GiB; at least 8 GiB per GPU.")
+    node_memory_gib: int | None = Field(
+        None, ge=1, description="Allocatable memory of one node in GiB (kubectl get node -o "
+        "jsonpath='{.status.allocatable.memory}', less what DaemonSets take). The field report does not state it, "
+        "so it has no default; required when a model offloads KV cache, and when set the engine pods that may "
+        "share a node must fit in it with their memory limits.")
 
 
 IMAGE_UPSTREAM = text(r"^[a-z0-9][A-Za-z0-9._\-/:]*$",

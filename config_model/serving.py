@@ -65,6 +65,20 @@ class Sglang(Model):
     context_length: int | None = Field(None, ge=1024, description="--context-length in tokens; unset keeps the checkpoint's.")
 
 
+class KvCacheOffload(Model):
+    """KV-cache offload to CPU memory (issue 13): prefix KV evicted from the GPU is kept in host memory
+    and loaded back on a hit instead of being recomputed. Off by default; the engine pods' memory
+    request and limit, and /dev/shm where the backend keeps it there, grow by what the engine allocates."""
+
+    backend: Literal["off", "native", "lmcache", "hicache"] = Field(
+        "off", description="off; native: vLLM's own CPU offloading (--kv-offloading-backend native); lmcache: "
+        "refused, see the README; hicache: SGLang's hierarchical cache (--enable-hierarchical-cache).")
+    size_gib: int = Field(
+        0, ge=0, le=4096, description="Host memory for offloaded KV in GiB. native: per engine, summed over its "
+        "tensor-parallel ranks (vLLM --kv-offloading-size; each data-parallel engine allocates it again). hicache: "
+        "per GPU rank (SGLang --hicache-size, read as 10^9 bytes, so the pod reserves a little more than is used).")
+
+
 class Rdma(Model):
     resource_name: ExtendedResourceName = Field(..., description="Extended resource of the RDMA devices, e.g. rdma/rdma_shared_device_a.")
     count: int = Field(1, ge=1, le=16, description="RDMA devices per engine pod.")
@@ -156,6 +170,8 @@ class ServedModel(Model):
     pd: Pd = Field(default_factory=Pd, description="P/D settings (topology pd or hybrid).")
     same_pod: SamePodPd = Field(default_factory=SamePodPd, description="Same-pod 4P+4D settings (topology pd-same-pod).")
     sglang: Sglang = Field(default_factory=Sglang, description="SGLang arguments (engine sglang).")
+    kv_cache_offload: KvCacheOffload = Field(
+        default_factory=KvCacheOffload, description="KV-cache offload to CPU memory; off by default.")
     routing_strategy: Literal[ROUTING_STRATEGIES] | None = Field(
         None, description="AIBrix gateway routing strategy written into every engine pod's model.aibrix.ai/config "
         "profile; unset means pd for topologies pd and hybrid, prefix-cache with 2 or more replicas, least-request "

@@ -141,6 +141,47 @@ def shm_is_memory_backed(resource_type: str, props: dict) -> list[str]:
     return each_engine_container(resource_type, props, check)
 
 
+def _offload_gib(argv: list[str]) -> tuple[float, bool]:
+    """(GiB of host memory the engine allocates for offloaded KV, whether vLLM may keep it in /dev/shm).
+    vLLM: --kv-offloading-size GiB per engine, again per data-parallel rank; SGLang: --hicache-size
+    10^9 bytes per TP rank (the program's tests/upstream_vllm.py, tests/upstream_sglang.py)."""
+    if (size := flag_value(argv, "--kv-offloading-size")) is not None:
+        return float(size) * int(flag_value(argv, "--data-parallel-size", "--dp-size") or 1), True
+    if "--enable-hierarchical-cache" in argv or "--enable-hicache" in argv:
+        ranks = int(flag_value(argv, "--tensor-parallel-size", "--tp-size") or 1)
+        return int(flag_value(argv, "--hicache-size") or 0) * 10 ** 9 / 2 ** 30 * ranks, False
+    return 0.0, False
+
+
+def offload_memory_covered(resource_type: str, props: dict) -> list[str]:
+    """An engine that offloads KV to host memory has the memory for it: its request covers the offload
+    in its argv, its limit the offload plus the 8 GiB of /dev/shm per GPU charged within it, and with
+    vLLM's offload (0.33.0 maps it into /dev/shm) the /dev/shm emptyDir holds both (issue 13)."""
+    def check(ref: PodTemplateRef, c: dict) -> list[str]:
+        host, in_shm = _offload_gib(argv_of(c))
+        if not host:
+            return []
+        res = c.get("resources") or {}
+        gpus = max(gpu_count(c))
+        request = quantity_gib((res.get("requests") or {}).get("memory", 0))
+        limit = quantity_gib((res.get("limits") or {}).get("memory", 0))
+        out = []
+        if request < host:
+            out.append(f"{name_of(props)}: container {c.get('name')} requests {request:g}Gi of memory, less than the "
+                       f"{host:g}Gi of KV offload in its argv.")
+        if limit < host + SHM_GIB_PER_GPU * gpus:
+            out.append(f"{name_of(props)}: container {c.get('name')} memory limit {limit:g}Gi does not hold the "
+                       f"{host:g}Gi of KV offload in its argv plus {SHM_GIB_PER_GPU * gpus}Gi of /dev/shm.")
+        if in_shm:
+            shm = next((m for m in items_of(c.get("volumeMounts")) if m.get("mountPath") == "/dev/shm"), None)
+            src = (volumes_of(ref.template).get(shm.get("name")) or {}).get("emptyDir") or {} if shm else {}
+            if quantity_gib(src.get("sizeLimit", 0)) < host + SHM_GIB_PER_GPU * gpus:
+                out.append(f"{name_of(props)}: /dev/shm sizeLimit {src.get('sizeLimit')} does not hold the "
+                           f"{host:g}Gi vLLM offloads there plus {SHM_GIB_PER_GPU * gpus}Gi for {gpus} GPUs.")
+        return out
+    return each_engine_container(resource_type, props, check)
+
+
 HOST_ACCESS_REASON = "llm-serving.io/host-access-reason"
 
 
@@ -425,6 +466,8 @@ RESOURCE_POLICIES = [
     ResourcePolicy("model-read-only", "The model is mounted read-only at the volume and every mount.", model_mount_read_only),
     ResourcePolicy("gpu-parallel-size", "GPU requests equal limits equal the engine parallel size.", gpu_counts_match_parallel_size),
     ResourcePolicy("shm-memory", "/dev/shm is a Memory emptyDir sized per GPU.", shm_is_memory_backed),
+    ResourcePolicy("offload-memory", "KV offload in the engine argv is covered by memory and /dev/shm.",
+                   offload_memory_covered),
     ResourcePolicy("image-digest", "Every container image is pinned by digest.", images_pinned_by_digest),
     ResourcePolicy("no-privileged", "No privileged container or privilege escalation.", no_privileged_containers),
     ResourcePolicy("no-host-access", "No host network, PID, IPC or hostPath without a documented reason.", no_host_access),

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from policy.manifests import quantity_gib
 from policy.workloads import containers, gpu_count, pod_templates
 from render.runtime import Recorded, Rendered
 from render.stackfile import MASK
@@ -302,6 +303,52 @@ def _topology_section(rendered: Rendered) -> list[str]:
     return lines
 
 
+def _flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv[:-1] else None
+
+
+def kv_offload_of(container: dict) -> str:
+    """The KV offload an engine container runs, read back from its argv (components/engines.py)."""
+    argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+    if (size := _flag(argv, "--kv-offloading-size")) is not None:
+        return f"vLLM {_flag(argv, '--kv-offloading-backend') or 'native'}, {size} GiB per engine (all TP ranks)"
+    if "--enable-hierarchical-cache" in argv:
+        ranks = _flag(argv, "--tensor-parallel-size") or "?"
+        return f"SGLang HiCache, {_flag(argv, '--hicache-size')} GB per rank x {ranks} ranks"
+    return "off"
+
+
+def engine_memory_rows(rendered: Rendered) -> list[dict[str, Any]]:
+    """Per engine pod template: each GPU container's KV offload, the pod's memory request and limit
+    (sums over its containers) and its /dev/shm sizeLimit."""
+    rows = []
+    for obj in kubernetes_objects(rendered):
+        for ref in pod_templates(obj.get("kind", ""), obj):
+            if ((ref.template.get("metadata") or {}).get("annotations") or {}).get("llm-serving.io/role") != "engine":
+                continue
+            main = [c for g, c in containers(ref.template) if g == "containers"]
+            volumes = {v.get("name"): v for v in (ref.template.get("spec") or {}).get("volumes") or []}
+            shm = next((volumes.get(m.get("name"), {}).get("emptyDir", {}).get("sizeLimit")
+                        for c in main for m in c.get("volumeMounts") or [] if m.get("mountPath") == "/dev/shm"), None)
+            memory = {k: sum(quantity_gib(((c.get("resources") or {}).get(k) or {}).get("memory", 0)) for c in main)
+                      for k in ("requests", "limits")}
+            rows.append({"workload": f"{obj['kind']} {obj['metadata']['name']}",
+                         "offload": "; ".join(f"{c['name']}: {kv_offload_of(c)}" for c in main if max(gpu_count(c))),
+                         "request": memory["requests"], "limit": memory["limits"], "shm": shm})
+    return rows
+
+
+def _memory_section(rendered: Rendered) -> list[str]:
+    lines = ["", "## Engine memory and KV-cache offload", "",
+             "Per engine pod. KV offload (`models[].kvCacheOffload`) adds its host memory to the request and the limit, "
+             "and vLLM's native offload also to /dev/shm (vLLM 0.33.0 maps it there). The Memory /dev/shm emptyDir is "
+             "charged within the pod's memory limit.", "",
+             "| Workload | KV-cache offload | Memory request | Memory limit | /dev/shm |", "|---|---|---|---|---|"]
+    lines += [f"| {r['workload']} | {r['offload']} | {r['request']:g}Gi | {r['limit']:g}Gi | {r['shm']} |"
+              for r in engine_memory_rows(rendered)]
+    return lines
+
+
 def plan_md(rendered: Rendered) -> str:
     out = rendered.outputs
     rows = workload_rows(rendered)
@@ -331,6 +378,7 @@ def plan_md(rendered: Rendered) -> str:
         lines.append(f"| {r['kind']} | {r['name']} | {r['replicas']} | {r['surge']} | {r['gpusPerPod']} | "
                      f"{r['peakGpus']} | {images} | {r['probes']} | {r['modelMount']} |")
     lines += _topology_section(rendered)
+    lines += _memory_section(rendered)
     lines += _ab_section(rendered)
     lines += _routes_section(rendered)
     # The AIBrix strategy each served model's pods name (components/routing.py): without one the

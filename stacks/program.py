@@ -236,7 +236,9 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         engine_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory], images]))
         backend, ready = _engines_of(m, base, cfg, images, engine_opts, workload_images)
         backends.append(backend)
-        rolled_out.append((m, ready, rollout_key(m.model_dump_json(), image_ref.digest)))
+        # A model without KV offload keeps the key it had before the setting existed: no Job re-runs.
+        unchanged = {"kv_cache_offload"} if m.kv_cache_offload.backend == "off" else None
+        rolled_out.append((m, ready, rollout_key(m.model_dump_json(exclude=unchanged), image_ref.digest)))
 
     routes = ModelRoutes("routes", ModelRoutesArgs(namespace=ns, gateway=cfg.gateway, backends=backends), opts)
     if cfg.network_policy.enabled:

@@ -14,10 +14,13 @@ from components.combined import rollout_deadline_seconds
 from components.dashboards import CONFIG_MAP_BASE
 from components.engines import (
     COLD_START_ESTIMATE_SECONDS,
+    OFFLOAD_ENGINE,
     gpu_workloads,
     gpus_per_pod,
     max_model_len,
+    offload_memory_gib,
     parallel_size,
+    pod_memory_limit_gib,
     speculative_decoding,
     startup_budget_seconds,
 )
@@ -309,6 +312,65 @@ def _gpu_pool(cfg: StackConfig) -> Iterator[Problem]:
                       "a Memory emptyDir counts against the pod's memory")
 
 
+def _kv_cache_offload(cfg: StackConfig) -> Iterator[Problem]:
+    """What each engine refuses, or would silently break, with KV offload (sources: tests/upstream_vllm.py,
+    tests/upstream_sglang.py)."""
+    for i, m in enumerate(cfg.models):
+        offload, at = m.kv_cache_offload, f"models[{i}].kvCacheOffload"
+        if offload.backend == "off":
+            if offload.size_gib:
+                yield Problem(f"{at}.sizeGiB", offload.size_gib, "must be 0 (unset) while kvCacheOffload.backend is 'off'")
+            continue
+        if offload.backend == "lmcache":
+            yield Problem(f"{at}.backend", "lmcache", "is not offered: with the pinned vLLM (0.26.0, 0.33.0) "
+                          "--kv-offloading-backend lmcache selects LMCacheMPConnector, which needs a separate LMCache "
+                          "server process and ignores the size, and LMCache is not part of the vLLM release (which "
+                          "LMCache an image carries cannot be checked here); use 'native'")
+            continue
+        if OFFLOAD_ENGINE[offload.backend] != m.engine:
+            yield Problem(f"{at}.backend", offload.backend, f"is a {OFFLOAD_ENGINE[offload.backend]} backend; engine "
+                          f"{m.engine!r} offloads with {next(b for b, e in OFFLOAD_ENGINE.items() if e == m.engine)!r}")
+        if offload.size_gib == 0:
+            yield Problem(f"{at}.sizeGiB", 0, f"must be at least 1 when kvCacheOffload.backend is {offload.backend!r}")
+        if m.topology != "combined":
+            yield Problem(f"{at}.backend", offload.backend, f"is only for topology 'combined', not {m.topology!r}: "
+                          "vLLM's --kv-offloading-size overwrites the connector of the NixlConnector "
+                          "--kv-transfer-config P/D runs on (vllm/config/vllm.py _post_init_kv_transfer_config), "
+                          "so KV would no longer reach the decode side")
+        if cfg.gpu_pool.node_memory_gib is None:
+            yield Problem("gpuPool.nodeMemoryGiB", None, f"is required: {at} offloads KV cache to host memory, "
+                          "and only the node's allocatable memory says whether the grown pods still fit")
+
+
+def _node_memory(cfg: StackConfig) -> Iterator[Problem]:
+    """The engine pods that may land on one node, GPUs allowing, must fit its memory with their limits.
+    Bounded by each workload's pods at peak (rollout surge and overshoot included)."""
+    pool = cfg.gpu_pool
+    if pool.node_memory_gib is None:
+        return
+    # Best fill of one node by memory: a bounded knapsack over GPUs (at most 16 per node).
+    best: list[tuple[int, tuple[int, ...]]] = [(0, ())] * (pool.gpus_per_node + 1)
+    for i, m in enumerate(cfg.models):
+        memory = pod_memory_limit_gib(pool, m)
+        for w in gpu_workloads(m):
+            for _ in range(min(w.pods + w.extra_pods, pool.gpus_per_node // max(w.gpus_per_pod, 1))):
+                for gpus in range(pool.gpus_per_node, w.gpus_per_pod - 1, -1):
+                    held, pods = best[gpus - w.gpus_per_pod]
+                    if held + memory > best[gpus][0]:
+                        best[gpus] = (held + memory, (*pods, i))
+    need, pods = max(best)
+    if need <= pool.node_memory_gib:
+        return
+    offloading = [i for i in dict.fromkeys(pods) if offload_memory_gib(cfg.models[i])]
+    parts = ", ".join(f"{cfg.models[i].name} {pod_memory_limit_gib(pool, cfg.models[i])} GiB" for i in pods)
+    path, value = ((f"models[{offloading[0]}].kvCacheOffload.sizeGiB", cfg.models[offloading[0]].kv_cache_offload.size_gib)
+                   if offloading else ("gpuPool.memoryLimitGiB", pool.memory_limit_gib))
+    yield Problem(path, value, f"one node of gpuPool.gpusPerNode {pool.gpus_per_node} GPUs may hold engine pods whose "
+                  f"memory limits sum to {need} GiB ({parts}: gpuPool.memoryLimitGiB {pool.memory_limit_gib} per pod"
+                  f"{' plus the KV offload' if offloading else ''}; the Memory /dev/shm emptyDir is charged within "
+                  f"these limits), more than gpuPool.nodeMemoryGiB {pool.node_memory_gib}")
+
+
 def _model_volume(cfg: StackConfig) -> Iterator[Problem]:
     vol = cfg.model_volume
     section = {"cephfs": vol.cephfs, "nfs": vol.nfs, "existingClaim": vol.existing_claim}
@@ -411,7 +473,7 @@ def _derived_names(cfg: StackConfig, stack: str | None) -> Iterator[Problem]:
 
 
 RULES: list[Callable[[StackConfig], Iterator[Problem]]] = [
-    _models, _dspark_pairs, _budget, _gpu_pool, _model_volume, _object_store, _compile_cache, _images, _operations,
+    _models, _dspark_pairs, _budget, _gpu_pool, _kv_cache_offload, _node_memory, _model_volume, _object_store, _compile_cache, _images, _operations,
     _gateway, _mounts, _int32_deadlines, _names_apart,
 ]
 

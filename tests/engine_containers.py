@@ -6,6 +6,7 @@ orchestrator, with the optional SGLang and vLLM flags switched on so every argv 
 from __future__ import annotations
 
 import functools
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,9 @@ from policy.workloads import containers, gpu_count, pod_templates
 RAY_IMAGE = {"upstream": "registry.internal/llm/vllm-openai-ray:v0.26.0-cu129", "digest": "sha256:" + "7" * 64,
              "rayVersion": "2.47.1", "cudaVersion": "12.9"}
 ENGINES = ("vllm", "sglang")
+NATIVE_OFFLOAD = {"backend": "native", "sizeGiB": 96}
+HICACHE_OFFLOAD = {"backend": "hicache", "sizeGiB": 24}
+NODE_MEMORY_GIB = 2048
 
 
 @dataclass(frozen=True)
@@ -35,12 +39,18 @@ def _variants():
     images = dev_config()["images"] | {"vllmRay": RAY_IMAGE}
     every_vllm_flag = {"tensorParallelSize": 4, "dataParallelSize": 2, "maxNumSeqs": 64, "enforceEager": True,
                        "speculativeDecoding": "dspark"}
+    # KV offload (issue 13) on the every-flag variants: vLLM's per-engine size with two DP engines in the
+    # pod, SGLang's per-rank size; both need the node's memory.
     out = {"stormservice": variant_file(models=[{k: v for k, v in model(orchestrator="stormservice").items()
                                                  if k != "rollout"}]),
-           "vllm-every-flag": variant_file(models=[model(vllm={**model()["vllm"], **every_vllm_flag})]),
+           "vllm-every-flag": variant_file(models=[model(vllm={**model()["vllm"], **every_vllm_flag},
+                                                         kvCacheOffload=NATIVE_OFFLOAD)],
+                                           gpuPool={"nodeMemoryGiB": NODE_MEMORY_GIB}),
            "sglang": sglang_stack(),
            "sglang-every-flag": sglang_stack(sglang={"speculativeAlgorithm": "DSPARK", "maxRunningRequests": 64,
-                                                     "cudaGraphMaxBs": 32, "contextLength": 131072})}
+                                                     "cudaGraphMaxBs": 32, "contextLength": 131072},
+                                             kvCacheOffload=HICACHE_OFFLOAD)}
+    out["sglang-every-flag"].config["llm-serving:gpuPool"] = json.dumps({"nodeMemoryGiB": NODE_MEMORY_GIB})
     for topology, orchestrator, budget in (("pd", "rayclusterfleet", 24), ("pd-same-pod", "deployment", 8),
                                            ("hybrid", "stormservice", 32)):
         m = model(topology=topology, orchestrator=orchestrator)
@@ -61,8 +71,14 @@ def _engine_argv(c: dict) -> tuple[str, tuple[str, ...]] | None:
 
 
 @functools.lru_cache(maxsize=None)
+def rendered_variants() -> dict:
+    """Each variant of _variants(), rendered once per session."""
+    return {k: render(v) for k, v in _variants().items()}
+
+
+@functools.lru_cache(maxsize=None)
 def engine_containers() -> tuple[EngineContainer, ...]:
-    rendered = {s: render_stack(s) for s in STACKS} | {k: render(v) for k, v in _variants().items()}
+    rendered = {s: render_stack(s) for s in STACKS} | rendered_variants()
     out = []
     for where, r in rendered.items():
         for obj in k8s_objects(r):

@@ -118,3 +118,25 @@ def metrics_at(release: int) -> tuple[dict[str, tuple[str, tuple[str, ...], str]
 # sglang/srt/utils/auth.py decide_request_auth: /metrics and /health* pass without the API key, so
 # Prometheus scrapes an engine started with --api-key.
 METRICS_PATH_NEEDS_KEY = False
+
+
+# ---- hierarchical KV cache (HiCache), issue 13 ----
+
+# RUN: tests/test_kv_offload.py reads these fields' types from the installed source and parses our argv
+# with each release's own option strings (tests/test_engine_flags.py). 0.5.17 sglang/srt/server_args.py,
+# 0.5.23 sglang/srt/arg_groups/fields/memory.py: enable_hierarchical_cache (bool; 0.5.23 adds the alias
+# --enable-hicache, so we render the long name both know) and hicache_size (int, "The size of host KV cache
+# memory pool in gigabytes", overriding hicache_ratio).
+HICACHE_FIELDS = {"enable_hierarchical_cache": "bool", "hicache_size": "int"}
+# READ: the size is 10^9 bytes per rank and split over the pools of one rank: memory_pool_host.py
+# HostKVCache (`host_size * 1e9 // size_per_token`), hybrid_cache/hybrid_pool_assembler.py _split_hicache_size
+# (share of hicache_size by device pool bytes); every TP rank builds its own host pools.
+HICACHE_BYTES_PER_UNIT = 10 ** 9
+# READ: without a storage backend the host pool is an anonymous MAP_SHARED mmap (storage/mmap/mmap_allocator.py
+# alloc_mmap) registered with cudaHostRegister (mem_cache/pool_host/common.py alloc_with_host_register,
+# get_allocator_type "default"): pinned memory charged to the container, nothing under /dev/shm (only the
+# "shm" storage backend, which we never set, allocates there).
+HICACHE_IN_DEV_SHM = False
+# READ: SGLang refuses "--enable-hierarchical-cache" with "--disable-radix-cache" (0.5.17 server_args.py
+# _handle_cache_compatibility, 0.5.23 arg_groups/kv_cache_hook.py: "mutually exclusive").
+HICACHE_REFUSED_WITH = ("--disable-radix-cache",)

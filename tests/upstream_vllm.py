@@ -39,7 +39,48 @@ SERVE_OPTIONS = {
     "--enforce-eager": False, "--distributed-executor-backend": True, "--kv-transfer-config": True,
     "--dtype": True, "--reasoning-config": True, "--default-chat-template-kwargs": True,
     "--enable-prompt-tokens-details": False,
+    # KV-cache offload (issue 13): EngineArgs kv_offloading_size / kv_offloading_backend, added in
+    # add_cli_args' cache group from CacheConfig (vllm/engine/arg_utils.py, both wheels).
+    "--kv-offloading-size": True, "--kv-offloading-backend": True,
 }
+
+
+# ---- KV-cache offload to CPU memory (issue 13), read from both wheels ----
+
+# vllm/config/cache.py: KVOffloadingBackend = Literal["native", "lmcache"]; kv_offloading_size: float | None,
+# "Size of the KV cache offloading buffer in GiB. When TP > 1, this is the total buffer size summed across
+# all TP ranks"; unset means no offload.
+KV_OFFLOADING_BACKENDS = ("native", "lmcache")
+KV_OFFLOADING_SIZE_TYPE = float
+# vllm/config/vllm.py VllmConfig._post_init_kv_transfer_config, both wheels: with a size set it creates a
+# KVTransferConfig only when none was given, then OVERWRITES kv_connector ("native": OffloadingConnector with
+# kv_connector_extra_config cpu_bytes_to_use = size * 2**30; "lmcache": LMCacheMPConnector) and kv_role. A
+# NixlConnector --kv-transfer-config (P/D) would silently become the offload connector, so
+# stacks/rules.py refuses offload outside topology combined.
+OFFLOAD_REPLACES_KV_TRANSFER_CONNECTOR = True
+# Combining both would take a MultiConnector (multi_connector.py, both wheels; it keeps the hybrid KV
+# manager only when every child subclasses SupportsHMA, as NixlConnector and OffloadingConnector do). Not
+# offered: the field report validated NIXL P/D alone, and nothing here can run that pair on DeepSeek-V4.
+# DSpark forces the V2 model runner (vllm/config/vllm.py use_v2_model_runner); its
+# _get_v2_model_runner_unsupported_features names no KV connector at either wheel and the runner builds one
+# (vllm/v1/worker/gpu/kv_connector.py), so offload is allowed beside DSpark (staging's A/B arm).
+# Same function, "lmcache" branch: "Default to LMCache multi-process (MP) mode. The actual KV storage capacity
+# is managed by the standalone LMCache server process, so kv_offloading_size is not propagated"; the
+# connector "falls back to tcp://localhost:5555". vllm/distributed/kv_transfer/kv_connector/v1/
+# lmcache_mp_connector.py and lmcache_connector.py import the external `lmcache` package, which the wheel's
+# METADATA does not require (no Requires-Dist or extra names it): which LMCache an image carries is not
+# fixed by the vLLM release. LMCacheConnectorV1 does not subclass SupportsHMA, so vLLM turns the hybrid KV
+# cache manager off for it (vllm/config/vllm.py, "Turning off hybrid kv cache manager"), which DeepSeek-V4's
+# SWA/compressed KV groups use. Hence the backend is refused (stacks/rules.py).
+LMCACHE_CONNECTOR_NEEDS_SERVER = "tcp://localhost:5555"
+# Where the native buffer lives: CPUOffloadingSpec is the default spec (vllm/v1/kv_offload/factory.py,
+# spec_name default). 0.26.0 vllm/v1/kv_offload/cpu/spec.py create_worker passes no mmap region, so
+# CPUOffloadingWorker (cpu/gpu_worker.py) allocates torch.zeros(..., pin_memory=True): pinned anonymous
+# memory. 0.33.0 cpu/spec.py create_worker uses SharedOffloadRegion on CUDA (_uses_shared_region), one file
+# "/dev/shm/vllm_offload_{engine_id}.mmap" (cpu/shared_offload_region.py) sized num_chunks x all ranks'
+# chunk bytes. Each data-parallel rank is its own engine core: ParallelConfig.world_size = PP x TP (x PCP)
+# excludes DP (vllm/config/parallel.py __post_init__), and CPUOffloadingSpec spreads the size over those ranks.
+OFFLOAD_BUFFER = {"0.26.0": "pinned", "0.33.0": "/dev/shm"}
 
 
 # ---- caches ----
