@@ -26,6 +26,7 @@ from components.openwebui import OpenWebUiApp, OpenWebUiArgs
 from components.operations import BenchResults, ModelOperations, OperationsArgs, rollout_key
 from components.ops_commands import gateway_endpoint
 from components.platform import ClusterPrerequisites, required_versions
+from components.prepull import ImagePrePull, ImagePrePullArgs
 from components.providers import make_providers
 from components.scripts import ModelScripts
 from components.secrets import SecretsArgs, ServingSecrets
@@ -112,6 +113,19 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
     return engine.route_backend, ready + [engine]
 
 
+def engine_image_keys(cfg: StackConfig) -> list[str]:
+    """The stack-file keys of every image an engine pod of the stack runs (what _engines_of gives each
+    topology), one key per distinct image reference."""
+    keys: list[str] = []
+    for m in engine_models(cfg):
+        keys += ["vllmRay"] if m.topology == "pd" else [m.engine, "vllmRay"] if m.topology == "hybrid" else [m.engine]
+    named = cfg.images.named()
+    distinct: dict[str, str] = {}
+    for key in keys:
+        distinct.setdefault(f"{named[key].upstream}@{named[key].digest}", key)
+    return sorted(distinct.values())
+
+
 def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list, images: ImageMirror,
                 secrets: ServingSecrets, scripts: ModelScripts, volume: ModelVolumeClaims, protect_data: bool,
                 opts: pulumi.ResourceOptions) -> None:
@@ -195,6 +209,15 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         named=cfg.all_images()),
         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets, scripts])))
     pull_secrets = images.pull_secrets
+
+    if cfg.operations.image_pre_pull.enabled:
+        # Beside the sync Jobs, not after them: both wait only for the images (a registry mirror is
+        # filled first) and the pull secrets; the engines wait for the sync, never for this.
+        ImagePrePull("image-prepull", ImagePrePullArgs(
+            namespace=ns, gpu_pool=cfg.gpu_pool,
+            images={key: images.references[key] for key in engine_image_keys(cfg)},
+            image_pull_secrets=pull_secrets),
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets, images])))
 
     backends: list[RouteBackend] = []
     rolled_out: list[tuple[ServedModel, list[pulumi.Resource], str]] = []
