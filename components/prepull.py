@@ -45,7 +45,6 @@ UPDATE_STRATEGY = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 
 SCANNER_EXCEPTIONS = {
     "CKV_K8S_8": "an idle holder of the engine image serves nothing, so there is nothing for a liveness probe to check",
     "CKV_K8S_9": "an idle holder of the engine image serves nothing, so there is no readiness to report to anyone",
-    "CKV_K8S_15": "IfNotPresent on a digest reference: the point is to reuse the cached engine image, not pull it again",
 }
 
 
