@@ -94,7 +94,8 @@ def workload_rows(rendered: Rendered) -> list[dict[str, Any]]:
             main = [c for g, c in containers(ref.template) if g == "containers"]
             gpus = sum(max(gpu_count(c)) for c in main)
             rows.append({
-                "kind": kind, "name": name, "replicas": ref.replicas, "surge": ref.extra_pods, "gpusPerPod": gpus,
+                # A DaemonSet's pod count is its node count, which no manifest states.
+                "kind": kind, "name": name, "replicas": "1 per node" if kind == "DaemonSet" else ref.replicas, "surge": ref.extra_pods, "gpusPerPod": gpus,
                 "peakGpus": (ref.replicas + ref.extra_pods) * gpus,
                 "images": sorted({c.get("image", "") for _, c in containers(ref.template)}),
                 "probes": "; ".join(f"{c['name']}: {_probe_kinds(c)}" for c in main),

@@ -254,7 +254,8 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         engine_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory], images]))
         backend, ready = _engines_of(m, base, cfg, images, engine_opts, workload_images)
         backends.append(backend)
-        rolled_out.append((m, ready, rollout_key(m.model_dump_json(), image_ref.digest)))
+        # sizeGiB only feeds plan.md's estimate: it changes nothing that runs, so it reruns no day-2 Job.
+        rolled_out.append((m, ready, rollout_key(m.model_dump_json(exclude={"size_gib"}), image_ref.digest)))
 
     routes = ModelRoutes("routes", ModelRoutesArgs(namespace=ns, gateway=cfg.gateway, backends=backends), opts)
     if cfg.network_policy.enabled:
