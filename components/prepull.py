@@ -3,8 +3,8 @@
 The engine image is about 14 GB and took 127 s to pull (field report 12.2); an engine pod that pulls
 it itself holds its GPUs through the pull. One DaemonSet per distinct engine image runs that very
 reference (the same mirror and digest as the engine pods, so the kubelet caches what they pull) on
-every node of the GPU pool, requesting no GPU. It depends on the image mirror only: never on the
-sync Job, and no engine waits on it.
+every node of the GPU pool, requesting no GPU. It depends on the image mirror and the pull secrets
+only: never on the sync Job, and no engine waits on it.
 
 Its one container is the engine image itself, idle: a container that uses an image keeps it from the
 kubelet's image garbage collection (kubernetes/kubernetes pkg/kubelet/images/image_gc_manager.go
