@@ -24,7 +24,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
-from components.pod_template import container_security, job_pod_security, scanner_exceptions
+from components.pod_template import GPU_NODE_LABEL, container_security, job_pod_security, scanner_exceptions
 from config_model import GpuPool
 
 COMPONENT = "image-prepull"
@@ -80,6 +80,10 @@ def prepull_pod_spec(image: Any, pool: GpuPool, image_pull_secrets: list[str] | 
             "securityContext": container_security(non_root=True),
         }],
     }
+    if not pool.node_selector:
+        # A pool without a selector of its own: GPU nodes are those the CPU Jobs avoid, never every node.
+        pod["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": GPU_NODE_LABEL, "operator": "Exists"}]}]}}}
     if image_pull_secrets:
         pod["imagePullSecrets"] = [{"name": n} for n in image_pull_secrets]
     return pod

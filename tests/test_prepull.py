@@ -79,6 +79,20 @@ def test_each_engine_image_is_held_on_the_gpu_pool_by_a_gpu_free_daemonset(sourc
                                                "rollingUpdate": {"maxUnavailable": "100%", "maxSurge": 0}}
 
 
+def test_a_pool_without_a_selector_still_pulls_on_gpu_nodes_only():
+    """Exactly the nodes the CPU Jobs' off-GPU affinity excludes, never every node of the cluster."""
+    from components.pod_template import off_gpu_affinity
+    from components.prepull import prepull_pod_spec
+    from config_model import GpuPool
+    pool = GpuPool(node_selector={})
+    pod = prepull_pod_spec("r@sha256:" + "0" * 64, pool)
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    (off,) = off_gpu_affinity(pool)["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert [(e["key"], e["operator"]) for e in term["matchExpressions"]] == [
+        (e["key"], "Exists") for e in off["matchExpressions"] if e["operator"] == "DoesNotExist"]
+    assert pod["nodeSelector"] == {}
+
+
 def test_the_switch_turns_it_off_and_the_plan_says_so():
     cfg_ops = {"imagePrePull": {"enabled": False}}
     rendered = render(variant_file(operations=cfg_ops))
