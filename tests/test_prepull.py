@@ -79,6 +79,39 @@ def test_each_engine_image_is_held_on_the_gpu_pool_by_a_gpu_free_daemonset(sourc
                                                "rollingUpdate": {"maxUnavailable": "100%", "maxSurge": 0}}
 
 
+def test_the_holder_command_replaces_the_entrypoint_with_what_both_images_have():
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import upstream_sglang
+    import upstream_vllm
+
+    from components.prepull import IDLE_COMMAND
+    # A command is set, so no image's ENTRYPOINT (the vLLM server) ever starts; python3 is on PATH in both.
+    assert IDLE_COMMAND[0] == "python3" and upstream_vllm.IMAGE_ENTRYPOINT[0] == "python3"
+    assert {upstream_vllm.IMAGE_PYTHON, upstream_sglang.IMAGE_PYTHON} == {"/usr/bin/python3"}
+    # The idle program itself runs (-S -B, stdlib only), catches SIGTERM and exits 0 on it, as the
+    # kubelet stops it. Ready once the kernel lists SIGTERM among its caught signals (SigCgt bit 15).
+    proc = subprocess.Popen([sys.executable, *IDLE_COMMAND[1:]])
+    try:
+        status = Path(f"/proc/{proc.pid}/status")
+
+        def catches_sigterm() -> bool:
+            caught = next(line.split()[1] for line in status.read_text().splitlines() if line.startswith("SigCgt:"))
+            return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))
+
+        while proc.poll() is None and not catches_sigterm():
+            time.sleep(0.01)
+        assert proc.poll() is None, "the idle command exited by itself"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+
+
 def test_a_pool_without_a_selector_still_pulls_on_gpu_nodes_only():
     """Exactly the nodes the CPU Jobs' off-GPU affinity excludes, never every node of the cluster."""
     from components.pod_template import off_gpu_affinity

@@ -91,3 +91,10 @@ METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
 # sglang/srt/utils/auth.py decide_request_auth: /metrics and /health* pass without the API key, so
 # Prometheus scrapes an engine started with --api-key.
 METRICS_PATH_NEEDS_KEY = False
+
+# docker/Dockerfile as stored at commit 004740a9cb3dbf6153455fb38b447021e3e07236 (the image, not the
+# wheel): FROM nvidia/cuda:<CUDA>-cudnn-devel-ubuntu22.04 (image env NVIDIA_VISIBLE_DEVICES=all), no
+# ENTRYPOINT of its own (the CUDA base's stays), python3 on PATH via
+# `update-alternatives --set python3 /usr/bin/python3.12`. The pre-pull holder's `command` replaces it.
+IMAGE_ENTRYPOINT: tuple[str, ...] | None = None
+IMAGE_PYTHON = "/usr/bin/python3"
