@@ -26,7 +26,6 @@ from config_model.infra import (
 from config_model.operations import (
     AIBRIX_PATHS,
     Gateway,
-    ImagePrePull,
     LoadScenario,
     LoadTest,
     Monitoring,
@@ -44,7 +43,7 @@ from config_model.types import CREDENTIAL_ERROR, PATTERN_MEANING, is_ip_host, st
 __all__ = [
     "AIBRIX_PATHS", "CREDENTIAL_ERROR", "PATTERN_MEANING", "ROUTING_STRATEGIES", "SECRET_KEYS", "CephFsVolume",
     "Cluster", "CompileCache", "EcrMirror", "Environment", "ExistingClaim", "Gateway", "GpuPool", "ImageRef",
-    "ImagePrePull", "Images", "LoadScenario", "LoadTest", "Mirror", "ModelSync", "ModelVolume", "Monitoring", "NetworkPolicy",
+    "Images", "LoadScenario", "LoadTest", "Mirror", "ModelSync", "ModelVolume", "Monitoring", "NetworkPolicy",
     "NfsVolume", "ObjectStore", "OpenWebUi", "Operations", "Pd", "Platform", "RayImageRef", "Rdma",
     "RegistryMirror", "Rollout", "SamePodPd", "ServedModel", "Sglang", "Smoke", "StackConfig", "Toleration",
     "Vllm", "Warmup", "is_ip_host", "required_secret_keys", "stack_key",
