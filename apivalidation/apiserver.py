@@ -629,6 +629,49 @@ def _deployment(c: Check, spec: dict) -> None:
     pod_template(c, "spec.template", spec.get("template") or {}, ("Always",))
 
 
+def _daemonset(c: Check, spec: dict) -> None:
+    """V apps ValidateDaemonSetSpec, ValidateDaemonSetUpdateStrategy and ValidateRollingUpdateDaemonSet,
+    after the v1 defaults (pkg/apis/apps/v1/defaults.go SetDefaults_DaemonSet: RollingUpdate,
+    maxUnavailable 1, maxSurge 0)."""
+    sel, tmpl = spec.get("selector") or {}, spec.get("template") or {}
+    tmpl_labels = (tmpl.get("metadata") or {}).get("labels") or {}
+    label_selector(c, "spec.selector", sel)
+    if not sel.get("matchLabels") and not sel.get("matchExpressions"):
+        c.add("spec.selector", sel, ["empty selector is invalid for daemonset"], "V apps ValidateDaemonSetSpec")
+    elif not _selector_matches(sel, tmpl_labels):
+        c.add("spec.template.metadata.labels", tmpl_labels, ["`selector` does not match template `labels`"],
+              "V apps ValidateDaemonSetSpec")
+    if (tmpl.get("spec") or {}).get("activeDeadlineSeconds") is not None:
+        c.add("spec.template.spec.activeDeadlineSeconds", tmpl["spec"]["activeDeadlineSeconds"],
+              ["activeDeadlineSeconds in DaemonSet is not Supported"], "V apps ValidateDaemonSetSpec")
+    for f in ("minReadySeconds", "revisionHistoryLimit"):
+        non_negative(c, f"spec.{f}", spec.get(f), "V apps ValidateDaemonSetSpec")
+    strategy = spec.get("updateStrategy") or {}
+    kind = strategy.get("type", "RollingUpdate")
+    if kind == "RollingUpdate":
+        rolling = strategy.get("rollingUpdate") or {}
+        unavailable, surge = rolling.get("maxUnavailable", 1), rolling.get("maxSurge", 0)
+        for f, value in (("maxUnavailable", unavailable), ("maxSurge", surge)):
+            int_or_percent(c, f"spec.updateStrategy.rollingUpdate.{f}", value, "V apps ValidateRollingUpdateDaemonSet")
+
+        def nonzero(value: object) -> bool:
+            # getIntOrPercentValue: a percent's number, else IntValue (0 for text that is not a number)
+            if isinstance(value, str):
+                return (int(value[:-1]) if not percent(value) else int(value) if value.isdigit() else 0) != 0
+            return value != 0
+
+        if nonzero(unavailable) and nonzero(surge):
+            c.add("spec.updateStrategy.rollingUpdate.maxSurge", surge, ["may not be set when maxUnavailable is non-zero"],
+                  "V apps ValidateRollingUpdateDaemonSet")
+        elif not nonzero(unavailable) and not nonzero(surge):
+            c.add("spec.updateStrategy.rollingUpdate.maxUnavailable", unavailable, ["cannot be 0 when maxSurge is 0"],
+                  "V apps ValidateRollingUpdateDaemonSet")
+    elif kind != "OnDelete":
+        c.add("spec.updateStrategy", strategy, ['Unsupported value: supported values: "RollingUpdate", "OnDelete"'],
+              "V apps ValidateDaemonSetUpdateStrategy")
+    pod_template(c, "spec.template", tmpl, ("Always",))
+
+
 def _job(c: Check, name: str, spec: dict) -> None:
     """V batch ValidateJob / validateJobSpec. The Job strategy (pkg/registry/batch/job/strategy.go,
     generateSelector) labels the pod template with batch.kubernetes.io/job-name=<name> before
@@ -743,6 +786,8 @@ def check_object(obj: dict) -> list[tuple[str, object, str]]:
     object_meta(c, kind, meta, kind not in CLUSTER_SCOPED)
     if kind == "Deployment":
         _deployment(c, spec)
+    elif kind == "DaemonSet":
+        _daemonset(c, spec)
     elif kind == "Job":
         _job(c, str(meta.get("name") or ""), spec)
     elif kind == "Service":

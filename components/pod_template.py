@@ -170,9 +170,14 @@ ENGINE_SCANNER_EXCEPTIONS = {
 }
 
 
+# The label NVIDIA's GPU feature discovery puts on every GPU node: what marks a GPU node when the
+# pool has no selector of its own.
+GPU_NODE_LABEL = "nvidia.com/gpu.present"
+
+
 def off_gpu_affinity(pool: GpuPool) -> dict:
     """For CPU Jobs: nodes lacking the GPU pool's selector labels, so never a GPU node."""
-    keys = sorted(pool.node_selector) or ["nvidia.com/gpu.present"]
+    keys = sorted(pool.node_selector) or [GPU_NODE_LABEL]
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": k, "operator": "DoesNotExist"} for k in keys]}]}}}
 

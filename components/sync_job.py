@@ -31,6 +31,7 @@ from config_model import GpuPool, ModelSync, ObjectStore, ServedModel
 WORK_DIR = "/work"
 CREDENTIALS_DIR = "/var/run/secrets/object-store"
 SYNC_MOUNT = "/models"
+ANN_MODEL_SIZE = "llm-serving.io/model-size-gib"
 # Kubernetes awaits a Job to completion; beyond activeDeadlineSeconds it has failed anyway.
 AWAIT_MARGIN_SECONDS = 300
 
@@ -125,9 +126,12 @@ class ModelSyncJob(Component):
         self.job_name = job_name(args.model)
         pod_labels = {**labels(self.job_name, "model-sync"), "llm-serving.io/model-revision": args.model.revision}
         timeout = f"{args.sync.active_deadline_seconds + AWAIT_MARGIN_SECONDS}s"
+        meta = job_metadata(self.job_name, args.namespace, "model-sync")
+        # What it syncs, for plan.md's time to first token (sync at 437 MiB/s, field report 3.2).
+        meta["annotations"][ANN_MODEL_SIZE] = format(args.model.size_gib, "g")
         self.job = k8s.batch.v1.Job(
             f"{name}-job",
-            metadata=job_metadata(self.job_name, args.namespace, "model-sync"),
+            metadata=meta,
             spec={
                 "backoffLimit": args.sync.backoff_limit,
                 "activeDeadlineSeconds": args.sync.active_deadline_seconds,

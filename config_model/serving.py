@@ -145,6 +145,9 @@ class ServedModel(Model):
         "a manifest with another digest and the pods' gate refuses a marker that records another, so the same "
         "revision with other content is never served.")
     expected_shard_count: int = Field(48, ge=1, description="Safetensors shards the weight index must name (48 for DeepSeek-V4-Flash, field report 3.1).")
+    size_gib: float = Field(
+        155.43, gt=0, le=100000, description="Size of the model's files in GiB (155.43 for DeepSeek-V4-Flash, field "
+        "report 3.1); plan.md's time to first token syncs this much at the measured 437 MiB/s (3.2).")
     engine: Literal["vllm", "sglang"] = Field("vllm", description="Serving engine.")
     orchestrator: Literal["deployment", "stormservice", "rolebasedgroup", "rayclusterfleet"] = Field(
         "deployment", description="What runs the engine pods: a Deployment, an AIBrix StormService (11.1), an RBG "

@@ -25,8 +25,9 @@ PARALLEL_SIZE = "llm-serving.io/parallel-size"
 STARTUP_BUDGET = "llm-serving.io/startup-budget-seconds"
 SHM_GIB_PER_GPU = 8
 PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
-# Workload kinds Pulumi awaits by itself; custom resources need pulumi.com/waitFor.
-BUILTIN = {"Deployment", "StatefulSet", "ReplicaSet", "Job", "Pod"}
+# Workload kinds Pulumi awaits by itself (pulumi-kubernetes v4.32.0 provider/pkg/await/awaiters.go,
+# the awaiters map); custom resources need pulumi.com/waitFor.
+BUILTIN = {"Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job", "Pod"}
 
 
 def kind_of(resource_type: str) -> str:

@@ -285,6 +285,30 @@ def model_sync_stays_off_gpus(resource_type: str, props: dict) -> list[str]:
     return out
 
 
+NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+
+
+def daemonsets_hold_no_gpus(resource_type: str, props: dict) -> list[str]:
+    """A DaemonSet (the engine image pre-pull on the GPU pool) requests no GPU: its pods follow the
+    node count, which no GPU budget can bound. Each container also sets NVIDIA_VISIBLE_DEVICES=void:
+    an engine image sets it to all, and the NVIDIA container runtime would then hand a GPU-less
+    container every GPU of the node, GPUs the device plugin gave the engine pods
+    (tests/upstream_nvidia_container_toolkit.py)."""
+    if kind_of(resource_type) != "DaemonSet":
+        return []
+
+    def check(ref: PodTemplateRef, c: dict) -> list[str]:
+        out = []
+        if max(gpu_count(c)):
+            out.append(f"{name_of(props)}: container {c.get('name')} of a DaemonSet requests {GPU}; a pod per node "
+                       "is a GPU count no budget bounds.")
+        if env_value(c, NVIDIA_VISIBLE_DEVICES) != "void":
+            out.append(f"{name_of(props)}: container {c.get('name')} must set {NVIDIA_VISIBLE_DEVICES}=void, or the "
+                       "NVIDIA runtime hands it the node's GPUs when its image asks for all.")
+        return out
+    return each_container(resource_type, props, check)
+
+
 def rollout_never_adds_gpus(resource_type: str, props: dict) -> list[str]:
     """A GPU workload of any kind rolls without surge pods; a Deployment also waits at least the
     startup budget before declaring the rollout stuck."""
@@ -473,6 +497,8 @@ RESOURCE_POLICIES = [
     ResourcePolicy("no-host-access", "No host network, PID, IPC or hostPath without a documented reason.", no_host_access),
     ResourcePolicy("secret-refs", "Credentials only through secretKeyRef.", secrets_only_by_reference),
     ResourcePolicy("sync-off-gpu", "The model sync Job stays off GPU nodes.", model_sync_stays_off_gpus),
+    ResourcePolicy("daemonsets-no-gpu", "DaemonSets request no GPU and hide the node's GPUs (NVIDIA_VISIBLE_DEVICES=void).",
+                   daemonsets_hold_no_gpus),
     ResourcePolicy("rollout-gpus", "GPU rollouts never add pods and wait for the startup budget.", rollout_never_adds_gpus),
     ResourcePolicy("custom-resources-awaited", "GPU custom resources carry pulumi.com/waitFor.", custom_workloads_are_awaited),
     ResourcePolicy("no-generative-health", "SGLang runs with /health generation disabled.", no_generative_health_checks),

@@ -142,6 +142,10 @@ def _pod_templates(kind: str, manifest: dict) -> list[PodTemplateRef]:
         surge = known_or_unknown(lambda: _deployment_surge(spec)) if kind == "Deployment" else 0
         return [PodTemplateRef("spec.template", _template(spec), known_or_unknown(lambda: _int(spec.get("replicas"), 1)),
                                surge)]
+    if kind == "DaemonSet":
+        # One pod per matching node: a count no manifest states, so none is counted here, and
+        # resource_rules.daemonsets_hold_no_gpus refuses a GPU in one (the budget could not bound it).
+        return [PodTemplateRef("spec.template", _template(spec), 0, 0)]
     if kind == "Job":
         return [PodTemplateRef("spec.template", _template(spec), known_or_unknown(lambda: _int(spec.get("parallelism"), 1)),
                                0)]

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from components.time_to_serving import IMAGE_PULL_SECONDS, SYNC_MIB_PER_SECOND, minutes, time_to_serving
 from policy.manifests import quantity_gib
 from policy.workloads import containers, gpu_count, pod_templates
 from render.runtime import Recorded, Rendered
@@ -94,7 +95,8 @@ def workload_rows(rendered: Rendered) -> list[dict[str, Any]]:
             main = [c for g, c in containers(ref.template) if g == "containers"]
             gpus = sum(max(gpu_count(c)) for c in main)
             rows.append({
-                "kind": kind, "name": name, "replicas": ref.replicas, "surge": ref.extra_pods, "gpusPerPod": gpus,
+                # A DaemonSet's pod count is its node count, which no manifest states.
+                "kind": kind, "name": name, "replicas": "1 per node" if kind == "DaemonSet" else ref.replicas, "surge": ref.extra_pods, "gpusPerPod": gpus,
                 "peakGpus": (ref.replicas + ref.extra_pods) * gpus,
                 "images": sorted({c.get("image", "") for _, c in containers(ref.template)}),
                 "probes": "; ".join(f"{c['name']}: {_probe_kinds(c)}" for c in main),
@@ -349,6 +351,92 @@ def _memory_section(rendered: Rendered) -> list[str]:
     return lines
 
 
+def _engine_name(container: dict) -> str | None:
+    """vllm or sglang: the first word of the argv naming one (a Ray head wraps the command)."""
+    return next((a for a in [*(container.get("command") or []), *(container.get("args") or [])]
+                 if a in ("vllm", "sglang")), None)
+
+
+def _arg(container: dict, flag: str) -> str | None:
+    args = list(container.get("args") or [])
+    return args[args.index(flag) + 1] if flag in args[:-1] else None
+
+
+def _placement(spec: dict) -> tuple:
+    return (json.dumps(spec.get("nodeSelector") or {}, sort_keys=True),
+            json.dumps(spec.get("tolerations") or [], sort_keys=True))
+
+
+def time_to_serving_inputs(rendered: Rendered) -> list[dict[str, Any]]:
+    """Per served model, from the manifests: engine, GPUs at steady state, model size (its sync Job's
+    annotation, found by the directory the model gate checks) and whether a GPU-free DaemonSet on the
+    same nodes holds each of its engine images."""
+    objs = kubernetes_objects(rendered)
+    sizes = {}
+    for obj in objs:
+        if obj.get("kind") != "Job" or "llm-serving.io/model-size-gib" not in (obj["metadata"].get("annotations") or {}):
+            continue
+        for _, c in containers(obj["spec"]["template"]):
+            for e in c.get("env") or []:
+                if e.get("name") == "DEST":
+                    sizes[e["value"]] = float(obj["metadata"]["annotations"]["llm-serving.io/model-size-gib"])
+    held: dict[tuple, set[str]] = {}
+    for obj in objs:
+        if obj.get("kind") != "DaemonSet":
+            continue
+        for ref in pod_templates("DaemonSet", obj):
+            cs = [c for _, c in containers(ref.template)]
+            if all(not max(gpu_count(c)) for c in cs):
+                held.setdefault(_placement(ref.template.get("spec") or {}), set()).update(c.get("image") for c in cs)
+    models: dict[str, dict[str, Any]] = {}
+    for obj in objs:
+        for ref in pod_templates(obj.get("kind", ""), obj):
+            meta = ref.template.get("metadata") or {}
+            name = (meta.get("labels") or {}).get("llm-serving.io/model")
+            if not name or (meta.get("annotations") or {}).get("llm-serving.io/role") != "engine":
+                continue
+            spec = ref.template.get("spec") or {}
+            main = [c for g, c in containers(ref.template) if g == "containers"]
+            engines = [c for c in main if max(gpu_count(c))]
+            gate = next(c for g, c in containers(ref.template) if c.get("name") == "model-gate")
+            row = models.setdefault(name, {"served": (meta.get("labels") or {}).get("model.aibrix.ai/name"),
+                                           "engine": _engine_name(engines[0]), "gpus": 0, "images": set(),
+                                           "sizeGiB": sizes.get(_arg(gate, "--model-dir")), "preloaded": True})
+            row["gpus"] += ref.replicas * sum(max(gpu_count(c)) for c in main)
+            images = {c.get("image") for c in engines}
+            row["images"] |= images
+            on_nodes = held.get(_placement(spec), set())
+            row["preloaded"] = row["preloaded"] and images <= on_nodes
+            row["imagesPerNode"] = len(on_nodes)
+    return [models[k] for k in sorted(models)]
+
+
+def _time_to_serving_section(rendered: Rendered) -> list[str]:
+    rows = time_to_serving_inputs(rendered)
+    lines = ["", "## Time to first token after `pulumi up`", "",
+             f"Estimate for a first deployment: the sync Job downloads the model at {SYNC_MIB_PER_SECOND} MiB/s (field "
+             f"report 3.2), the ~14 GB engine image takes {IMAGE_PULL_SECONDS} s to pull (12.2), then the engine's cold "
+             "start (components/engines.py estimate; SGLang's measured 23 min already held the pull, which is taken off). "
+             "The engine pods are created when the sync has verified the weights and hold their GPUs from then on. "
+             "With pre-pull (operations.imagePrePull) the image is pulled onto the GPU nodes during the sync. "
+             "GPU-minutes: the model's GPUs x the time from its pods' scheduling to the first token.", "",
+             "| Served model | Engine | GPUs | Model GiB | Sync | Image pull | Cold start | First token, no pre-pull | "
+             "First token, pre-pull | GPU-minutes, no pre-pull | GPU-minutes, pre-pull | This stack |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["sizeGiB"] is None or r["engine"] is None:
+            continue
+        off = time_to_serving(r["sizeGiB"], r["engine"], r["gpus"], pre_pulled=False)
+        on = time_to_serving(r["sizeGiB"], r["engine"], r["gpus"], pre_pulled=True,
+                             images_per_node=r.get("imagesPerNode") or len(r["images"]))
+        lines.append(f"| {r['served']} | {r['engine']} | {r['gpus']} | {format(r['sizeGiB'], 'g')} | "
+                     f"{minutes(off.sync_seconds)} | {minutes(on.pull_seconds if r['preloaded'] else off.pull_seconds)} | "
+                     f"{minutes(off.cold_start_seconds)} | {minutes(off.first_token_seconds)} | "
+                     f"{minutes(on.first_token_seconds)} | {off.gpu_minutes:.0f} | {on.gpu_minutes:.0f} | "
+                     f"{'pre-pull' if r['preloaded'] else 'no pre-pull'} |")
+    return lines
+
+
 def plan_md(rendered: Rendered) -> str:
     out = rendered.outputs
     rows = workload_rows(rendered)
@@ -379,6 +467,7 @@ def plan_md(rendered: Rendered) -> str:
                      f"{r['peakGpus']} | {images} | {r['probes']} | {r['modelMount']} |")
     lines += _topology_section(rendered)
     lines += _memory_section(rendered)
+    lines += _time_to_serving_section(rendered)
     lines += _ab_section(rendered)
     lines += _routes_section(rendered)
     # The AIBrix strategy each served model's pods name (components/routing.py): without one the

@@ -27,6 +27,7 @@ from components.openwebui import OpenWebUiApp, OpenWebUiArgs
 from components.operations import BenchResults, ModelOperations, OperationsArgs, rollout_key
 from components.ops_commands import gateway_endpoint
 from components.platform import ClusterPrerequisites, required_versions
+from components.prepull import ImagePrePull, ImagePrePullArgs
 from components.providers import make_providers
 from components.scripts import ModelScripts
 from components.secrets import SecretsArgs, ServingSecrets
@@ -111,6 +112,19 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
     # The engine image also runs the model gate init container.
     workload_images[m.name] = {"engine": refs[m.engine], "model-gate": refs[m.engine]}
     return engine.route_backend, ready + [engine]
+
+
+def engine_image_keys(cfg: StackConfig) -> list[str]:
+    """The stack-file keys of every image an engine pod of the stack runs (what _engines_of gives each
+    topology), one key per distinct image reference."""
+    keys: list[str] = []
+    for m in engine_models(cfg):
+        keys += ["vllmRay"] if m.topology == "pd" else [m.engine, "vllmRay"] if m.topology == "hybrid" else [m.engine]
+    named = cfg.images.named()
+    distinct: dict[str, str] = {}
+    for key in keys:
+        distinct.setdefault(f"{named[key].upstream}@{named[key].digest}", key)
+    return sorted(distinct.values())
 
 
 def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list, images: ImageMirror,
@@ -201,6 +215,15 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets, scripts])))
     pull_secrets = images.pull_secrets
 
+    if cfg.operations.image_pre_pull.enabled:
+        # Beside the sync Jobs, not after them: both wait only for the images (a registry mirror is
+        # filled first) and the pull secrets; the engines wait for the sync, never for this.
+        ImagePrePull("image-prepull", ImagePrePullArgs(
+            namespace=ns, gpu_pool=cfg.gpu_pool,
+            images={key: images.references[key] for key in engine_image_keys(cfg)},
+            image_pull_secrets=pull_secrets),
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets, images])))
+
     backends: list[RouteBackend] = []
     rolled_out: list[tuple[ServedModel, list[pulumi.Resource], str]] = []
     syncs: dict[str, ModelSyncJob] = {}
@@ -236,8 +259,9 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         engine_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory], images]))
         backend, ready = _engines_of(m, base, cfg, images, engine_opts, workload_images)
         backends.append(backend)
-        # A model without KV offload keeps the key it had before the setting existed: no Job re-runs.
-        unchanged = {"kv_cache_offload"} if m.kv_cache_offload.backend == "off" else None
+        # sizeGiB only feeds plan.md's estimate, and a model without KV offload keeps the key it had before
+        # that setting existed: neither re-runs a day-2 Job.
+        unchanged = {"size_gib"} | ({"kv_cache_offload"} if m.kv_cache_offload.backend == "off" else set())
         rolled_out.append((m, ready, rollout_key(m.model_dump_json(exclude=unchanged), image_ref.digest)))
 
     routes = ModelRoutes("routes", ModelRoutesArgs(namespace=ns, gateway=cfg.gateway, backends=backends), opts)

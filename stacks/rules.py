@@ -92,7 +92,8 @@ def _models(cfg: StackConfig) -> Iterator[Problem]:
         other = cfg.models[first]
         for field, mine, theirs in (("objectPrefix", m.object_prefix, other.object_prefix),
                                     ("revision", m.revision, other.revision),
-                                    ("expectedShardCount", m.expected_shard_count, other.expected_shard_count)):
+                                    ("expectedShardCount", m.expected_shard_count, other.expected_shard_count),
+                                    ("sizeGiB", m.size_gib, other.size_gib)):
             if first != i and mine != theirs:
                 yield Problem(f"{at}.{field}", mine, f"must equal models[{first}].{field} {theirs!r}: "
                               f"both models use directory {m.directory!r}")

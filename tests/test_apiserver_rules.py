@@ -249,3 +249,24 @@ def test_render_exits_2_and_writes_nothing_on_a_refused_object(tmp_path, monkeyp
     err = capsys.readouterr().err
     assert "Service llm-serving-dev/9lives: metadata.name = '9lives': a DNS-1035 label" in err, err
     assert not out.exists()
+
+
+def test_daemonset_rules():
+    """V apps ValidateDaemonSetSpec / ValidateRollingUpdateDaemonSet (the engine image pre-pull)."""
+    ds = obj("DaemonSet")
+    assert problems(ds) == []
+    ds["spec"]["updateStrategy"]["rollingUpdate"]["maxSurge"] = 1
+    refused(ds, "spec.updateStrategy.rollingUpdate.maxSurge", "may not be set when maxUnavailable is non-zero")
+    ds["spec"]["updateStrategy"]["rollingUpdate"] = {"maxUnavailable": "0%"}
+    refused(ds, "spec.updateStrategy.rollingUpdate.maxUnavailable", "cannot be 0 when maxSurge is 0")
+    ds["spec"]["updateStrategy"]["rollingUpdate"] = {"maxUnavailable": "101%"}
+    refused(ds, "maxUnavailable", "must not be greater than 100%")
+    ds = obj("DaemonSet")
+    ds["spec"]["selector"]["matchLabels"] = {"app": "other"}
+    refused(ds, "spec.template.metadata.labels", "`selector` does not match template `labels`")
+    ds = obj("DaemonSet")
+    pod(ds)["restartPolicy"] = "Never"
+    refused(ds, "spec.template.spec.restartPolicy", "Unsupported value")
+    pod(ds)["restartPolicy"] = "Always"
+    pod(ds)["activeDeadlineSeconds"] = 60
+    refused(ds, "activeDeadlineSeconds in DaemonSet is not Supported")

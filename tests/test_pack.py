@@ -245,6 +245,13 @@ FAILING = [
     ("sync-off-gpu", "dev", "up",
      kind("Job", lambda p: pod_spec(p)["containers"][0]["resources"].setdefault("limits", {}).update(
          {"nvidia.com/gpu": "1"})), "must not request nvidia.com/gpu"),
+    # The pre-pull DaemonSet: a GPU would be a count the budget cannot bound; without "void" the
+    # NVIDIA runtime would hand its GPU-less container the node's GPUs.
+    ("daemonsets-no-gpu", "prod", "up",
+     kind("DaemonSet", lambda p: pod_spec(p)["containers"][0]["resources"]["limits"].update({"nvidia.com/gpu": "8"})),
+     "a pod per node is a GPU count no budget bounds"),
+    ("daemonsets-no-gpu", "dev", "preview",
+     kind("DaemonSet", lambda p: pod_spec(p)["containers"][0].pop("env")), "must set NVIDIA_VISIBLE_DEVICES=void"),
     ("jobs-rerun", "staging", "preview",
      kind("Job", lambda p: p["metadata"]["annotations"].pop("pulumi.com/replaceUnready")), "pulumi.com/replaceUnready"),
     ("rollout-gpus", "prod", "up",

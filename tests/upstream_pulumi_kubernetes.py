@@ -10,6 +10,24 @@ import re
 TAG = "v4.32.0"
 DEFAULT_SERVICE_TIMEOUT_SECONDS = 10 * 60   # provider/pkg/await/service.go DefaultServiceTimeoutMins
 
+# provider/pkg/await/awaiters.go `awaiters`: apps/v1 DaemonSet is awaited (daemonsetAwaiter) on create
+# and update, until kstatus computes Current (provider/pkg/await/daemonset.go rolloutComplete: every
+# scheduled pod updated and ready), for at most _defaultDaemonSetTimeout without customTimeouts.
+AWAITED = {"apps/v1/DaemonSet", "apps/v1/Deployment", "apps/v1/StatefulSet", "batch/v1/Job", "v1/Pod"}
+DEFAULT_DAEMONSET_TIMEOUT_SECONDS = 10 * 60  # provider/pkg/await/daemonset.go _defaultDaemonSetTimeout
+
+
+def skips_await(annotations: dict[str, str]) -> bool:
+    """provider/pkg/metadata/overrides.go SkipAwaitLogic: IsAnnotationTrue(pulumi.com/skipAwait), the
+    value exactly "true" (annotations.go AnnotationTrue). await.go newLegacyReadyCondition then gives
+    the built-in awaiters (DaemonSet's among them) condition.NewImmediate: create and update return
+    as soon as the API server has the object."""
+    return annotations.get("pulumi.com/skipAwait") == "true"
+
+
+def awaited(api_version: str, kind: str, annotations: dict[str, str]) -> bool:
+    return f"{api_version}/{kind}" in AWAITED and not skips_await(annotations)
+
 
 def _select(obj, path: str) -> list:
     """The subset of RFC 9535 JSONPath (github.com/theory/jsonpath, which provider/pkg/jsonpath uses)

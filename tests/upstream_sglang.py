@@ -140,3 +140,10 @@ HICACHE_IN_DEV_SHM = False
 # READ: SGLang refuses "--enable-hierarchical-cache" with "--disable-radix-cache" (0.5.17 server_args.py
 # _handle_cache_compatibility, 0.5.23 arg_groups/kv_cache_hook.py: "mutually exclusive").
 HICACHE_REFUSED_WITH = ("--disable-radix-cache",)
+
+# docker/Dockerfile as stored at commit 004740a9cb3dbf6153455fb38b447021e3e07236 (the image, not the
+# wheel): FROM nvidia/cuda:<CUDA>-cudnn-devel-ubuntu22.04 (image env NVIDIA_VISIBLE_DEVICES=all), no
+# ENTRYPOINT of its own (the CUDA base's stays), python3 on PATH via
+# `update-alternatives --set python3 /usr/bin/python3.12`. The pre-pull holder's `command` replaces it.
+IMAGE_ENTRYPOINT: tuple[str, ...] | None = None
+IMAGE_PYTHON = "/usr/bin/python3"

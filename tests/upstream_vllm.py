@@ -184,3 +184,14 @@ BENCH_REQUEST_ID_HEADER = "x-request-id"
 BENCH_METADATA_FLAG = "--metadata"
 # The completions payload (async_request_openai_completions): streamed, model = --served-model-name.
 BENCH_STREAMS = True
+
+
+# ---- the image (read, not at the tag: the repository is larger than a mirror may be here) ----
+
+# docker/Dockerfile as stored at commit 0000977eaf873be6a295cf73017976d49ca2fb9d: the vllm-openai
+# stage ends in this ENTRYPOINT (later Dockerfiles: ["vllm", "serve"]), on FINAL_BASE_IMAGE
+# nvidia/cuda:<CUDA>-devel-ubuntu22.04, whose image env sets NVIDIA_VISIBLE_DEVICES=all; the
+# vllm-base stage puts python3 on PATH (update-alternatives --install /usr/bin/python3). A pod's
+# `command` replaces the ENTRYPOINT, so the pre-pull holder runs python3, never the server.
+IMAGE_ENTRYPOINT = ("python3", "-m", "vllm.entrypoints.openai.api_server")
+IMAGE_PYTHON = "/usr/bin/python3"

@@ -1,0 +1,121 @@
+"""Engine images pulled onto the GPU nodes while the sync Job runs (issue 13, time to serving).
+
+The engine image is about 14 GB and took 127 s to pull (field report 12.2); an engine pod that pulls
+it itself holds its GPUs through the pull. One DaemonSet per distinct engine image runs that very
+reference (the same mirror and digest as the engine pods, so the kubelet caches what they pull) on
+every node of the GPU pool, requesting no GPU. It depends on the image mirror and the pull secrets
+only: never on the sync Job, and no engine waits on it.
+
+Its one container is the engine image itself, idle: a container that uses an image keeps it from the
+kubelet's image garbage collection (kubernetes/kubernetes pkg/kubelet/images/image_gc_manager.go
+freeSpace: an image in use has a current lastUsed and is skipped), so the image stays on the node
+for the next engine pod too. It runs `python3`, which the engine image is known to have (the model
+gate init container runs its script with it); the command replaces the image's ENTRYPOINT (the
+server). `-S -B`: no site-packages scan and no bytecode writes on the read-only root.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.base import Component, labels, metadata
+from components.pod_template import GPU_NODE_LABEL, container_security, job_pod_security, scanner_exceptions
+from config_model import GpuPool
+
+COMPONENT = "image-prepull"
+# A GPU-less container of an image that sets NVIDIA_VISIBLE_DEVICES=all (the CUDA base images do)
+# would otherwise be handed every GPU of the node by the NVIDIA container runtime on a node where it
+# is the default runtime; "void" makes it behave like runc (tests/upstream_nvidia_container_toolkit.py).
+NO_GPU_ENV = {"NVIDIA_VISIBLE_DEVICES": "void"}
+# Exits at once on SIGTERM: as PID 1 without a handler it would ignore the signal until the grace period.
+IDLE_COMMAND = ["python3", "-S", "-B", "-c",
+                "import signal, sys; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); signal.pause()"]
+RESOURCES = {"cpu": "10m", "memory": "32Mi"}
+# pulumi-kubernetes awaits a DaemonSet until every scheduled pod is ready (tests/upstream_pulumi_kubernetes.py):
+# one GPU node that is NotReady, full or slow to pull would fail `pulumi up` for an optimisation the
+# engine pods do without. The engines' own awaiters report what matters.
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+# The pre-pull has no availability to keep: on a new image every node starts pulling it at once.
+UPDATE_STRATEGY = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%", "maxSurge": 0}}
+SCANNER_EXCEPTIONS = {
+    "CKV_K8S_8": "an idle holder of the engine image serves nothing, so there is nothing for a liveness probe to check",
+    "CKV_K8S_9": "an idle holder of the engine image serves nothing, so there is no readiness to report to anyone",
+}
+
+
+def daemonset_name(image_key: str) -> str:
+    """`vllmRay` -> `image-prepull-vllm-ray`."""
+    return f"{COMPONENT}-{re.sub(r'(?<!^)(?=[A-Z])', '-', image_key).lower()}"
+
+
+@dataclass(frozen=True)
+class ImagePrePullArgs:
+    namespace: str
+    gpu_pool: GpuPool
+    images: dict[str, Any]          # stack-file image key -> the engine pods' reference (pulumi.Input[str])
+    image_pull_secrets: list[str] = field(default_factory=list)
+
+
+def prepull_pod_spec(image: Any, pool: GpuPool, image_pull_secrets: list[str] | tuple[str, ...] = ()) -> dict:
+    """On the GPU pool's nodes (its selector and tolerations, as the engine pods), without a GPU."""
+    pod: dict = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 5,
+        "securityContext": job_pod_security(),
+        "nodeSelector": dict(sorted(pool.node_selector.items())),
+        "tolerations": [t.model_dump(exclude_none=True) for t in pool.tolerations],
+        "containers": [{
+            "name": "hold",
+            "image": image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": list(IDLE_COMMAND),
+            "env": [{"name": k, "value": v} for k, v in sorted(NO_GPU_ENV.items())],
+            "resources": {"requests": dict(RESOURCES), "limits": dict(RESOURCES)},
+            "securityContext": container_security(non_root=True),
+        }],
+    }
+    if not pool.node_selector:
+        # A pool without a selector of its own: GPU nodes are those the CPU Jobs avoid, never every node.
+        pod["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": GPU_NODE_LABEL, "operator": "Exists"}]}]}}}
+    if image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": n} for n in image_pull_secrets]
+    return pod
+
+
+def prepull_daemonset(name: str, namespace: str, image: Any, pool: GpuPool,
+                      image_pull_secrets: list[str] | tuple[str, ...] = ()) -> dict:
+    """The DaemonSet as plain camelCase dicts: metadata and spec."""
+    # Not app.kubernetes.io/part-of on the pods: the engines admit this stack's pods by that label
+    # (components/network.py), and an idle holder of an image has no one to talk to.
+    pod_labels = {k: v for k, v in labels(name, COMPONENT).items() if k != "app.kubernetes.io/part-of"}
+    return {
+        "metadata": {**metadata(name, namespace, COMPONENT),
+                     "annotations": {**SKIP_AWAIT, **scanner_exceptions(SCANNER_EXCEPTIONS)}},
+        "spec": {
+            "selector": {"matchLabels": dict(pod_labels)},
+            "updateStrategy": UPDATE_STRATEGY,
+            "template": {"metadata": {"labels": pod_labels},
+                         "spec": prepull_pod_spec(image, pool, image_pull_secrets)},
+        },
+    }
+
+
+class ImagePrePull(Component):
+    """One pre-pull DaemonSet per distinct engine image."""
+
+    def __init__(self, name: str, args: ImagePrePullArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:images:ImagePrePull", name, opts)
+        self.daemonsets = {}
+        for key, image in sorted(args.images.items()):
+            ds_name = daemonset_name(key)
+            manifest = prepull_daemonset(ds_name, args.namespace, image, args.gpu_pool, args.image_pull_secrets)
+            self.daemonsets[key] = k8s.apps.v1.DaemonSet(
+                f"{name}-{key}", metadata=manifest["metadata"], spec=manifest["spec"], opts=self.child_opts())
+        self.register_outputs({"daemonSets": sorted(daemonset_name(k) for k in args.images)})

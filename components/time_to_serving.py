@@ -1,0 +1,74 @@
+"""Time from `pulumi up` to the first served token, and the GPU time held before it: pure arithmetic
+over a model's size, engine, GPUs and whether its image was pre-pulled (components/prepull.py).
+
+The order it models is the program's: the sync Job and the pre-pull DaemonSets start together; the
+engine pods are created only when the sync Job has verified the weights (stacks/program.py
+depends_on), and hold their GPUs from then on, through the image pull (when the image is not on the
+node yet) and the cold start, until the first token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.engines import COLD_START_ESTIMATE_SECONDS
+
+# Field report 3.2: one 155.43 GiB download took about 364 s, about 437 MiB/s (3.67 Gbit/s). Only the
+# download: the report does not time a verification pass.
+SYNC_MIB_PER_SECOND = 437
+# Field report 12.2: the ~14.29 GB SGLang image took about 127 s on its first pull; the only engine
+# image pull the report times, so it stands for every engine image here.
+IMAGE_PULL_SECONDS = 127
+# What each cold-start estimate (components/engines.py, pod creation to Ready) already contains of
+# the pull: SGLang's 23 min include the image pull (12.2); vLLM's 12 min (6, 9.3) are not broken
+# down, so nothing is taken off them. SGLang's 23 min also include a model preparation the report
+# does not time, so its figure stays an upper bound.
+PULL_IN_COLD_START_SECONDS = {"vllm": 0, "sglang": IMAGE_PULL_SECONDS}
+
+
+@dataclass(frozen=True)
+class TimeToServing:
+    """One served model's path to its first token, in seconds."""
+
+    sync_seconds: float          # the model's directory, at SYNC_MIB_PER_SECOND
+    pull_seconds: float          # the engine image onto the node (serialized pulls when pre-pulling several)
+    cold_start_seconds: float    # engine start with image and weights present, to a port that serves
+    gpus: int                    # GPUs of the model's engine pods at steady state
+    pre_pulled: bool
+    first_token_seconds: float   # from `pulumi up`
+    gpu_wait_seconds: float      # from the engine pods' scheduling to the first token
+
+    @property
+    def gpu_minutes(self) -> float:
+        return self.gpus * self.gpu_wait_seconds / 60
+
+
+def sync_seconds(size_gib: float) -> float:
+    return size_gib * 1024 / SYNC_MIB_PER_SECOND
+
+
+def cold_start_seconds(engine: str) -> float:
+    return COLD_START_ESTIMATE_SECONDS[engine] - PULL_IN_COLD_START_SECONDS[engine]
+
+
+def time_to_serving(size_gib: float, engine: str, gpus: int, pre_pulled: bool, images_per_node: int = 1) -> TimeToServing:
+    """Without pre-pull the engine pod pulls its image after the sync, holding its GPUs through it.
+    With it, every GPU node pulls each distinct engine image during the sync; the kubelet pulls one
+    image at a time by default (serializeImagePulls, default true: k8s.io/kubelet config/v1beta1
+    KubeletConfiguration), so a node holds all `images_per_node` images only after that many pulls,
+    and the engine pod waits only for what of it outlasts the sync."""
+    sync = sync_seconds(size_gib)
+    cold = cold_start_seconds(engine)
+    if pre_pulled:
+        pull = IMAGE_PULL_SECONDS * images_per_node
+        waiting = max(0.0, pull - sync) + cold
+    else:
+        pull = IMAGE_PULL_SECONDS
+        waiting = pull + cold
+    return TimeToServing(sync_seconds=sync, pull_seconds=pull, cold_start_seconds=cold, gpus=gpus,
+                         pre_pulled=pre_pulled, first_token_seconds=sync + waiting, gpu_wait_seconds=waiting)
+
+
+def minutes(seconds: float) -> str:
+    """How plan.md prints a duration: minutes with one decimal."""
+    return f"{seconds / 60:.1f} min"
