@@ -36,12 +36,23 @@ from config_model.operations import (
     Smoke,
     Warmup,
 )
-from config_model.serving import ROUTING_STRATEGIES, Pd, Rdma, Rollout, SamePodPd, ServedModel, Sglang, Vllm
+from config_model.serving import (
+    AUTOSCALING_METRICS,
+    ROUTING_STRATEGIES,
+    Autoscaling,
+    Pd,
+    Rdma,
+    Rollout,
+    SamePodPd,
+    ServedModel,
+    Sglang,
+    Vllm,
+)
 from config_model.stack import SECRET_KEYS, StackConfig, required_secret_keys
 from config_model.types import CREDENTIAL_ERROR, PATTERN_MEANING, is_ip_host, stack_key
 
 __all__ = [
-    "AIBRIX_PATHS", "CREDENTIAL_ERROR", "PATTERN_MEANING", "ROUTING_STRATEGIES", "SECRET_KEYS", "CephFsVolume",
+    "AIBRIX_PATHS", "AUTOSCALING_METRICS", "Autoscaling", "CREDENTIAL_ERROR", "PATTERN_MEANING", "ROUTING_STRATEGIES", "SECRET_KEYS", "CephFsVolume",
     "Cluster", "CompileCache", "EcrMirror", "Environment", "ExistingClaim", "Gateway", "GpuPool", "ImageRef",
     "Images", "LoadScenario", "LoadTest", "Mirror", "ModelSync", "ModelVolume", "Monitoring", "NetworkPolicy",
     "NfsVolume", "ObjectStore", "OpenWebUi", "Operations", "Pd", "Platform", "RayImageRef", "Rdma",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.autoscaling import AutoscalerArgs, ModelAutoscaler
 from components.base import labels
 from components.combined import CombinedEngine, CombinedEngineArgs
 from components.disaggregated import (
@@ -109,6 +110,10 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
     engine = CombinedEngine(m.name, base, opts)
     # The engine image also runs the model gate init container.
     workload_images[m.name] = {"engine": refs[m.engine], "model-gate": refs[m.engine]}
+    if m.autoscaling.enabled:
+        # After its target: the rules admit autoscaling only where this is a Deployment.
+        ModelAutoscaler(f"{m.name}.autoscaler", AutoscalerArgs(namespace=base.namespace, model=m, target=engine.workload),
+                        opts)
     return engine.route_backend, ready + [engine]
 
 
@@ -241,7 +246,9 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             namespace=ns, gateway_namespace=cfg.gateway.namespace if cfg.gateway.enabled else None,
             gateway_name=cfg.gateway.name, gateway_proxy_namespace=cfg.gateway.proxy_namespace,
             prometheus_namespace=ops_monitoring.prometheus_namespace if ops_monitoring.enabled else None,
-            rolesets=[roleset_name(m) for m in cfg.models if m.topology in ("pd", "hybrid")]), opts)
+            rolesets=[roleset_name(m) for m in cfg.models if m.topology in ("pd", "hybrid")],
+            aibrix_namespace=cfg.gateway.namespace,
+            autoscaled_models=[m.name for m in cfg.models if m.autoscaling.enabled]), opts)
 
     _operations(cfg, ns, routes, rolled_out, images, serving_secrets, scripts, volume, protect_data, opts)
 
