@@ -236,7 +236,9 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         engine_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory], images]))
         backend, ready = _engines_of(m, base, cfg, images, engine_opts, workload_images)
         backends.append(backend)
-        rolled_out.append((m, ready, rollout_key(m.model_dump_json(), image_ref.digest)))
+        # Autoscaling left off changes no pod: the key (and the Jobs named by it) stays as it was.
+        rolled_out.append((m, ready, rollout_key(
+            m.model_dump_json(exclude=None if m.autoscaling.enabled else {"autoscaling"}), image_ref.digest)))
 
     routes = ModelRoutes("routes", ModelRoutesArgs(namespace=ns, gateway=cfg.gateway, backends=backends), opts)
     if cfg.network_policy.enabled:
