@@ -258,3 +258,20 @@ def test_only_the_aibrix_controller_gains_a_path_to_the_autoscaled_engines_metri
     dev = k8s_objects(render_stack("dev"))
     (dev_engine,) = [p for p in pods_of(dev) if p.labels.get("app.kubernetes.io/component") == "engine"]
     assert not allowed([o for o in dev if o["kind"] == "NetworkPolicy"], controller, dev_engine, port)
+
+
+# ---- schema and API-server rules ----
+
+def test_the_podautoscaler_passes_its_crd_and_the_render_refuses_a_broken_one():
+    import apivalidation
+    from crd_schemas import crd_index, validate_custom_resource
+    (pa,) = objects("prod", aibrix.PA_KIND)
+    assert validate_custom_resource(pa, crd_index()) == []
+    index = apivalidation.crd_index(str(apivalidation.crds_dir()), frozenset({aibrix.PA_KIND}))
+    assert apivalidation.validate([pa], index) == []
+    bad_strategy = copy.deepcopy(pa)
+    bad_strategy["spec"]["scalingStrategy"] = "XPA"
+    assert validate_custom_resource(bad_strategy, crd_index())
+    too_many = copy.deepcopy(pa)
+    too_many["spec"]["maxReplicas"] = 2**31
+    assert [p.field for p in apivalidation.validate([too_many], index)] == ["spec.maxReplicas"]
