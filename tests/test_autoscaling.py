@@ -8,21 +8,24 @@ server in tests/test_pack.py."""
 from __future__ import annotations
 
 import copy
+import json
 import re
 
 import pytest
 import upstream_aibrix as aibrix
 import upstream_sglang as sglang
 import upstream_vllm as vllm
-from conftest import k8s_objects, render_stack
+from conftest import PROJECT_DIR, k8s_objects, render_stack
+from crd_schemas import crd_index, validate_custom_resource
 from netpol import Pod, allowed
 from test_config import SECRETS, problems, raw_config
 from test_network_monitoring import EXPORTED, pods_of
 
+import apivalidation
 from components import autoscaling
 from components.routing import routing_strategy
 from config_model import AUTOSCALING_METRICS, ServedModel
-from render import output
+from render import output, runtime, stackfile
 from stacks import loader, rules
 
 
@@ -172,17 +175,17 @@ def test_bad_autoscaling_is_refused_under_its_field(changes, replicas, expected)
 
 
 def test_scale_to_zero_needs_the_stack_to_opt_in_and_the_plan_says_what_the_first_request_waits():
+    # Why: at zero pods v0.7.0 reads no value, averages 0, and stays at zero whatever arrives.
+    assert aibrix.apa_replicas(0, [], 0.8, 0, 2) == 0
+    assert aibrix.apa_replicas(1, [0.0], 0.8, 0, 2) == 0       # an idle pod is scaled away
     raw = autoscaled(minReplicas=0)
     assert any("models[0].autoscaling.minReplicas = 0: scale to zero needs allowScaleToZero: true" in line
                and "~12 min" in line for line in problems(raw, stack="prod"))
     raw["allowScaleToZero"] = True
     cfg = loader.validate(raw, "prod", SECRETS)
     assert rules.check(cfg, "prod") == []
-    import json
 
-    from conftest import PROJECT_DIR
 
-    from render import runtime, stackfile
     sf = stackfile.read(PROJECT_DIR, "prod")
     sf.config["llm-serving:allowScaleToZero"] = "true"
     models = json.loads(sf.config["llm-serving:models"])
@@ -263,8 +266,6 @@ def test_only_the_aibrix_controller_gains_a_path_to_the_autoscaled_engines_metri
 # ---- schema and API-server rules ----
 
 def test_the_podautoscaler_passes_its_crd_and_the_render_refuses_a_broken_one():
-    import apivalidation
-    from crd_schemas import crd_index, validate_custom_resource
     (pa,) = objects("prod", aibrix.PA_KIND)
     assert validate_custom_resource(pa, crd_index()) == []
     index = apivalidation.crd_index(str(apivalidation.crds_dir()), frozenset({aibrix.PA_KIND}))

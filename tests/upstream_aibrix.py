@@ -393,9 +393,10 @@ def pod_metric(metric: str, engine: str, exported: dict[str, float], has_ip: boo
 def apa_replicas(current: int, values: list[float], target: float, min_replicas: int, max_replicas: int,
                  up_rate: float = 2.0, down_rate: float = 2.0, up_tol: float = 0.1, down_tol: float = 0.1) -> int:
     """algorithm/apa.go computeTargetReplicas on the average of the pods' values (metrics/client.go
-    UpdateMetrics averages each snapshot; one snapshot here), then applyConstraints (algorithm.go)."""
+    UpdateMetrics averages each snapshot; one snapshot here), then applyConstraints (algorithm.go).
+    No pods, no values: the window's average is 0 (types/metrics.go TimeWindow.Avg of an empty window)."""
     import math
-    use = sum(values) / len(values)
+    use = sum(values) / len(values) if values else 0.0
     if use / target > 1 + up_tol:
         desired = min(math.ceil(current * use / target), math.ceil(up_rate * current))
     elif use / target < 1 - down_tol:
