@@ -1,5 +1,13 @@
 # Both entry points bootstrap .venv from the pinned requirements.txt on first use.
 PYTHON ?= python3
+# uv, pinned in requirements-uv.txt and bootstrapped with the machine's pip, installs every virtualenv:
+# the same pins as pip, a fresh machine's four virtualenvs in seconds instead of about a minute. It reads
+# UV_INDEX_URL (not pip's configuration) for a package mirror.
+UV_VENV  ?= .venv-uv
+UV       := $(UV_VENV)/bin/uv
+UV_STAMP := $(UV_VENV)/.requirements-installed
+export UV_PYTHON_DOWNLOADS := never
+UV_INSTALL = $(UV) pip install --quiet
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.requirements-installed
@@ -17,31 +25,40 @@ S3_VENV  ?= .venv-s3
 S3_STAMP := $(S3_VENV)/.requirements-installed
 # The virtualenvs are independent of each other: a fresh machine builds them side by side.
 MAKEFLAGS += --jobs=4
+# Tests run on every core (pytest-xdist), at most four workers: each worker renders the stacks once.
+PYTEST_WORKERS ?= --numprocesses=auto --maxprocesses=4
 STACK  ?= dev
 STACKS := dev staging prod
 
 .PHONY: render render-all test bench snapshots clean
 
-$(STAMP): requirements.txt
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+$(UV_STAMP): requirements-uv.txt
+	$(PYTHON) -m venv $(UV_VENV)
+	$(UV_VENV)/bin/pip install --quiet --quiet --disable-pip-version-check -r requirements-uv.txt
+	touch $(UV_STAMP)
+
+# --seed: the Pulumi CLI's pip toolchain runs `python -m pip list --format json` in this virtualenv to find
+# the program's plugins (pulumi/pulumi v3.259.0 sdk/python/toolchain/pip.go ListPackages).
+$(STAMP): requirements.txt | $(UV_STAMP)
+	$(UV) venv --quiet --seed --allow-existing --python $(PYTHON) $(VENV)
+	$(UV_INSTALL) --python $(BIN)/python -r requirements.txt
 	touch $(STAMP)
 
-$(SCAN_STAMP): requirements-scan.txt
-	$(PYTHON) -m venv $(SCAN_VENV)
-	$(SCAN_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-scan.txt
+$(SCAN_STAMP): requirements-scan.txt | $(UV_STAMP)
+	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(SCAN_VENV)
+	$(UV_INSTALL) --python $(SCAN_VENV)/bin/python -r requirements-scan.txt
 	touch $(SCAN_STAMP)
 
-$(S3_STAMP): requirements-s3.txt
-	$(PYTHON) -m venv $(S3_VENV)
-	$(S3_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-s3.txt
+$(S3_STAMP): requirements-s3.txt | $(UV_STAMP)
+	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(S3_VENV)
+	$(UV_INSTALL) --python $(S3_VENV)/bin/python -r requirements-s3.txt
 	touch $(S3_STAMP)
 
-$(ENGINES_STAMP): requirements-engines.txt $(STAMP)
+$(ENGINES_STAMP): requirements-engines.txt | $(UV_STAMP)
 	rm -rf $(ENGINES_DIR)
 	@grep -v '^#' requirements-engines.txt | grep . | while read -r pin; do \
 		echo "$(ENGINES_DIR)/$$pin"; \
-		$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --target "$(ENGINES_DIR)/$$pin" "$$pin" || exit 1; \
+		$(UV_INSTALL) --python $(PYTHON) --no-deps --target "$(ENGINES_DIR)/$$pin" "$$pin" || exit 1; \
 	done
 	touch $(ENGINES_STAMP)
 
@@ -56,7 +73,7 @@ render-all: $(STAMP)
 ## test: lint, then unit, policy, schema, scan, fuzz and bad-config tests
 test: $(STAMP) $(SCAN_STAMP) $(ENGINES_STAMP) $(S3_STAMP)
 	$(BIN)/ruff check .
-	CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov ENGINE_PACKAGES=$(abspath $(ENGINES_DIR)) S3_VENV=$(abspath $(S3_VENV)) $(BIN)/python -m pytest
+	CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov ENGINE_PACKAGES=$(abspath $(ENGINES_DIR)) S3_VENV=$(abspath $(S3_VENV)) $(BIN)/python -m pytest $(PYTEST_WORKERS)
 
 ## snapshots: refresh tests/snapshots/<stack>.plan.md after a reviewed plan change
 snapshots: $(STAMP)

@@ -13,6 +13,8 @@ import pulumi_kubernetes as k8s
 from components.base import PART_OF, Component, metadata
 from config_model import Monitoring
 
+# The Prometheus Operator names the scrape job of its targets "<namespace>/<this name>".
+POD_MONITOR_NAME = "llm-serving-engines"
 # Container port names the engines use: combined and fleet heads, same-pod prefill and decode.
 ENGINE_PORT_NAMES = ("engine", "prefill", "decode")
 
@@ -86,7 +88,7 @@ class EngineMonitoring(Component):
         extra = dict(sorted(mon.labels.items()))
         k8s.apiextensions.CustomResource(
             f"{name}-podmonitor", api_version="monitoring.coreos.com/v1", kind="PodMonitor",
-            metadata=metadata("llm-serving-engines", ns, "monitoring", extra), spec=pod_monitor_spec(),
+            metadata=metadata(POD_MONITOR_NAME, ns, "monitoring", extra), spec=pod_monitor_spec(),
             opts=self.child_opts())
         k8s.apiextensions.CustomResource(
             f"{name}-rules", api_version="monitoring.coreos.com/v1", kind="PrometheusRule",

@@ -25,6 +25,7 @@ from config_model.infra import (
 )
 from config_model.operations import (
     AIBRIX_PATHS,
+    Dashboards,
     Gateway,
     LoadScenario,
     LoadTest,
@@ -53,7 +54,7 @@ from config_model.types import CREDENTIAL_ERROR, PATTERN_MEANING, is_ip_host, st
 
 __all__ = [
     "AIBRIX_PATHS", "AUTOSCALING_METRICS", "Autoscaling", "CREDENTIAL_ERROR", "PATTERN_MEANING", "ROUTING_STRATEGIES", "SECRET_KEYS", "CephFsVolume",
-    "Cluster", "CompileCache", "EcrMirror", "Environment", "ExistingClaim", "Gateway", "GpuPool", "ImageRef",
+    "Cluster", "CompileCache", "Dashboards", "EcrMirror", "Environment", "ExistingClaim", "Gateway", "GpuPool", "ImageRef",
     "Images", "LoadScenario", "LoadTest", "Mirror", "ModelSync", "ModelVolume", "Monitoring", "NetworkPolicy",
     "NfsVolume", "ObjectStore", "OpenWebUi", "Operations", "Pd", "Platform", "RayImageRef", "Rdma",
     "RegistryMirror", "Rollout", "SamePodPd", "ServedModel", "Sglang", "Smoke", "StackConfig", "Toleration",

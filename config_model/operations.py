@@ -95,6 +95,37 @@ class LoadTest(Model):
     timeout_seconds: int = Field(7200, ge=300, description="Upper bound for the load-test Job in seconds.")
 
 
+# The Grafana sidecar (kiwigrid/k8s-sidecar) loads a ConfigMap whose label LABEL has the value
+# LABEL_VALUE; kube-prometheus-stack sets grafana_dashboard: "1" (tests/upstream_grafana.py).
+GRAFANA_SIDECAR_LABEL = "grafana_dashboard"
+GRAFANA_SIDECAR_LABEL_VALUE = "1"
+# k8s-sidecar's FOLDER_ANNOTATION default: its value is the sub-folder the file lands in.
+GRAFANA_SIDECAR_FOLDER_ANNOTATION = "k8s-sidecar-target-directory"
+
+
+class Dashboards(Model):
+    """Grafana dashboards as ConfigMaps the Grafana sidecar picks up by label (field report 8, 11.4,
+    12.5, 13: TTFT/TPOT/ITL p50/p95/p99, tok/s and tok/s per GPU, queue, KV cache, GPU memory, NIXL)."""
+
+    enabled: bool = Field(True, description="Create the dashboard ConfigMap while monitoring is enabled.")
+    label_key: LabelKey = Field(
+        GRAFANA_SIDECAR_LABEL, description="Label the Grafana sidecar selects dashboard ConfigMaps by "
+        "(sidecar.dashboards.label of the grafana and kube-prometheus-stack charts).")
+    label_value: NonEmptyLabelValue = Field(
+        GRAFANA_SIDECAR_LABEL_VALUE, description="Its value (kube-prometheus-stack: \"1\"; the grafana chart's "
+        "empty labelValue matches any value).")
+    namespace: DnsLabel | None = Field(
+        None, description="Namespace of the dashboard ConfigMap; unset: the stack's namespace. The sidecar must "
+        "watch it (sidecar.dashboards.searchNamespace).")
+    folder: text(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,62}$", "a folder name: letters, digits, ' ', '.', '_' or '-', "
+                 "at most 63, starting with a letter or digit") | None = Field(
+        None, description="Grafana folder, set as the sidecar's folder annotation (Grafana makes it a folder with "
+        "the chart's sidecar.dashboards.provider.foldersFromFilesStructure); unset: the sidecar's folder.")
+    folder_annotation: LabelKey = Field(
+        GRAFANA_SIDECAR_FOLDER_ANNOTATION, description="Annotation the sidecar reads the folder from (its "
+        "FOLDER_ANNOTATION).")
+
+
 class Monitoring(Model):
     """Prometheus Operator PodMonitor and PrometheusRule; thresholds are the alerting contract."""
 
@@ -109,6 +140,7 @@ class Monitoring(Model):
     ttft_p95_slo_seconds: float = Field(2.0, gt=0, description="Alert when p95 TTFT exceeds this SLO for 10 min.")
     min_gpu_memory_headroom_gib: float = Field(
         2.0, gt=0, description="Alert when free GPU memory (DCGM) falls below this; the field report ran at about 93 of 96 GiB.")
+    dashboards: Dashboards = Field(default_factory=Dashboards, description="Grafana dashboards (ConfigMaps for the Grafana sidecar).")
 
 
 class OpenWebUi(Model):

@@ -269,6 +269,31 @@ def _network_section(rendered: Rendered) -> list[str]:
              "| Policy | From | Pods | Ports |", "|---|---|---|---|"] + lines)
 
 
+def _dashboards_section(rendered: Rendered) -> list[str]:
+    """The Grafana dashboards, read from the rendered ConfigMaps (components/dashboards.py)."""
+    lines: list[str] = []
+    for obj in kubernetes_objects(rendered):
+        meta = obj.get("metadata") or {}
+        if obj.get("kind") != "ConfigMap" or (meta.get("labels") or {}).get("app.kubernetes.io/component") != "dashboards":
+            continue
+        sidecar = ", ".join(f"`{k}: {v}`" for k, v in sorted((meta.get("labels") or {}).items())
+                            if not k.startswith("app.kubernetes.io/"))
+        folder = ", ".join(f"`{k}: {v}`" for k, v in sorted((meta.get("annotations") or {}).items())) or "-"
+        size = sum(len(str(v).encode()) for v in (obj.get("data") or {}).values())
+        for key, text in sorted((obj.get("data") or {}).items()):
+            dash = json.loads(text)
+            panels = [p["title"] for p in dash.get("panels") or [] if p.get("type") != "row"]
+            lines.append(f"| {meta.get('namespace')}/{meta.get('name')} | {sidecar} | {folder} | `{key}` | "
+                         f"{dash.get('title')} (`{dash.get('uid')}`) | {', '.join(panels)} | {size} |")
+    if not lines:
+        return ["", "## Grafana dashboards", "", "None rendered (operations.monitoring or its dashboards are off)."]
+    return (["", "## Grafana dashboards", "",
+             "ConfigMaps the Grafana sidecar loads by label; the sidecar must watch their namespace. Size counts "
+             "against the API server's 1 MiB (1048576 bytes) per ConfigMap.", "",
+             "| ConfigMap | Sidecar label | Folder annotation | Key | Dashboard (uid) | Panels | Bytes |",
+             "|---|---|---|---|---|---|---|"] + lines)
+
+
 def served_model_gpus(rendered: Rendered) -> list[dict[str, Any]]:
     """Per served model: its topology, workloads and GPUs (steady and peak), from the manifests."""
     models: dict[str, dict[str, Any]] = {}
@@ -401,6 +426,7 @@ def plan_md(rendered: Rendered) -> str:
     lines += ["", "Routing strategy per served model (AIBrix gateway; a client's `routing-strategy` header overrides): "
               + (", ".join(f"{m} `{'/'.join(sorted(v))}`" for m, v in sorted(strategies.items())) or "none")]
     lines += _network_section(rendered)
+    lines += _dashboards_section(rendered)
     lines += ["", "## Resource options that matter on `pulumi up` and `pulumi destroy`", "",
               "| Resource | Protect | Retain on delete | Custom timeouts | Delete before replace |", "|---|---|---|---|---|"]
     for r in rendered.resources:

@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 from components.autoscaling import AutoscalerArgs, ModelAutoscaler
 from components.base import labels
 from components.combined import CombinedEngine, CombinedEngineArgs
+from components.dashboards import DashboardArgs, DashboardModel, GrafanaDashboards
 from components.disaggregated import (
     ANN_MODEL_CONFIG,
     DisaggregatedArgs,
@@ -140,6 +141,10 @@ def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list
                 depends_on=[*ready, routes, *([results] if results else [])])))
     if ops.monitoring.enabled:
         EngineMonitoring("monitoring", MonitoringArgs(namespace=ns, monitoring=ops.monitoring), opts)
+        if ops.monitoring.dashboards.enabled:
+            GrafanaDashboards("dashboards", DashboardArgs(namespace=ns, monitoring=ops.monitoring, models=tuple(
+                DashboardModel(m.served_model_name, nixl=m.topology in ("pd", "pd-same-pod", "hybrid"))
+                for m in cfg.models)), opts)
     if ops.open_webui.enabled:
         primary = cfg.models[0].served_model_name
         OpenWebUiApp("open-webui", OpenWebUiArgs(

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from components import autoscaling
+from components.base import labels
 from components.combined import rollout_deadline_seconds
+from components.dashboards import CONFIG_MAP_BASE
 from components.engines import (
     COLD_START_ESTIMATE_SECONDS,
     gpu_workloads,
@@ -271,6 +273,11 @@ def _operations(cfg: StackConfig) -> Iterator[Problem]:
     if cfg.gateway.external_endpoint and is_ip_host(cfg.gateway.external_endpoint):
         yield Problem("gateway.externalEndpoint", cfg.gateway.external_endpoint,
                       "must be a stable DNS name, never an IP: a Pod IP changes when the pod is re-created (field report 10)")
+    dash = ops.monitoring.dashboards
+    if ops.monitoring.enabled and dash.enabled and dash.label_key in labels(CONFIG_MAP_BASE, "dashboards"):
+        yield Problem("operations.monitoring.dashboards.labelKey", dash.label_key,
+                      "must not be a label the program sets on every object (app.kubernetes.io/name, component, "
+                      "part-of, managed-by): the sidecar label would replace it")
     yield from _warmup_fits(cfg)
     need = cfg.gateway.request_timeout_seconds + DRAIN_MARGIN_SECONDS
     for i, m in enumerate(cfg.models):

@@ -148,9 +148,10 @@ def test_make_render_on_a_broken_stack_file(tmp_path):
     dev = (PROJECT_DIR / "Pulumi.dev.yaml").read_text()
     (repo / "Pulumi.broken.yaml").write_text(dev.replace("llm-serving:gpuBudget: 8", "llm-serving:gpuBudget: two")
                                              .replace("tensorParallelSize: 8", "tensorParallelSize: 3"))
-    venv = PROJECT_DIR / ".venv"
+    # The project's virtualenvs, so the copy builds none (make would otherwise bootstrap them in the copy).
+    venvs = [f"VENV={PROJECT_DIR / '.venv'}", f"UV_VENV={PROJECT_DIR / '.venv-uv'}"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
-    proc = subprocess.run(["make", "render", "STACK=broken", f"VENV={venv}"], cwd=repo, env=env,
+    proc = subprocess.run(["make", "render", "STACK=broken", *venvs], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     message = proc.stderr.strip().splitlines()

@@ -41,3 +41,15 @@ def test_missing_shared_fails_in_ci_and_skips_elsewhere(tmp_path):
     assert in_ci.returncode == 1 and "is missing; CI runs with ../shared beside the repo" in in_ci.stdout
     local = run(repo, None)
     assert local.returncode == 0 and "1 skipped" in local.stdout
+
+
+def test_the_program_virtualenv_answers_the_pulumi_cli_pip_toolchain():
+    # Pulumi.yaml runs the program with `toolchain: pip` in .venv; the CLI lists the virtualenv's packages
+    # with `python -m pip list --format json` to find the program's plugins (pulumi/pulumi v3.259.0
+    # sdk/python/toolchain/pip.go ListPackages). A virtualenv without pip (uv's default) breaks `pulumi up`.
+    import json
+
+    listed = subprocess.run([sys.executable, "-m", "pip", "list", "--format", "json"], capture_output=True,
+                            text=True, timeout=60, check=True).stdout
+    names = {p["name"].lower().replace("_", "-") for p in json.loads(listed)}
+    assert {"pulumi", "pulumi-kubernetes", "pulumi-aws", "pulumi-policy"} <= names

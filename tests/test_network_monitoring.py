@@ -211,7 +211,8 @@ EXPORTED = {**exposed_samples({**vllm.METRICS, **vllm.HTTP_METRICS}), **exposed_
 def test_recorded_sglang_metrics_are_defined_in_the_installed_release(release):
     # SGLang's own files, as `make test` installs them (requirements-engines.txt).
     root = engine_packages() / f"sglang=={sglang.RELEASES[release]}"
-    assert engine_metrics.problems(sglang.METRICS, (), root, release) == []
+    metrics, absent = sglang.metrics_at(release)
+    assert engine_metrics.problems(metrics, absent, root, release) == []
     bogus = {"sglang:http_requests_5xx": ("counter", (), sglang.METRICS["sglang:token_usage"][2])}
     assert engine_metrics.problems(bogus, ("sglang:token_usage",), root, release) == [
         f"sglang:http_requests_5xx: no counter named so in {sglang.METRICS['sglang:token_usage'][2]} (found None)",

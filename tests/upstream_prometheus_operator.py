@@ -26,3 +26,9 @@ def prometheus_pod_labels(prometheus_name: str) -> dict[str, str]:
 # the scraped data to exported_<original-label>").
 TARGET_LABELS = frozenset({"namespace", "pod", "container", "job", "endpoint", "instance"})
 EXPORTED_PREFIX = "exported_"
+
+
+def pod_monitor_job(namespace: str, name: str) -> str:
+    """pkg/prometheus/promcfg.go generatePodMonitorConfig: the `job` label of every target is
+    "<PodMonitor namespace>/<PodMonitor name>" unless spec.jobLabel names a pod label (ours sets none)."""
+    return f"{namespace}/{name}"

@@ -69,17 +69,33 @@ ADD_ARGUMENT_SOURCES = ("sglang/srt/server_args.py",)
 # ---- /metrics (with --enable-metrics, which engines.py passes) ----
 
 _COLLECTOR = "sglang/srt/observability/metrics_collector.py"
-# name -> (kind, label names the alerts rely on, defining file at 0.5.17 | 0.5.23)
+# The collectors' labelnames are labels.keys() of a dict built at run time, so the tool cannot read
+# them; read by hand: both collectors' dicts start with "model_name" (--served-model-name) and
+# "engine_type". 0.5.17: scheduler sglang/srt/observability/metrics_collector.py (labels = {...} in
+# the scheduler collector context), tokenizer sglang/srt/managers/tokenizer_manager.py (labels =
+# {...} under enable_metrics); 0.5.23: metrics_collector.py, the scheduler context and
+# tokenizer_metric_labels().
+_LABELS = ("model_name", "engine_type")
+# RUN (tests/test_dashboards.py): the files whose `labels = {"model_name": ..., "engine_type": ...}`
+# dicts label the scheduler and the tokenizer collectors, per release.
+LABEL_DICTS = {"0.5.17": {_COLLECTOR: 1, "sglang/srt/managers/tokenizer_manager.py": 1}, "0.5.23": {_COLLECTOR: 2}}
+# name -> (kind, label names the alerts and dashboards rely on, defining file at 0.5.17 | 0.5.23)
 METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
     # SchedulerMetricsCollector: self.num_running_reqs / self.num_queue_reqs = Gauge(name=
     # "sglang:num_running_reqs" / "sglang:num_queue_reqs", ...): requests in flight, which the load
     # test's idle check sums (openai_client.IN_FLIGHT_GAUGES)
-    "sglang:num_running_reqs": ("gauge", (), _COLLECTOR),
-    "sglang:num_queue_reqs": ("gauge", (), _COLLECTOR),
+    "sglang:num_running_reqs": ("gauge", _LABELS, _COLLECTOR),
+    "sglang:num_queue_reqs": ("gauge", _LABELS, _COLLECTOR),
     # SchedulerMetricsCollector: self.token_usage = Gauge(name="sglang:token_usage", ...), a 0-1 ratio
-    "sglang:token_usage": ("gauge", (), _COLLECTOR),
-    # TokenizerMetricsCollector: self.histogram_time_to_first_token = Histogram(...)
-    "sglang:time_to_first_token_seconds": ("histogram", (), _COLLECTOR),
+    "sglang:token_usage": ("gauge", _LABELS, _COLLECTOR),
+    # TokenizerMetricsCollector: self.histogram_time_to_first_token / histogram_inter_token_latency /
+    # (0.5.23 only) histogram_request_time_per_output_token = Histogram(...)
+    "sglang:time_to_first_token_seconds": ("histogram", _LABELS, _COLLECTOR),
+    "sglang:inter_token_latency_seconds": ("histogram", _LABELS, _COLLECTOR),
+    "sglang:request_time_per_output_token_seconds": ("histogram", _LABELS, _COLLECTOR),
+    # TokenizerMetricsCollector: self.generation_tokens_total = Counter(name=
+    # "sglang:generation_tokens_total"): prometheus_client strips the _total and exposes it again
+    "sglang:generation_tokens_total": ("counter", _LABELS, _COLLECTOR),
     # 0.5.17 sglang/srt/utils/common.py add_prometheus_track_response_middleware, 0.5.23
     # sglang/srt/observability/http_request_metrics.py _HttpRequestMetrics: Counter
     # "sglang:http_responses_total" labels endpoint, status_code (str(response.status_code)),
@@ -87,6 +103,17 @@ METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "sglang:http_responses_total": ("counter", ("endpoint", "status_code", "method"),
                                     "sglang/srt/utils/common.py | sglang/srt/observability/http_request_metrics.py"),
 }
+
+# Recorded metrics a release before this one does not define anywhere under sglang/: 0.5.17 has no
+# TPOT histogram (the dashboards' TPOT panel shows SGLang from 0.5.23 on).
+SINCE = {"sglang:request_time_per_output_token_seconds": "0.5.23"}
+
+
+def metrics_at(release: int) -> tuple[dict[str, tuple[str, tuple[str, ...], str]], tuple[str, ...]]:
+    """The recorded metrics RELEASES[release] defines, and those it must not define."""
+    absent = tuple(n for n, since in SINCE.items() if RELEASES.index(since) > release)
+    return {n: v for n, v in METRICS.items() if n not in absent}, absent
+
 
 # sglang/srt/utils/auth.py decide_request_auth: /metrics and /health* pass without the API key, so
 # Prometheus scrapes an engine started with --api-key.

@@ -82,10 +82,19 @@ METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "vllm:num_requests_waiting": ("gauge", ("model_name", "engine"), _LOGGERS),
     # gauge_kv_cache_usage = self._gauge_cls(name="vllm:kv_cache_usage_perc")
     "vllm:kv_cache_usage_perc": ("gauge", ("model_name", "engine"), _LOGGERS),
-    # histogram_time_to_first_token = self._histogram_cls(...)
+    # histogram_time_to_first_token / histogram_inter_token_latency /
+    # histogram_request_time_per_output_token = self._histogram_cls(...): TTFT, ITL and TPOT, the
+    # latencies the field report reads at p50/p95/p99 (8.4 --percentile-metrics ttft,tpot,itl,e2el)
     "vllm:time_to_first_token_seconds": ("histogram", ("model_name", "engine"), _LOGGERS),
+    "vllm:inter_token_latency_seconds": ("histogram", ("model_name", "engine"), _LOGGERS),
+    "vllm:request_time_per_output_token_seconds": ("histogram", ("model_name", "engine"), _LOGGERS),
+    # counter_generation_tokens = self._counter_cls(name="vllm:generation_tokens"): output tokens
+    "vllm:generation_tokens": ("counter", ("model_name", "engine"), _LOGGERS),
     # nixl_histogram_xfer_time = self._histogram_cls(name="vllm:nixl_xfer_time_seconds", ...)
     NIXL_TRANSFERS_HISTOGRAM: ("histogram", ("model_name", "engine"), _NIXL_STATS),
+    # nixl_histogram_bytes_transferred = self._histogram_cls(name="vllm:nixl_bytes_transferred"):
+    # bytes per transfer; its _sum is the KV data moved (field report 9.3 reads MB/s)
+    "vllm:nixl_bytes_transferred": ("histogram", ("model_name", "engine"), _NIXL_STATS),
     # counter_nixl_num_failed_transfers / _notifications / _kv_expired_reqs = self._counter_cls(...)
     **{name: ("counter", ("model_name", "engine"), _NIXL_STATS) for name in NIXL_FAILURE_COUNTERS},
 }
@@ -102,8 +111,9 @@ HTTP_METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
 # instrumentation.py: status_code[0] + "xx").
 HTTP_STATUS_5XX = "5xx"
 
-# Gone from both releases (no definition anywhere under vllm/): the V0 name of the KV-cache gauge.
-REMOVED = ("vllm:gpu_cache_usage_perc",)
+# Gone from both releases (no definition anywhere under vllm/): the V0 names of the KV-cache gauge
+# and of the TPOT histogram (now vllm:request_time_per_output_token_seconds).
+REMOVED = ("vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds")
 
 
 # ---- the API server ----
