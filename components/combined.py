@@ -16,6 +16,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.autoscaling import IGNORE_REPLICAS
 from components.base import Component, labels, metadata
 from components.engines import (
     API_KEY_ENV,
@@ -25,6 +26,7 @@ from components.engines import (
     offload_memory_gib,
     offload_shm_gib,
     parallel_size,
+    peak_replicas,
     startup_budget_seconds,
 )
 from components.gateway import RouteBackend, service_name
@@ -117,7 +119,8 @@ def rollout_timeouts(model: ServedModel, waves: int | None = None) -> pulumi.Cus
     deadline), an update waits for every wave. Kubernetes' progressDeadlineSeconds stays one cold
     start, since each pod that becomes available resets its timer."""
     if waves is None:
-        waves = rollout_waves(model.replicas, model.rollout.max_unavailable, rollout_strategy(model) == "Recreate")
+        # An autoscaler may have grown the workload to maxReplicas by the time an update rolls it.
+        waves = rollout_waves(peak_replicas(model), model.rollout.max_unavailable, rollout_strategy(model) == "Recreate")
     deadline = rollout_deadline_seconds(model)
     return pulumi.CustomTimeouts(create=f"{deadline}s", update=f"{deadline * waves}s")
 
@@ -224,7 +227,8 @@ class CombinedEngine(Component):
             self.workload = k8s.apps.v1.Deployment(
                 f"{name}-deployment", metadata={**meta, "annotations": scanner_exceptions(ENGINE_SCANNER_EXCEPTIONS)},
                 spec=deployment_spec(m, template),
-                opts=self.child_opts(custom_timeouts=wait))
+                opts=self.child_opts(custom_timeouts=wait,
+                                     ignore_changes=IGNORE_REPLICAS if m.autoscaling.enabled else None))
         else:
             api, kind, spec = (("orchestration.aibrix.ai/v1alpha1", "StormService", stormservice_spec(m, template))
                                if m.orchestrator == "stormservice" else

@@ -58,13 +58,21 @@ class GpuWorkload:
         return (self.pods + self.extra_pods) * self.gpus_per_pod
 
 
+def peak_replicas(model: ServedModel) -> int:
+    """Pods the model's (combined) workload may run at steady state: its replicas, or as many as its
+    autoscaler may make, whichever is more."""
+    if model.autoscaling.enabled:
+        return max(model.replicas, model.autoscaling.max_replicas)
+    return model.replicas
+
+
 def gpu_workloads(model: ServedModel) -> list[GpuWorkload]:
     per_pod = gpus_per_pod(model)
     rollout = model.rollout
     surge = 0 if rollout.strategy == "Recreate" else rollout.max_surge
     out = []
     if model.topology in ("combined", "pd-same-pod", "hybrid"):
-        out.append(GpuWorkload(model.name, model.replicas, surge, per_pod))
+        out.append(GpuWorkload(model.name, peak_replicas(model), surge, per_pod))
     if model.topology in ("pd", "hybrid"):
         pd_replicas = 1 if model.topology == "hybrid" else model.replicas
         # The pair's overshoot reserve sits on the prefill side; either fleet may use it.

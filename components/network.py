@@ -8,7 +8,10 @@ matches the container port of that name on the selected pod):
   of a P/D pair itself) and the metrics ports (it reads `model.aibrix.ai/metric-port`);
 - Prometheus (in `operations.monitoring.prometheusNamespace`): the metrics ports, same-pod
   prefill and decode included;
-- this stack's own pods (smoke, warm-up and load-test Jobs, OpenWebUI): serving and metrics ports.
+- this stack's own pods (smoke, warm-up and load-test Jobs, OpenWebUI): serving and metrics ports;
+- AIBrix's controller manager (in `gateway.namespace`, where AIBrix runs), only to the engine pods of
+  models with an autoscaler: the metrics ports, since its PodAutoscaler reads /metrics from each pod
+  (components/autoscaling.py).
 
 The NIXL side channel and KV transfer (UCX picks its ports) are open only between the prefill and
 decode pods of one roleset. Peer labels are upstream's: tests/upstream_envoy_gateway.py,
@@ -37,6 +40,9 @@ OWNING_GATEWAY_NAME = "gateway.envoyproxy.io/owning-gateway-name"
 OWNING_GATEWAY_NAMESPACE = "gateway.envoyproxy.io/owning-gateway-namespace"
 # AIBrix v0.7.0 config/gateway/gateway-plugin/gateway-plugin.yaml: the plugin Deployment's pods.
 AIBRIX_GATEWAY_PLUGIN_LABELS = {"app": "gateway-plugins"}
+# AIBrix v0.7.0 config/manager/manager.yaml: the controller manager's pods, which run the PodAutoscaler
+# controller (pkg/controller/controller.go Initialize; --controllers defaults to all).
+AIBRIX_CONTROLLER_MANAGER_LABELS = {"control-plane": "controller-manager"}
 # Prometheus Operator pkg/prometheus/server/operator.go makeSelectorLabels: every Prometheus pod.
 PROMETHEUS_LABELS = {"app.kubernetes.io/name": "prometheus"}
 
@@ -49,6 +55,8 @@ class NetworkArgs:
     gateway_proxy_namespace: str = "envoy-gateway-system"
     prometheus_namespace: str | None = "monitoring"             # None: monitoring off
     rolesets: list[str] = field(default_factory=list)
+    aibrix_namespace: str = "aibrix-system"                     # where the AIBrix controller manager runs
+    autoscaled_models: list[str] = field(default_factory=list)  # model names with a PodAutoscaler
 
 
 def _ports(names: tuple[str, ...]) -> list[dict]:
@@ -87,6 +95,15 @@ def policies(args: NetworkArgs) -> dict[str, dict]:
             "ingress": engine_ingress(args),
         },
     }
+    if args.autoscaled_models:
+        # Only the autoscaled models' engines, only their metrics ports: the controller never sends requests.
+        specs["llm-serving-autoscaler-metrics"] = {
+            "podSelector": {"matchLabels": {"app.kubernetes.io/component": "engine", "app.kubernetes.io/part-of": PART_OF},
+                            "matchExpressions": [{"key": "llm-serving.io/model", "operator": "In",
+                                                  "values": sorted(set(args.autoscaled_models))}]},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [_peer(args.aibrix_namespace, AIBRIX_CONTROLLER_MANAGER_LABELS)],
+                         "ports": _ports(METRICS_PORTS)}]}
     for roleset in sorted(set(args.rolesets)):
         # NIXL's side channel and UCX's data path between the two sides of one roleset only.
         selector = {"matchLabels": {"roleset-name": roleset}}

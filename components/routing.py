@@ -30,13 +30,14 @@ assert "pd" in ROUTING_STRATEGIES
 
 def routing_strategy(model: ServedModel) -> str:
     """The model's strategy: configured, else pd for P/D topologies, prefix-cache-aware across two or
-    more pods (what users of this stack ask for: reused system prompts land where their KV is),
-    least-request for a single pod (nothing to choose between; no prefix index to keep)."""
+    more pods or wherever an autoscaler may add them (what users of this stack ask for: reused system
+    prompts land where their KV is), least-request for a single fixed pod (nothing to choose
+    between; no prefix index to keep)."""
     if model.routing_strategy is not None:
         return model.routing_strategy
     if model.topology in ("pd", "hybrid"):
         return "pd"
-    return "prefix-cache" if model.replicas >= 2 else "least-request"
+    return "prefix-cache" if model.replicas >= 2 or model.autoscaling.enabled else "least-request"
 
 
 def model_config(strategy: str, routing_config: dict | None = None) -> str:

@@ -38,7 +38,9 @@ from config_model.operations import (
     Warmup,
 )
 from config_model.serving import (
+    AUTOSCALING_METRICS,
     ROUTING_STRATEGIES,
+    Autoscaling,
     KvCacheOffload,
     Pd,
     Rdma,
@@ -52,10 +54,11 @@ from config_model.stack import SECRET_KEYS, StackConfig, required_secret_keys
 from config_model.types import CREDENTIAL_ERROR, PATTERN_MEANING, is_ip_host, stack_key
 
 __all__ = [
-    "AIBRIX_PATHS", "CREDENTIAL_ERROR", "PATTERN_MEANING", "ROUTING_STRATEGIES", "SECRET_KEYS", "CephFsVolume",
-    "Cluster", "CompileCache", "Dashboards", "EcrMirror", "Environment", "ExistingClaim", "Gateway", "GpuPool",
-    "ImageRef", "Images", "KvCacheOffload", "LoadScenario", "LoadTest", "Mirror", "ModelSync", "ModelVolume",
-    "Monitoring", "NetworkPolicy",
+    "AIBRIX_PATHS", "AUTOSCALING_METRICS", "Autoscaling", "CREDENTIAL_ERROR", "PATTERN_MEANING",
+    "ROUTING_STRATEGIES", "SECRET_KEYS", "CephFsVolume", "Cluster", "CompileCache", "Dashboards",
+    "EcrMirror", "Environment", "ExistingClaim", "Gateway", "GpuPool", "ImageRef", "Images",
+    "KvCacheOffload", "LoadScenario", "LoadTest", "Mirror", "ModelSync", "ModelVolume", "Monitoring",
+    "NetworkPolicy",
     "NfsVolume", "ObjectStore", "OpenWebUi", "Operations", "Pd", "Platform", "RayImageRef", "Rdma",
     "RegistryMirror", "Rollout", "SamePodPd", "ServedModel", "Sglang", "Smoke", "StackConfig", "Toleration",
     "Vllm", "Warmup", "is_ip_host", "required_secret_keys", "stack_key",

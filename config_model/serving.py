@@ -113,6 +113,32 @@ class SamePodPd(Model):
     enforce_eager: bool = Field(True, description="--enforce-eager on both engines, as validated in 9.2.")
 
 
+# What a served model may scale on, each read by AIBrix v0.7.0's PodAutoscaler from the engine pods'
+# /metrics (components/autoscaling.py maps each to AIBrix's metric name; tests/upstream_aibrix.py
+# pins which engine metric that reads).
+AUTOSCALING_METRICS = ("kv-cache-usage", "queue-length", "ttft")
+
+
+class Autoscaling(Model):
+    """Replicas that follow load: an AIBrix v0.7.0 PodAutoscaler (strategy APA, metrics read from the
+    engine pods) scales the model's workload between minReplicas and maxReplicas. The GPU budget
+    counts maxReplicas. `replicas` is the count the workload is created with and must lie in
+    [minReplicas, maxReplicas]; after that the autoscaler owns it and `pulumi up` leaves it alone."""
+
+    enabled: bool = Field(False, description="Create a PodAutoscaler for this model.")
+    min_replicas: int = Field(1, ge=0, le=64, description="Fewest engine pods. 0 (scale to zero) needs allowScaleToZero: "
+                              "with no pod left, AIBrix v0.7.0 has no metric to scale up on and the gateway refuses "
+                              "requests until an operator scales the model up and a cold start completes.")
+    max_replicas: int = Field(1, ge=1, le=64, description="Most engine pods; the GPU budget counts this many, rollout "
+                              "extra pods included.")
+    metric: Literal[AUTOSCALING_METRICS] = Field(
+        "kv-cache-usage", description="kv-cache-usage (the engine's KV-cache usage, 0-1), queue-length (requests "
+        "waiting per pod) or ttft (refused: AIBrix v0.7.0 reads a histogram as 0).")
+    target_value: float | None = Field(
+        None, gt=0, description="Per-pod value the autoscaler steers the metric's average to; unset means 0.8 for "
+        "kv-cache-usage (a ratio, at most 1) and 4 for queue-length.")
+
+
 # The routing strategies the AIBrix v0.7.0 gateway plugin registers (pkg/plugins/gateway/algorithms,
 # every Register/RegisterProvider call; checked against the source in tests/upstream_aibrix.py). Any
 # other name makes the plugin answer 400 "incorrect routing strategy".
@@ -159,7 +185,7 @@ class ServedModel(Model):
     dspark_of: ModelName | None = Field(
         None, description="Makes this model the DSpark arm of an A/B pair: the name of the target-only model it must "
         "equal in everything but speculative decoding, name and served name (field report 5, 8.1, 12.5).")
-    replicas: int = Field(1, ge=0, le=64, description="Engine pods.")
+    replicas: int = Field(1, ge=0, le=64, description="Engine pods; with autoscaling, the count the workload starts with.")
     gpus_per_pod: int | None = Field(None, ge=1, description="GPUs per engine pod; unset means the parallel size. When set it must equal it.")
     startup_budget_seconds: int | None = Field(
         None, ge=60, description="Time from pod start to a port that accepts connections, in seconds; unset means "
@@ -175,7 +201,8 @@ class ServedModel(Model):
     sglang: Sglang = Field(default_factory=Sglang, description="SGLang arguments (engine sglang).")
     kv_cache_offload: KvCacheOffload = Field(
         default_factory=KvCacheOffload, description="KV-cache offload to CPU memory; off by default.")
+    autoscaling: Autoscaling = Field(default_factory=Autoscaling, description="Autoscaling of the engine pods (off by default).")
     routing_strategy: Literal[ROUTING_STRATEGIES] | None = Field(
         None, description="AIBrix gateway routing strategy written into every engine pod's model.aibrix.ai/config "
-        "profile; unset means pd for topologies pd and hybrid, prefix-cache with 2 or more replicas, least-request "
-        "with 1. A client's routing-strategy header still overrides it.")
+        "profile; unset means pd for topologies pd and hybrid, prefix-cache with 2 or more replicas or an "
+        "autoscaler, least-request otherwise. A client's routing-strategy header still overrides it.")

@@ -31,7 +31,12 @@ class StackConfig(Model):
     # An enum is strict only against Environment instances; its text comes from the CLI.
     environment: Environment = Field(..., strict=False, description="dev, staging or prod; outside dev, data-holding resources are protected.")
     namespace: DnsLabel = Field(..., description="Namespace of every namespaced object.")
-    gpu_budget: int = Field(..., ge=0, description="GPUs this stack may hold at once, rollouts included.")
+    gpu_budget: int = Field(..., ge=0, description="GPUs this stack may hold at once, rollouts included and "
+                            "autoscalers at their maxReplicas.")
+    allow_scale_to_zero: bool = Field(
+        False, description="Let models[].autoscaling.minReplicas be 0. With no engine pod, the gateway refuses the "
+        "model's requests and nothing scales it up again by itself; the first request after an operator scales it "
+        "up waits a full cold start.")
     cluster: Cluster = Field(default_factory=Cluster, description="Cluster access.")
     object_store: ObjectStore = Field(..., description="The weights bucket.")
     model_volume: ModelVolume = Field(..., description="The read-only model volume.")

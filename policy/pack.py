@@ -18,7 +18,7 @@ from pulumi_policy import (
 
 from policy import resource_rules, stack_rules
 from policy.stack_rules import StackResource
-from policy.unknowns import is_unknown, plain
+from policy.unknowns import decide, is_unknown, known_or_unknown, plain
 
 STACK_FACTS = "llm-serving:stack:Facts"
 
@@ -81,6 +81,10 @@ class Operation:
         self._facts: dict[str, dict[str, Any]] = {}
         self._gpus: dict[str, dict[str, int]] = {}
         self._waiting: dict[str, dict[str, tuple[str, str, dict, bool]]] = {}
+        # Per stack: GPU workloads by (kind, namespace, name) -> (urn, type, props), and the largest
+        # maxReplicas a PodAutoscaler gives each target, whichever of the two came first.
+        self._workloads: dict[str, dict[tuple, tuple[str, str, dict]]] = {}
+        self._scaled: dict[str, dict[tuple, int]] = {}
 
     def record_facts(self, urn: str, facts: dict[str, Any]) -> int:
         """Record the facts; the GPU total of the workloads that came before them."""
@@ -107,6 +111,22 @@ class Operation:
             seen = self._gpus.setdefault(stack, {})
             seen[urn] = gpus
             return sum(seen.values()), self._facts.get(stack)
+
+    def workload(self, urn: str, key: tuple, resource_type: str, props: dict) -> int | None:
+        """Record a GPU workload; the maxReplicas an autoscaler registered before it gives it, if any."""
+        stack = stack_of(urn)
+        with self._lock:
+            self._workloads.setdefault(stack, {})[key] = (urn, resource_type, props)
+            return self._scaled.get(stack, {}).get(key)
+
+    def autoscaler(self, urn: str, key: tuple, max_replicas: int) -> tuple[int, tuple[str, str, dict] | None]:
+        """Record an autoscaler's maxReplicas for its target (the largest wins); that figure and the
+        target workload, if registered yet."""
+        stack = stack_of(urn)
+        with self._lock:
+            scaled = self._scaled.setdefault(stack, {})
+            scaled[key] = max(scaled.get(key, 0), max_replicas)
+            return scaled[key], self._workloads.get(stack, {}).get(key)
 
     def bucket_part(self, urn: str, part: tuple[str, str, dict, bool]) -> dict[str, Any] | None:
         """The facts, or None after keeping the part until they arrive."""
@@ -140,10 +160,31 @@ def _gpu_budget(args: ResourceValidationArgs, report_violation) -> None:
         facts = _facts_of(props)
         total = OPERATION.record_facts(args.urn, facts)
         messages = _budget_messages(total, facts) if total else []
+    elif stack_rules.is_autoscaler(args.resource_type):
+        # An autoscaler may grow its target to maxReplicas: the target's GPUs are counted at that.
+        target = decide(lambda: [stack_rules.autoscaler_target(args.resource_type, props)])
+        if not target or target[0][1] is None or is_unknown(target[0][1]):
+            return  # unknown in preview: `pulumi up` decides before the change
+        key, max_replicas = target[0]
+        most, workload = OPERATION.autoscaler(args.urn, key, int(max_replicas))
+        if workload is None:
+            return  # the workload, when it comes, is counted with this maxReplicas
+        workload_urn, workload_type, workload_props = workload
+        gpus = stack_rules.workload_gpus(workload_type, workload_props, most)
+        if is_unknown(gpus):
+            return
+        total, facts = OPERATION.add_gpus(workload_urn, int(gpus))
+        messages = _budget_messages(total, facts) if facts is not None else []
     else:
         gpus = stack_rules.workload_gpus(args.resource_type, props)
         if is_unknown(gpus) or not gpus:
             return  # no GPUs, or a count unknown in preview: `pulumi up` decides before the change
+        key = known_or_unknown(lambda: stack_rules.workload_key(args.resource_type, props))
+        most = None if is_unknown(key) else OPERATION.workload(args.urn, key, args.resource_type, props)
+        if most is not None:
+            gpus = stack_rules.workload_gpus(args.resource_type, props, most)
+            if is_unknown(gpus):
+                return
         total, facts = OPERATION.add_gpus(args.urn, int(gpus))
         messages = _budget_messages(total, facts) if facts is not None else []
     for message in messages:
@@ -224,14 +265,16 @@ def _budget(resources: list[StackResource], facts: dict[str, Any]) -> list[str]:
 
 # Blocking before the change: run on each resource as it is registered, in preview and in up.
 BLOCKING_RESOURCE_CHECKS: dict[str, tuple[str, Callable[[ResourceValidationArgs, Any], None]]] = {
-    "gpu-budget": ("GPU total so far, rollout surge and known overshoot included, within the stack's budget.",
+    "gpu-budget": ("GPU total so far, rollout surge, known overshoot and autoscalers' maxReplicas included, within "
+                   "the stack's budget.",
                    _gpu_budget),
     "data-protected": ("Outside dev the weights bucket and everything configuring it are protected, versioning on.",
                        _data_protected),
 }
 
 STACK_CHECKS: dict[str, tuple[str, Callable[[list[StackResource], dict[str, Any]], list[str]]]] = {
-    "gpu-budget-stack": ("GPU total of the whole stack, rollouts included, within the stack's budget.", _budget),
+    "gpu-budget-stack": ("GPU total of the whole stack, rollouts and autoscalers' maxReplicas included, within the "
+                         "stack's budget.", _budget),
     "data-protected-stack": ("Outside dev every weights bucket is protected and has versioning.",
                              lambda rs, f: stack_rules.data_is_protected(rs, str(f.get("environment", "prod")), check_retain=False)),
     "pd-rolesets": ("P/D rolesets are complete and their sides match.",

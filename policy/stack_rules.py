@@ -20,7 +20,7 @@ from policy.manifests import (
     templates,
     volumes_of,
 )
-from policy.unknowns import decide, items_of, known_or_unknown, mapping
+from policy.unknowns import decide, is_unknown, items_of, known_or_unknown, mapping
 from policy.workloads import rollout_waves
 
 
@@ -35,17 +35,83 @@ class StackResource:
     parent: str = ""
 
 
-def workload_gpus(resource_type: str, props: dict) -> Any:
-    """GPUs a workload holds at peak, rollout surge and known overshoot included; UNKNOWN when a count
-    it depends on is unknown (preview)."""
+# An AIBrix PodAutoscaler (autoscaling.aibrix.ai/v1alpha1): v0.7.0 reads and writes its target's
+# spec.replicas (pkg/controller/podautoscaler/workload_scale.go), up to spec.maxReplicas.
+PODAUTOSCALER = "PodAutoscaler"
+
+WorkloadKey = tuple[str, str, str]   # (kind, namespace, name)
+
+
+def workload_key(resource_type: str, props: dict) -> WorkloadKey:
+    """Raises UnknownTouched when the name or namespace is unknown."""
+    meta = mapping(props.get("metadata"))
+    return (kind_of(resource_type), str(meta.get("namespace") or ""), str(meta.get("name")))
+
+
+def is_autoscaler(resource_type: str) -> bool:
+    return resource_type.startswith("kubernetes:") and kind_of(resource_type) == PODAUTOSCALER
+
+
+def autoscaler_target(resource_type: str, props: dict) -> tuple[WorkloadKey, Any] | None:
+    """(target key, maxReplicas) of a PodAutoscaler; the target's namespace is the autoscaler's own
+    unless the reference names one (workload_scale.go: `ns := ref.Namespace; if ns == "" { ns =
+    pa.Namespace }`). Raises UnknownTouched when the reference is unknown."""
+    if not is_autoscaler(resource_type):
+        return None
+    spec = mapping(props.get("spec"))
+    ref = mapping(spec.get("scaleTargetRef"))
+    namespace = ref.get("namespace") or mapping(props.get("metadata")).get("namespace") or ""
+    return (str(ref.get("kind")), str(namespace), str(ref.get("name"))), spec.get("maxReplicas")
+
+
+def workload_gpus(resource_type: str, props: dict, max_replicas: Any = None) -> Any:
+    """GPUs a workload holds at peak, rollout surge and known overshoot included; with an autoscaler's
+    maxReplicas, as the autoscaler may grow it (spec.replicas raised to that). UNKNOWN when a count it
+    depends on is unknown (preview)."""
+    if max_replicas is not None:
+        props = known_or_unknown(lambda: {**props, "spec": {
+            **mapping(props.get("spec")), "replicas": max(int(mapping(props.get("spec")).get("replicas", 1)),
+                                                          int(max_replicas))}})
+        if is_unknown(props):
+            return props
     total: Any = 0
     for ref in templates(resource_type, props):
         total = total + known_or_unknown(lambda r=ref: (r.replicas + r.extra_pods) * pod_gpus(r.template))
     return total
 
 
+def _targets(r: StackResource) -> list[tuple[WorkloadKey, Any]]:
+    """[(target key, maxReplicas)] of a PodAutoscaler, [] for anything else or an unknown reference."""
+    def target() -> list[tuple[WorkloadKey, Any]]:
+        found = autoscaler_target(r.type, r.props)
+        return [found] if found else []
+    return decide(target)
+
+
+def autoscaled(resources: list[StackResource]) -> dict[WorkloadKey, Any]:
+    """Target key -> the largest maxReplicas any PodAutoscaler of the stack gives it."""
+    out: dict[WorkloadKey, Any] = {}
+    for r in resources:
+        for key, most in _targets(r):
+            out[key] = most if key not in out else known_or_unknown(lambda a=out[key], b=most: max(int(a), int(b)))
+    return out
+
+
 def gpu_total(resources: list[StackResource]) -> Any:
-    return sum((workload_gpus(r.type, r.props) for r in resources), 0)
+    scaled = autoscaled(resources)
+
+    def gpus(r: StackResource) -> Any:
+        key = known_or_unknown(lambda: workload_key(r.type, r.props))
+        return workload_gpus(r.type, r.props, None if is_unknown(key) else scaled.get(key))
+    return sum((gpus(r) for r in resources), 0)
+
+
+def unmatched_autoscalers(resources: list[StackResource]) -> list[str]:
+    """A PodAutoscaler whose target is not in the stack: its GPUs could not be counted."""
+    present = {k for r in resources if templates(r.type, r.props) for k in decide(lambda r=r: [workload_key(r.type, r.props)])}
+    return [f"{name_of(r.props)} scales {key[0]} {key[1]}/{key[2]}, which this stack does not declare; the GPUs "
+            "it may add cannot be counted against the budget."
+            for r in resources for key, _ in _targets(r) if key not in present]
 
 
 def budget_message(total: int, budget: int, partial: bool = False) -> list[str]:
@@ -58,7 +124,7 @@ def budget_message(total: int, budget: int, partial: bool = False) -> list[str]:
 
 
 def gpus_within_budget(resources: list[StackResource], budget: int) -> list[str]:
-    return decide(lambda: budget_message(gpu_total(resources), int(budget)))
+    return decide(lambda: budget_message(gpu_total(resources), int(budget))) + unmatched_autoscalers(resources)
 
 
 def _seconds(duration: str) -> int:

@@ -9,8 +9,10 @@ from typing import Any
 
 import yaml
 
+from components.engines import COLD_START_ESTIMATE_SECONDS
 from components.time_to_serving import IMAGE_PULL_SECONDS, SYNC_MIB_PER_SECOND, minutes, time_to_serving
 from policy.manifests import quantity_gib
+from policy.stack_rules import PODAUTOSCALER
 from policy.workloads import containers, gpu_count, pod_templates
 from render.runtime import Recorded, Rendered
 from render.stackfile import MASK
@@ -87,17 +89,43 @@ def _model_mount_mode(template: dict) -> str:
     return f"{vol}/{mnt} ({model.get('claimName')})"
 
 
+def autoscalers(rendered: Rendered) -> dict[tuple[str, str, str], dict]:
+    """(kind, namespace, name) of each autoscaled workload -> its PodAutoscaler."""
+    out = {}
+    for obj in kubernetes_objects(rendered):
+        if obj.get("kind") == PODAUTOSCALER:
+            ref, meta = obj["spec"]["scaleTargetRef"], obj["metadata"]
+            out[(ref["kind"], ref.get("namespace") or meta["namespace"], ref["name"])] = obj
+    return out
+
+
+def _as_scaled(obj: dict, scaled: dict) -> dict:
+    """The workload as its autoscaler may grow it: spec.replicas at maxReplicas (what the budget counts)."""
+    meta = obj.get("metadata") or {}
+    pa = scaled.get((obj.get("kind"), meta.get("namespace"), meta.get("name")))
+    if pa is None:
+        return obj
+    spec = obj.get("spec") or {}
+    return {**obj, "spec": {**spec, "replicas": max(int(spec.get("replicas", 1)), int(pa["spec"]["maxReplicas"]))}}
+
+
 def workload_rows(rendered: Rendered) -> list[dict[str, Any]]:
     rows = []
+    scaled = autoscalers(rendered)
     for obj in kubernetes_objects(rendered):
         kind, name = obj.get("kind", ""), (obj.get("metadata") or {}).get("name", "")
+        peak = {r.path: r for r in pod_templates(kind, _as_scaled(obj, scaled))}
         for ref in pod_templates(kind, obj):
             main = [c for g, c in containers(ref.template) if g == "containers"]
             gpus = sum(max(gpu_count(c)) for c in main)
+            top = peak[ref.path]
+            pa = scaled.get((kind, (obj.get("metadata") or {}).get("namespace"), name))
             rows.append({
                 # A DaemonSet's pod count is its node count, which no manifest states.
-                "kind": kind, "name": name, "replicas": "1 per node" if kind == "DaemonSet" else ref.replicas, "surge": ref.extra_pods, "gpusPerPod": gpus,
-                "peakGpus": (ref.replicas + ref.extra_pods) * gpus,
+                "kind": kind, "name": name,
+                "replicas": "1 per node" if kind == "DaemonSet" else ref.replicas if pa is None else
+                f"{ref.replicas} (autoscaled {pa['spec'].get('minReplicas', 1)}-{pa['spec']['maxReplicas']})",
+                "surge": top.extra_pods, "gpusPerPod": gpus, "peakGpus": (top.replicas + top.extra_pods) * gpus,
                 "images": sorted({c.get("image", "") for _, c in containers(ref.template)}),
                 "probes": "; ".join(f"{c['name']}: {_probe_kinds(c)}" for c in main),
                 "modelMount": _model_mount_mode(ref.template),
@@ -288,6 +316,57 @@ def served_model_gpus(rendered: Rendered) -> list[dict[str, Any]]:
     return [models[k] for k in sorted(models)]
 
 
+# What each AIBrix metric reads on each engine (components/autoscaling.py, tests/upstream_aibrix.py).
+PA_METRIC_TEXT = {"kv_cache_usage_perc": "KV-cache usage (vllm:kv_cache_usage_perc, sglang:token_usage; 0-1)",
+                  "num_requests_waiting": "queue length (vllm:num_requests_waiting, sglang:num_queue_reqs)"}
+
+
+def _engine_of(rendered: Rendered, kind: str, namespace: str, name: str) -> str | None:
+    for obj in kubernetes_objects(rendered):
+        meta = obj.get("metadata") or {}
+        if (obj.get("kind"), meta.get("namespace"), meta.get("name")) == (kind, namespace, name):
+            for ref in pod_templates(kind, obj):
+                return ((ref.template.get("metadata") or {}).get("labels") or {}).get("model.aibrix.ai/engine")
+    return None
+
+
+def _autoscaling_section(rendered: Rendered) -> list[str]:
+    """Per autoscaled model: bounds, metric and target, windows, the GPUs the budget counts, and
+    what scale to zero means for the first request."""
+    scaled = autoscalers(rendered)
+    if not scaled:
+        return []
+    lines = ["", "## Autoscaling", "",
+             "AIBrix PodAutoscaler (APA): reads the metric from every engine pod, averages it over 180 s and scales "
+             "the workload's spec.replicas; `pulumi up` leaves those replicas to it (ignoreChanges).", "",
+             "| Workload | Min-max pods | Metric | Target per pod | Cooldown windows (up / down) | GPUs the budget counts |",
+             "|---|---|---|---|---|---|"]
+    rows = {(r["kind"], r["name"]): r for r in workload_rows(rendered)}
+    notes = []
+    for (kind, namespace, name), pa in sorted(scaled.items()):
+        spec, ann = pa["spec"], pa["metadata"].get("annotations") or {}
+        source = spec["metricsSources"][0]
+        row = rows.get((kind, name))
+        windows = (f"{ann.get('autoscaling.aibrix.ai/scale-up-cooldown-window', '0s (default)')} / "
+                   f"{ann.get('autoscaling.aibrix.ai/scale-down-cooldown-window', '300s (default)')}")
+        lines.append(f"| {kind} {name} | {spec.get('minReplicas', 1)}-{spec['maxReplicas']} | "
+                     f"{PA_METRIC_TEXT.get(source['targetMetric'], source['targetMetric'])} | {source['targetValue']} | "
+                     f"{windows} | {row['peakGpus'] if row else '?'} |")
+        if spec.get("minReplicas", 1) == 0:
+            engine = _engine_of(rendered, kind, namespace, name)
+            wait = (f"about {COLD_START_ESTIMATE_SECONDS[engine] // 60} min measured for {engine}"
+                    if engine in COLD_START_ESTIMATE_SECONDS else "12-23 min measured")
+            notes.append(f"- **{name} scales to zero.** With no pod the gateway refuses its requests, and the "
+                         "autoscaler has no pod to read a metric from, so nothing scales it up again by itself: an "
+                         f"operator runs `kubectl -n {pa['metadata']['namespace']} scale {kind.lower()}/{name} "
+                         f"--replicas=1`, and the first request then waits a full cold start "
+                         f"({wait}, field report 6 and 12.2).")
+    lines += ["", "The windows never delay a decision in AIBrix v0.7.0 (the scale-up window takes the highest, the "
+              "scale-down window the lowest recommendation in it), so they are 0 s. A new pod reads 0 until its cold "
+              "start (12-23 min) ends; on KV-cache usage that holds the autoscaler to at most ceil(serving pods / target) pods."]
+    return lines + ([""] + notes if notes else [])
+
+
 def _topology_section(rendered: Rendered) -> list[str]:
     rows = served_model_gpus(rendered)
     lines = ["", "## GPUs per served model", "",
@@ -468,6 +547,7 @@ def plan_md(rendered: Rendered) -> str:
     lines += _topology_section(rendered)
     lines += _memory_section(rendered)
     lines += _time_to_serving_section(rendered)
+    lines += _autoscaling_section(rendered)
     lines += _ab_section(rendered)
     lines += _routes_section(rendered)
     # The AIBrix strategy each served model's pods name (components/routing.py): without one the

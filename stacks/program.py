@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.autoscaling import AutoscalerArgs, ModelAutoscaler
 from components.base import labels
 from components.combined import CombinedEngine, CombinedEngineArgs
 from components.dashboards import DashboardArgs, DashboardModel, GrafanaDashboards
@@ -111,6 +112,10 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
     engine = CombinedEngine(m.name, base, opts)
     # The engine image also runs the model gate init container.
     workload_images[m.name] = {"engine": refs[m.engine], "model-gate": refs[m.engine]}
+    if m.autoscaling.enabled:
+        # After its target: the rules admit autoscaling only where this is a Deployment.
+        ModelAutoscaler(f"{m.name}.autoscaler", AutoscalerArgs(namespace=base.namespace, model=m, target=engine.workload),
+                        opts)
     return engine.route_backend, ready + [engine]
 
 
@@ -259,9 +264,10 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         engine_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory], images]))
         backend, ready = _engines_of(m, base, cfg, images, engine_opts, workload_images)
         backends.append(backend)
-        # sizeGiB only feeds plan.md's estimate, and a model without KV offload keeps the key it had before
-        # that setting existed: neither re-runs a day-2 Job.
-        unchanged = {"size_gib"} | ({"kv_cache_offload"} if m.kv_cache_offload.backend == "off" else set())
+        # sizeGiB only feeds plan.md's estimate, and a model without KV offload or autoscaling keeps the key it
+        # had before those settings existed: none of them re-runs a day-2 Job when left off.
+        unchanged = {"size_gib"} | ({"kv_cache_offload"} if m.kv_cache_offload.backend == "off" else set()) \
+            | (set() if m.autoscaling.enabled else {"autoscaling"})
         rolled_out.append((m, ready, rollout_key(m.model_dump_json(exclude=unchanged), image_ref.digest)))
 
     routes = ModelRoutes("routes", ModelRoutesArgs(namespace=ns, gateway=cfg.gateway, backends=backends), opts)
@@ -272,7 +278,9 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             namespace=ns, gateway_namespace=cfg.gateway.namespace if cfg.gateway.enabled else None,
             gateway_name=cfg.gateway.name, gateway_proxy_namespace=cfg.gateway.proxy_namespace,
             prometheus_namespace=ops_monitoring.prometheus_namespace if ops_monitoring.enabled else None,
-            rolesets=[roleset_name(m) for m in cfg.models if m.topology in ("pd", "hybrid")]), opts)
+            rolesets=[roleset_name(m) for m in cfg.models if m.topology in ("pd", "hybrid")],
+            aibrix_namespace=cfg.gateway.namespace,
+            autoscaled_models=[m.name for m in cfg.models if m.autoscaling.enabled]), opts)
 
     _operations(cfg, ns, routes, rolled_out, images, serving_secrets, scripts, volume, protect_data, opts)
 

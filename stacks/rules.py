@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from components import autoscaling
 from components.base import labels
 from components.combined import rollout_deadline_seconds
 from components.dashboards import CONFIG_MAP_BASE
@@ -290,14 +291,44 @@ def _operations(cfg: StackConfig) -> Iterator[Problem]:
                           f"plus {DRAIN_MARGIN_SECONDS}s, so in-flight requests finish before the engine stops")
 
 
+def _autoscaling(cfg: StackConfig) -> Iterator[Problem]:
+    """Autoscalers v0.7.0 can run, within bounds, on a metric it really reads (components/autoscaling.py)."""
+    for i, m in enumerate(cfg.models):
+        a = m.autoscaling
+        if not a.enabled:
+            continue
+        at = f"models[{i}].autoscaling"
+        why = autoscaling.refusal(m)
+        if why is not None:
+            field, value = ("orchestrator", m.orchestrator) if m.topology == "combined" else ("topology", m.topology)
+            yield Problem(f"models[{i}].{field}", value, f"cannot be autoscaled: {why}")
+        if a.min_replicas > a.max_replicas:
+            yield Problem(f"{at}.minReplicas", a.min_replicas, f"must not exceed maxReplicas {a.max_replicas}")
+        elif not a.min_replicas <= m.replicas <= a.max_replicas:
+            yield Problem(f"models[{i}].replicas", m.replicas, f"is the count the workload starts with and must lie "
+                          f"within autoscaling.minReplicas {a.min_replicas} and maxReplicas {a.max_replicas}")
+        if a.min_replicas == 0 and not cfg.allow_scale_to_zero:
+            yield Problem(f"{at}.minReplicas", 0, "scale to zero needs allowScaleToZero: true. With no pod the gateway "
+                          "refuses the model's requests, AIBrix v0.7.0 has no pod metric to scale up on, and the first "
+                          f"request after a manual scale-up waits a full cold start (~{COLD_START_ESTIMATE_SECONDS[m.engine] // 60} min)")
+        if a.metric == "ttft":
+            yield Problem(f"{at}.metric", a.metric, "is not readable by AIBrix v0.7.0: TTFT is a histogram, and its "
+                          "pod metric fetcher takes a histogram's value as 0 (pkg/metrics/types.go HistogramMetricValue."
+                          "GetSimpleValue), so the autoscaler would always scale down; use kv-cache-usage or queue-length")
+        if a.metric == "kv-cache-usage" and autoscaling.target_value(m) > 1:
+            yield Problem(f"{at}.targetValue", a.target_value, "must be at most 1: the engines report KV-cache usage "
+                          "as a 0-1 ratio")
+
+
 def _budget(cfg: StackConfig) -> Iterator[Problem]:
     demand = gpu_demand(cfg)
     total = sum(g for _, g in demand)
     if total > cfg.gpu_budget:
         detail = ", ".join(f"{name} {gpus}" for name, gpus in demand)
+        scaled = " or autoscaling.maxReplicas" if any(m.autoscaling.enabled for m in cfg.models) else ""
         yield Problem("gpuBudget", cfg.gpu_budget,
                       f"the workloads need {total} GPUs at peak, rollouts included ({detail}); "
-                      f"raise gpuBudget or lower replicas")
+                      f"raise gpuBudget or lower replicas{scaled}")
 
 
 def _gpu_pool(cfg: StackConfig) -> Iterator[Problem]:
@@ -474,7 +505,8 @@ def _derived_names(cfg: StackConfig, stack: str | None) -> Iterator[Problem]:
 
 
 RULES: list[Callable[[StackConfig], Iterator[Problem]]] = [
-    _models, _dspark_pairs, _budget, _gpu_pool, _kv_cache_offload, _node_memory, _model_volume, _object_store, _compile_cache, _images, _operations,
+    _models, _dspark_pairs, _autoscaling, _budget, _gpu_pool, _kv_cache_offload, _node_memory, _model_volume,
+    _object_store, _compile_cache, _images, _operations,
     _gateway, _mounts, _int32_deadlines, _names_apart,
 ]
 

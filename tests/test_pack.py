@@ -354,6 +354,55 @@ def test_blocking_checks_do_not_depend_on_the_facts_coming_first(server):
     assert len(protected) == 1 and protected[0].startswith("Bucket model-store-bucket must be protected in prod")
 
 
+# ---- autoscalers: the budget counts a PodAutoscaler's maxReplicas for its target (issue 13) ----
+
+PODAUTOSCALER = "kubernetes:autoscaling.aibrix.ai/v1alpha1:PodAutoscaler"
+
+
+def max_replicas(n: int) -> Edit:
+    return kind("PodAutoscaler", lambda p: p["spec"].update(maxReplicas=n), outputs=True)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_autoscaler_that_could_exceed_the_budget_is_blocked_before_it_is_created(server, mode):
+    """prod's Deployment runs 2 x 8 GPUs, its budget 16: an autoscaler allowed 3 pods is refused as it
+    is registered, and the whole stack with it."""
+    op = operation(rendered_in("prod", mode), server.fresh_stack("prod"), edit=max_replicas(3))
+    report = server.run(op)
+    (pa,) = [r for r in op.resources if r.type == PODAUTOSCALER]
+    assert [(d.phase, d.urn, m) for d, m in zip(report.of("gpu-budget"), report.messages("gpu-budget"))] == [
+        ("analyze", pa.urn, "The workloads registered so far need 24 GPUs at peak (rollouts included) but the "
+                            "stack's budget is 16; raise llm-serving:gpuBudget or lower replicas.")]
+    if mode == "up":
+        assert report.messages("gpu-budget-stack") == [
+            "The stack needs 24 GPUs at peak (rollouts included) but its budget is 16; raise llm-serving:gpuBudget "
+            "or lower replicas."]
+    # Within the budget (as committed), nothing is reported.
+    assert server.run(operation(rendered_in("prod", mode), server.fresh_stack("prod"))).of("gpu-budget") == []
+
+
+def test_an_autoscaler_registered_before_its_workload_is_counted_when_the_workload_comes(server):
+    def autoscaler_first(resources: list[Resource]) -> list[Resource]:
+        resources = max_replicas(3)(resources)
+        pa = [r for r in resources if r.type == PODAUTOSCALER]
+        return pa + [r for r in resources if r.type != PODAUTOSCALER]
+
+    op = operation(rendered_in("prod", "preview"), server.fresh_stack("prod"), edit=autoscaler_first)
+    report = server.run(op)
+    (dep,) = [r for r in op.resources if plain(r.inputs).get("kind") == "Deployment"
+              and plain(r.inputs)["metadata"]["name"] == ENGINE]
+    assert [d.urn for d in report.of("gpu-budget")] == [dep.urn]
+    assert "need 24 GPUs" in report.messages("gpu-budget")[0]
+
+
+def test_an_autoscaler_of_a_workload_the_stack_lacks_is_reported(server):
+    retarget = kind("PodAutoscaler", lambda p: p["spec"]["scaleTargetRef"].update(name="elsewhere"), outputs=True)
+    report = server.run(operation(rendered_in("prod", "up"), server.fresh_stack("prod"), edit=retarget))
+    assert report.messages("gpu-budget-stack") == [
+        "PodAutoscaler llm-serving/deepseek-v4-flash scales Deployment llm-serving/elsewhere, which this stack does "
+        "not declare; the GPUs it may add cannot be counted against the budget."]
+
+
 # ---- robustness: no rule raises on any unknown, through the server's own proxy ----
 
 # Variants per stack (of about 1300 to 2300): every top-level value, then a seeded sample of the rest.

@@ -329,3 +329,92 @@ def engine_request_id(client_headers: dict[str, str], new_uuid: str) -> str:
 # kv_transfer_params) with these set, and without stream_options and min_tokens.
 PREFILL_BODY_OVERRIDES = {"max_tokens": 1, "max_completion_tokens": 1, "stream": False}
 PREFILL_BODY_DROPPED = ("stream_options", "min_tokens")
+
+
+# ---- The PodAutoscaler (components/autoscaling.py, tests/test_autoscaling.py) ----
+# api/autoscaling/v1alpha1/podautoscaler_types.go; CRD config/crd/autoscaling/autoscaling.aibrix.ai_podautoscalers.yaml.
+PA_API_VERSION = "autoscaling.aibrix.ai/v1alpha1"
+PA_KIND = "PodAutoscaler"
+# podautoscaler_controller.go Reconcile: HPA creates a Kubernetes HPA (reconcileHPA/makeHPA: custom
+# metrics then need an adapter); KPA and APA compute replicas themselves from metrics AIBrix fetches.
+PA_SELF_FETCHING = ("KPA", "APA")
+# GetPaMetricSources: "for now we only support one MetricsSource".
+PA_MAX_METRIC_SOURCES = 1
+# validatePodMetricSource: a pod source needs protocolType, port and path.
+PA_POD_SOURCE_REQUIRED = ("protocolType", "port", "path")
+# pkg/controller/podautoscaler/metrics/client.go stableWindowDuration: the APA average (fixed).
+PA_STABLE_WINDOW_SECONDS = 180
+# context/context.go NewBaseScalingContext; each settable by the annotation of types/annotations.go.
+PA_ANN_SCALE_UP_COOLDOWN = "autoscaling.aibrix.ai/scale-up-cooldown-window"
+PA_ANN_SCALE_DOWN_COOLDOWN = "autoscaling.aibrix.ai/scale-down-cooldown-window"
+PA_DEFAULTS = {"maxScaleUpRate": 2.0, "maxScaleDownRate": 2.0, "upTolerance": 0.1, "downTolerance": 0.1,
+               "scaleUpCooldownSeconds": 0, "scaleDownCooldownSeconds": 300}
+# workload_scale.go: without subTargetSelector the scaler reads spec.replicas of the target object itself
+# (GetCurrentReplicasFromScale: "the 'replicas' field was not found" otherwise) and writes it with an
+# Update (SetDesiredReplicas); it selects pods by the target's spec.selector (GetPodSelectorFromScale).
+# A StormService role (subTargetSelector.roleName, pooled mode) is patched in
+# spec.template.spec.roles[].replicas (setDesiredReplicasForRole).
+PA_REPLICAS_PATH = ("spec", "replicas")
+PA_ROLE_REPLICAS_PATH = ("spec", "template", "spec", "roles", "[]", "replicas")
+# config/rbac/controller-manager/role.yaml: API groups whose objects the controller manager may update.
+# Deployments (apps) yes; nothing of workloads.x-k8s.io (RoleBasedGroup).
+CONTROLLER_UPDATABLE_GROUPS = frozenset({"apps", "orchestration.aibrix.ai"})
+
+# pkg/metrics/metrics.go Metrics: AIBrix metric -> (raw type, engine -> the engine's metric it reads).
+PA_METRICS = {
+    "kv_cache_usage_perc": ("gauge", {"vllm": "vllm:kv_cache_usage_perc", "sglang": "sglang:token_usage"}),
+    "gpu_cache_usage_perc": ("gauge", {"vllm": "vllm:gpu_cache_usage_perc", "sglang": "sglang:token_usage"}),
+    "num_requests_waiting": ("gauge", {"vllm": "vllm:num_requests_waiting", "sglang": "sglang:num_queue_reqs"}),
+    "time_to_first_token_seconds": ("histogram", {"vllm": "vllm:time_to_first_token_seconds",
+                                                  "sglang": "sglang:time_to_first_token_seconds"}),
+}
+LABEL_ENGINE = "model.aibrix.ai/engine"     # pkg/constants/model.go ModelLabelEngine
+
+
+def engine_type(labels: dict[str, str]) -> str:
+    """pkg/metrics/utils.go GetEngineType: the label, else "vllm"."""
+    return labels.get(LABEL_ENGINE) or "vllm"
+
+
+def pod_metric(metric: str, engine: str, exported: dict[str, float], has_ip: bool = True) -> float | None:
+    """What metrics/fetcher.go RestMetricsFetcher.fetchFromPod gives the autoscaler for one pod: None
+    (skipped by collector.go collectFromPods) without a pod IP; 0.0 when the metric cannot be read
+    ("Returning zero value": a pod still cold-starting, an engine without the metric); a histogram's
+    GetSimpleValue, which is 0.0 (pkg/metrics/types.go HistogramMetricValue); else the sample."""
+    if not has_ip:
+        return None
+    kind, raw = PA_METRICS[metric]
+    name = raw.get(engine)
+    if name is None or name not in exported:
+        return 0.0
+    return 0.0 if kind == "histogram" else exported[name]
+
+
+def apa_replicas(current: int, values: list[float], target: float, min_replicas: int, max_replicas: int,
+                 up_rate: float = 2.0, down_rate: float = 2.0, up_tol: float = 0.1, down_tol: float = 0.1) -> int:
+    """algorithm/apa.go computeTargetReplicas on the average of the pods' values (metrics/client.go
+    UpdateMetrics averages each snapshot; one snapshot here), then applyConstraints (algorithm.go).
+    No pods, no values: the window's average is 0 (types/metrics.go TimeWindow.Avg of an empty window)."""
+    import math
+    use = sum(values) / len(values) if values else 0.0
+    if use / target > 1 + up_tol:
+        desired = min(math.ceil(current * use / target), math.ceil(up_rate * current))
+    elif use / target < 1 - down_tol:
+        desired = max(math.ceil(current * use / target), math.floor(current / down_rate))
+    else:
+        desired = current
+    return min(max(desired, min_replicas), max_replicas)
+
+
+def stabilize(history: list[tuple[float, int]], recommendation: int, current: int, now: float,
+              up_window: float, down_window: float) -> int:
+    """podautoscaler_controller.go stabilizeRecommendation (KPA/APA): the recommendation joins the
+    history; above current, the MAX of the recommendations within the scale-up window, below it the
+    MIN within the scale-down window (timestamp.After(cutoff): strictly newer). `history` is
+    [(time, recommendation)] and is extended in place."""
+    history.append((now, recommendation))
+    if recommendation == current:
+        return current
+    window, pick = (up_window, max) if recommendation > current else (down_window, min)
+    recent = [r for t, r in history if t > now - window]
+    return pick(recent) if recent else recommendation

@@ -1,0 +1,126 @@
+"""Autoscaling of a served model with AIBrix v0.7.0's PodAutoscaler (field report 11: AIBrix runs the
+serving), created after the workload it scales.
+
+How v0.7.0 scales (pinned in tests/upstream_aibrix.py, each with its file): strategy APA reads the
+metric from every pod its target selects at http://<pod IP>:<port>/metrics, the engine's metric named
+by AIBrix's own table for the pod's `model.aibrix.ai/engine` label, averages it over 180 s and asks
+for ceil(pods x average / target) pods, at most twice and at least half the current count per step,
+outside a 10% tolerance. It reads and writes the target's spec.replicas itself (no /scale, no HPA,
+no custom-metrics adapter). A pod that does not answer yet (a cold start) counts as 0.
+
+Its cooldown windows do not delay a decision: within the scale-up window it takes the highest
+recommendation, within the scale-down window the lowest (podautoscaler_controller.go
+stabilizeRecommendation, the reverse of the Kubernetes HPA's windows). A longer window only scales
+further, so both are set to 0 s: each decision follows the current recommendation and no
+scale-down goes below what the load asks for now. v0.7.0 has no setting that waits out a 12-23 min
+cold start; with kv-cache-usage the pods still cold-starting read 0 and hold the recommendation to
+ceil(serving pods / target) (tests/test_autoscaling.py runs the ported algorithm).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.base import Component, metadata
+from components.routing import metric_port
+from config_model import ServedModel
+
+API_VERSION = "autoscaling.aibrix.ai/v1alpha1"
+KIND = "PodAutoscaler"
+STRATEGY = "APA"
+# AIBrix's metric for each setting (pkg/metrics/metrics.go Metrics; the engine metric each reads is
+# checked against the pinned engines in tests/test_autoscaling.py).
+AIBRIX_METRIC = {"kv-cache-usage": "kv_cache_usage_perc", "queue-length": "num_requests_waiting",
+                 "ttft": "time_to_first_token_seconds"}
+DEFAULT_TARGET = {"kv-cache-usage": 0.8, "queue-length": 4.0}
+# pkg/controller/podautoscaler/types/annotations.go
+ANN_SCALE_UP_COOLDOWN = "autoscaling.aibrix.ai/scale-up-cooldown-window"
+ANN_SCALE_DOWN_COOLDOWN = "autoscaling.aibrix.ai/scale-down-cooldown-window"
+COOLDOWN = "0s"
+# The program owns the workload's replicas only at creation; then the autoscaler does. With
+# ignoreChanges, pulumi-kubernetes v4.32.0 (provider/pkg/await/await.go handleSSAIgnoreFields) drops
+# spec.replicas from its server-side apply when another manager owns it, else re-sends the live value.
+IGNORE_REPLICAS = ["spec.replicas"]
+
+
+def refusal(model: ServedModel) -> str | None:
+    """Why v0.7.0 (or this program around it) cannot autoscale this model; None when it can."""
+    if model.topology == "pd":
+        return ("topology pd runs prefill and decode on two RayClusterFleets, one PodAutoscaler each (AIBrix v0.7.0 "
+                "keys a PodAutoscaler to one target, podautoscaler_controller.go buildScalingTargetKey): they would "
+                "scale the pair's sides apart, which this program does not build")
+    if model.topology == "pd-same-pod":
+        return ("topology pd-same-pod is for functional validation only and cannot scale prefill and decode "
+                "independently (field report 9.5)")
+    if model.topology == "hybrid":
+        return ("topology hybrid keeps its P/D roleset at one fixed pair beside the combined pods; this program "
+                "autoscales combined models only")
+    if model.orchestrator == "rolebasedgroup":
+        return ("AIBrix v0.7.0's PodAutoscaler reads and writes its target's spec.replicas (pkg/controller/"
+                "podautoscaler/workload_scale.go), which a RoleBasedGroup does not have (replicas per role), and "
+                "its controller's ClusterRole grants nothing on workloads.x-k8s.io (config/rbac/controller-manager/"
+                "role.yaml)")
+    if model.orchestrator == "stormservice":
+        return ("AIBrix v0.7.0 scales this StormService's role by patching spec.template.spec.roles[].replicas "
+                "(workload_scale.go setDesiredReplicasForRole); roles is one atomic list, which Pulumi applies "
+                "whole at every update and cannot leave to the autoscaler (pulumi-kubernetes v4.32.0 "
+                "provider/pkg/await/await.go: ignoreChanges cannot name a field inside a list)")
+    return None
+
+
+def target_value(model: ServedModel) -> float:
+    a = model.autoscaling
+    return a.target_value if a.target_value is not None else DEFAULT_TARGET.get(a.metric, 0.0)
+
+
+def _number(value: float) -> str:
+    """0.8 -> "0.8", 4.0 -> "4": the CRD's targetValue is a string AIBrix parses with ParseFloat."""
+    return format(value, "g")
+
+
+def scale_target(model: ServedModel) -> dict:
+    """The workload the autoscaler scales: the model's Deployment (components/combined.py names it
+    after the model), in the autoscaler's own namespace."""
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "name": model.name}
+
+
+def podautoscaler_spec(model: ServedModel) -> dict:
+    a = model.autoscaling
+    return {
+        "scaleTargetRef": scale_target(model),
+        "minReplicas": a.min_replicas,
+        "maxReplicas": a.max_replicas,
+        "scalingStrategy": STRATEGY,
+        # One source: v0.7.0 refuses more (api/autoscaling/v1alpha1 GetPaMetricSources). Pod sources need
+        # protocol, port and path set (podautoscaler_controller.go validatePodMetricSource); the fetcher
+        # itself reads /metrics on this port.
+        "metricsSources": [{"metricSourceType": "pod", "protocolType": "http", "port": str(metric_port(model)),
+                            "path": "/metrics", "targetMetric": AIBRIX_METRIC[a.metric],
+                            "targetValue": _number(target_value(model))}],
+    }
+
+
+def annotations() -> dict[str, str]:
+    return {ANN_SCALE_UP_COOLDOWN: COOLDOWN, ANN_SCALE_DOWN_COOLDOWN: COOLDOWN}
+
+
+@dataclass(frozen=True)
+class AutoscalerArgs:
+    namespace: str
+    model: ServedModel
+    target: pulumi.Resource       # the workload; the autoscaler is created after it
+
+
+class ModelAutoscaler(Component):
+    def __init__(self, name: str, args: AutoscalerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:serving:Autoscaler", name, opts)
+        m = args.model
+        # Named as the workload it scales: another kind, so no clash, and valid wherever the model name is.
+        meta = {**metadata(m.name, args.namespace, "autoscaler"), "annotations": annotations()}
+        self.autoscaler = k8s.apiextensions.CustomResource(
+            f"{name}-podautoscaler", api_version=API_VERSION, kind=KIND, metadata=meta,
+            spec=podautoscaler_spec(m), opts=self.child_opts(depends_on=[args.target]))
+        self.register_outputs({"target": m.name})
