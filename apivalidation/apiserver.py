@@ -601,15 +601,19 @@ CLUSTER_SCOPED = {"Namespace", "PersistentVolume"}
 MAX_DATA_SIZE = 1024 * 1024  # V core ValidateSecret / ValidateConfigMap: core.MaxSecretSize
 
 
+def _selects_template(c: Check, sel: dict, tmpl_labels: dict, kind: str, where: str) -> None:
+    """The apps validations' shared selector rules: valid, non-empty, and matching the template's labels."""
+    label_selector(c, "spec.selector", sel)
+    if not sel.get("matchLabels") and not sel.get("matchExpressions"):
+        c.add("spec.selector", sel, [f"empty selector is invalid for {kind}"], where)
+    elif not _selector_matches(sel, tmpl_labels):
+        c.add("spec.template.metadata.labels", tmpl_labels, ["`selector` does not match template `labels`"], where)
+
+
 def _deployment(c: Check, spec: dict) -> None:
     """V apps ValidateDeploymentSpec and ValidateDeploymentStrategy."""
     sel, tmpl_labels = spec.get("selector") or {}, ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-    label_selector(c, "spec.selector", sel)
-    if not sel.get("matchLabels") and not sel.get("matchExpressions"):
-        c.add("spec.selector", sel, ["empty selector is invalid for deployment"], "V apps ValidateDeploymentSpec")
-    elif not _selector_matches(sel, tmpl_labels):
-        c.add("spec.template.metadata.labels", tmpl_labels, ["`selector` does not match template `labels`"],
-              "V apps ValidateDeploymentSpec")
+    _selects_template(c, sel, tmpl_labels, "deployment", "V apps ValidateDeploymentSpec")
     for f in ("replicas", "minReadySeconds", "revisionHistoryLimit"):
         non_negative(c, f"spec.{f}", spec.get(f), "V apps ValidateDeploymentSpec")
     deadline, ready = spec.get("progressDeadlineSeconds"), spec.get("minReadySeconds") or 0
@@ -635,12 +639,7 @@ def _daemonset(c: Check, spec: dict) -> None:
     maxUnavailable 1, maxSurge 0)."""
     sel, tmpl = spec.get("selector") or {}, spec.get("template") or {}
     tmpl_labels = (tmpl.get("metadata") or {}).get("labels") or {}
-    label_selector(c, "spec.selector", sel)
-    if not sel.get("matchLabels") and not sel.get("matchExpressions"):
-        c.add("spec.selector", sel, ["empty selector is invalid for daemonset"], "V apps ValidateDaemonSetSpec")
-    elif not _selector_matches(sel, tmpl_labels):
-        c.add("spec.template.metadata.labels", tmpl_labels, ["`selector` does not match template `labels`"],
-              "V apps ValidateDaemonSetSpec")
+    _selects_template(c, sel, tmpl_labels, "daemonset", "V apps ValidateDaemonSetSpec")
     if (tmpl.get("spec") or {}).get("activeDeadlineSeconds") is not None:
         c.add("spec.template.spec.activeDeadlineSeconds", tmpl["spec"]["activeDeadlineSeconds"],
               ["activeDeadlineSeconds in DaemonSet is not Supported"], "V apps ValidateDaemonSetSpec")
