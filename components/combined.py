@@ -214,7 +214,11 @@ def stormservice_spec(model: ServedModel, template: dict) -> dict:
     outdated RoleSets down to spec.replicas - maxUnavailable ready ones, then creates new ones up to
     spec.replicas + maxSurge (sync.go rollingUpdate, utils.go MinAvailable/MaxSurge); with maxSurge 0 the
     pod, and GPU, count never rises. InPlaceUpdate here would update every RoleSet at once, each rolling
-    its only pod: all pods down together. The role keeps maxSurge 0 too, which the budget reads."""
+    its only pod: all pods down together. The role keeps maxSurge 0 too, which the budget reads.
+
+    Switching modes changes spec.replicas, and v0.7.0 scales before it rolls out (sync.go scaling):
+    at replicas 1 one RoleSet replaces one; at N, pooled -> replica starts N-1 RoleSets beside the
+    pooled N pods (README: switch at replicas 1)."""
     no_surge = {"maxSurge": 0, "maxUnavailable": model.rollout.max_unavailable}
     replicas = replica_mode(model)
     return {
