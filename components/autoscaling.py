@@ -8,6 +8,13 @@ for ceil(pods x average / target) pods, at most twice and at least half the curr
 outside a 10% tolerance. It reads and writes the target's spec.replicas itself (no /scale, no HPA,
 no custom-metrics adapter). A pod that does not answer yet (a cold start) counts as 0.
 
+A StormService is scaled the same way when the PodAutoscaler names no subTargetSelector: its
+top-level spec.replicas, the count of RoleSets (workload_scale.go SetDesiredReplicas, generic
+path), with the pods selected by storm-service-name=<name> (getPodSelectorForRole). So an autoscaled
+StormService is rendered in replica mode, one pod per RoleSet (components/combined.py), and the
+autoscaler's count is a pod count as for a Deployment. Role-level scaling (subTargetSelector)
+patches spec.template.spec.roles[].replicas inside a list Pulumi applies whole, and is never built.
+
 Its cooldown windows do not delay a decision: within the scale-up window it takes the highest
 recommendation, within the scale-down window the lowest (podautoscaler_controller.go
 stabilizeRecommendation, the reverse of the Kubernetes HPA's windows). A longer window only scales
@@ -63,11 +70,11 @@ def refusal(model: ServedModel) -> str | None:
                 "podautoscaler/workload_scale.go), which a RoleBasedGroup does not have (replicas per role), and "
                 "its controller's ClusterRole grants nothing on workloads.x-k8s.io (config/rbac/controller-manager/"
                 "role.yaml)")
-    if model.orchestrator == "stormservice":
-        return ("AIBrix v0.7.0 scales this StormService's role by patching spec.template.spec.roles[].replicas "
-                "(workload_scale.go setDesiredReplicasForRole); roles is one atomic list, which Pulumi applies "
-                "whole at every update and cannot leave to the autoscaler (pulumi-kubernetes v4.32.0 "
-                "provider/pkg/await/await.go: ignoreChanges cannot name a field inside a list)")
+    # A combined StormService is scaled through its top-level spec.replicas in replica mode (module
+    # docstring). Role-level scaling stays out: AIBrix v0.7.0 patches spec.template.spec.roles[].replicas
+    # (workload_scale.go setDesiredReplicasForRole), inside a list Pulumi applies whole at every update and
+    # cannot leave to the autoscaler (pulumi-kubernetes v4.32.0 provider/pkg/await/await.go: ignoreChanges
+    # cannot name a field inside a list); scale_target never sets a subTargetSelector.
     return None
 
 
@@ -81,9 +88,15 @@ def _number(value: float) -> str:
     return format(value, "g")
 
 
+STORMSERVICE_API_VERSION = "orchestration.aibrix.ai/v1alpha1"
+
+
 def scale_target(model: ServedModel) -> dict:
-    """The workload the autoscaler scales: the model's Deployment (components/combined.py names it
-    after the model), in the autoscaler's own namespace."""
+    """The workload the autoscaler scales: the model's Deployment or StormService (components/combined.py
+    names it after the model), in the autoscaler's own namespace. For a StormService the reference is
+    the whole object: without subTargetSelector v0.7.0 scales its top-level spec.replicas."""
+    if model.orchestrator == "stormservice":
+        return {"apiVersion": STORMSERVICE_API_VERSION, "kind": "StormService", "name": model.name}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "name": model.name}
 
 

@@ -58,6 +58,17 @@ def stormservice_wait_for() -> str:
     return json.dumps(["condition=Ready", "jsonpath={.status.updatedReadyReplicas}=1"])
 
 
+def stormservice_replica_wait_for() -> str:
+    """Ready alone, in replica mode: the autoscaler moves spec.replicas, so no fixed count of
+    updatedReadyReplicas can be written here. Ready needs status.replicas and updatedReplicas equal to
+    spec.replicas and readyReplicas at least that (aibrix v0.7.0 stormservice/sync.go updateStatus): every
+    RoleSet of the update revision and RoleSet-Ready. Replica mode never updates a RoleSet in place
+    (rollingUpdate deletes and creates; only inPlaceUpdate calls updateRoleSet), so a RoleSet of the
+    update revision was created at it and its Ready (roleset/sync.go calculateStatus: every role's
+    readyReplicas reaches its replicas) speaks of that revision's pods only."""
+    return "condition=Ready"
+
+
 def rolebasedgroup_wait_for() -> str:
     """Ready. Known limit: right after a spec change the controller writes Ready (with the new
     observedGeneration) from the previous revision's role status until the role workload observes
@@ -186,20 +197,37 @@ def deployment_spec(model: ServedModel, template: dict) -> dict:
             "template": template}
 
 
+def replica_mode(model: ServedModel) -> bool:
+    """An autoscaled StormService runs in replica mode: one RoleSet per pod, counted by the top-level
+    spec.replicas that AIBrix v0.7.0's PodAutoscaler scales (components/autoscaling.py)."""
+    return model.orchestrator == "stormservice" and model.autoscaling.enabled
+
+
 def stormservice_spec(model: ServedModel, template: dict) -> dict:
-    """One RoleSet (pooled mode, replicas 1) with one role serving the whole model per pod. Pooled
+    """Pooled mode: one RoleSet (replicas 1) with one role serving the whole model per pod. Pooled
     mode updates that one RoleSet in place, which then rolls its role pods by the role's strategy:
     RollingUpdate at this level would replace the only RoleSet, every pod at once (aibrix v0.7.0
     pkg/controller/stormservice/sync.go rollingUpdate "for replica mode", inPlaceUpdate "in pooled
-    mode")."""
+    mode").
+
+    Replica mode (autoscaled): spec.replicas RoleSets of one pod each. Top-level RollingUpdate deletes
+    outdated RoleSets down to spec.replicas - maxUnavailable ready ones, then creates new ones up to
+    spec.replicas + maxSurge (sync.go rollingUpdate, utils.go MinAvailable/MaxSurge); with maxSurge 0 the
+    pod, and GPU, count never rises. InPlaceUpdate here would update every RoleSet at once, each rolling
+    its only pod: all pods down together. The role keeps maxSurge 0 too, which the budget reads.
+
+    Switching modes changes spec.replicas, and v0.7.0 scales before it rolls out (sync.go scaling):
+    at replicas 1 one RoleSet replaces one; at N, pooled -> replica starts N-1 RoleSets beside the
+    pooled N pods (README: switch at replicas 1)."""
     no_surge = {"maxSurge": 0, "maxUnavailable": model.rollout.max_unavailable}
+    replicas = replica_mode(model)
     return {
-        "replicas": 1,
+        "replicas": model.replicas if replicas else 1,
         "selector": {"matchLabels": selector(model)},
-        # maxSurge 0 still: scaling() creates RoleSets up to it (stormservice/sync.go).
-        "updateStrategy": {"type": "InPlaceUpdate", **no_surge},
+        # maxSurge 0 in both modes: scaling() creates RoleSets up to spec.replicas + maxSurge (stormservice/sync.go).
+        "updateStrategy": {"type": "RollingUpdate" if replicas else "InPlaceUpdate", **no_surge},
         "template": {"metadata": {"labels": selector(model)}, "spec": {"roles": [{
-            "name": ROLE_NAME, "replicas": model.replicas, "stateful": False,
+            "name": ROLE_NAME, "replicas": 1 if replicas else model.replicas, "stateful": False,
             "updateStrategy": no_surge, "template": template}]}},
     }
 
@@ -233,11 +261,14 @@ class CombinedEngine(Component):
             api, kind, spec = (("orchestration.aibrix.ai/v1alpha1", "StormService", stormservice_spec(m, template))
                                if m.orchestrator == "stormservice" else
                                ("workloads.x-k8s.io/v1alpha2", "RoleBasedGroup", rolebasedgroup_spec(m, template)))
-            wait_for = stormservice_wait_for() if m.orchestrator == "stormservice" else rolebasedgroup_wait_for()
+            wait_for = ((stormservice_replica_wait_for() if replica_mode(m) else stormservice_wait_for())
+                        if m.orchestrator == "stormservice" else rolebasedgroup_wait_for())
+            # As for the Deployment: after creation the autoscaler owns the StormService's spec.replicas.
             self.workload = k8s.apiextensions.CustomResource(
                 f"{name}-{m.orchestrator}", api_version=api, kind=kind,
                 metadata={**meta, "annotations": {WAIT_FOR: wait_for}}, spec=spec,
-                opts=self.child_opts(custom_timeouts=wait))
+                opts=self.child_opts(custom_timeouts=wait,
+                                     ignore_changes=IGNORE_REPLICAS if replica_mode(m) else None))
         self.route_backend = RouteBackend(
             served_model_name=m.served_model_name, service_name=service_name(m), selector=served_model_selector(m),
             port=ENGINE_PORT[m.engine], target_port="engine", service_labels=aibrix_labels(m), timeouts=wait)

@@ -361,6 +361,9 @@ def _autoscaling_section(rendered: Rendered) -> list[str]:
                          f"operator runs `kubectl -n {pa['metadata']['namespace']} scale {kind.lower()}/{name} "
                          f"--replicas=1`, and the first request then waits a full cold start "
                          f"({wait}, field report 6 and 12.2).")
+    if any(kind == "StormService" for kind, _, _ in scaled):
+        lines += ["", "An autoscaled StormService runs in replica mode: its spec.replicas counts RoleSets of one engine "
+                  "pod each, and an update replaces them RollingUpdate with maxSurge 0, so the GPU count never rises."]
     lines += ["", "The windows never delay a decision in AIBrix v0.7.0 (the scale-up window takes the highest, the "
               "scale-down window the lowest recommendation in it), so they are 0 s. A new pod reads 0 until its cold "
               "start (12-23 min) ends; on KV-cache usage that holds the autoscaler to at most ceil(serving pods / target) pods."]

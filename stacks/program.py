@@ -113,7 +113,7 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
     # The engine image also runs the model gate init container.
     workload_images[m.name] = {"engine": refs[m.engine], "model-gate": refs[m.engine]}
     if m.autoscaling.enabled:
-        # After its target: the rules admit autoscaling only where this is a Deployment.
+        # After its target: a Deployment, or a StormService in replica mode (stacks/rules.py _autoscaling).
         ModelAutoscaler(f"{m.name}.autoscaler", AutoscalerArgs(namespace=base.namespace, model=m, target=engine.workload),
                         opts)
     return engine.route_backend, ready + [engine]

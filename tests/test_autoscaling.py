@@ -13,18 +13,22 @@ import re
 
 import pytest
 import upstream_aibrix as aibrix
+import upstream_pulumi_kubernetes as pk
 import upstream_sglang as sglang
 import upstream_vllm as vllm
-from conftest import PROJECT_DIR, k8s_objects, render_stack, shared_dir
+import yaml
+from conftest import PROJECT_DIR, k8s_objects, render_stack, shared_dir, stack_resources
 from crd_schemas import strict, validate_custom_resource
 from netpol import Pod, allowed
 from test_config import SECRETS, problems, raw_config
 from test_network_monitoring import EXPORTED, pods_of
 
 import apivalidation
-from components import autoscaling
+from components import autoscaling, combined
+from components.gateway import service_name
 from components.routing import routing_strategy
 from config_model import AUTOSCALING_METRICS, ServedModel
+from policy import stack_rules, workloads
 from render import output, runtime, stackfile
 from stacks import loader, rules
 
@@ -152,9 +156,10 @@ def autoscaled(stack: str = "prod", **changes) -> dict:
 
 def test_autoscaling_is_off_by_default_and_prod_turns_it_on():
     assert not ServedModel.model_fields["autoscaling"].default_factory().enabled
-    assert objects("dev", aibrix.PA_KIND) == [] and objects("staging", aibrix.PA_KIND) == []
-    cfg = loader.validate(raw_config("prod"), "prod", SECRETS)
-    assert cfg.models[0].autoscaling.enabled
+    assert objects("dev", aibrix.PA_KIND) == []
+    for stack in ("prod", "staging"):
+        cfg = loader.validate(raw_config(stack), stack, SECRETS)
+        assert all(m.autoscaling.enabled for m in cfg.models), stack
 
 
 @pytest.mark.parametrize("changes,replicas,expected", [
@@ -198,8 +203,9 @@ def test_scale_to_zero_needs_the_stack_to_opt_in_and_the_plan_says_what_the_firs
 
 
 @pytest.mark.parametrize("edit,field,why", [
-    (lambda m: m.update(orchestrator="stormservice", rollout={"strategy": "RollingUpdate", "maxUnavailable": 1}),
-     "orchestrator = 'stormservice'", "ignoreChanges cannot name a field inside a list"),
+    (lambda m: m.update(topology="hybrid", orchestrator="stormservice",
+                        rollout={"strategy": "RollingUpdate", "maxUnavailable": 1}),
+     "topology = 'hybrid'", "keeps its P/D roleset at one fixed pair"),
     (lambda m: m.update(engine="sglang", orchestrator="rolebasedgroup", vllm=None,
                         rollout={"strategy": "RollingUpdate", "maxUnavailable": 1}),
      "orchestrator = 'rolebasedgroup'", "grants nothing on workloads.x-k8s.io"),
@@ -281,3 +287,184 @@ def test_the_podautoscaler_passes_its_crd_and_the_render_refuses_a_broken_one():
     too_many = copy.deepcopy(pa)
     too_many["spec"]["maxReplicas"] = 2**31
     assert [p.field for p in apivalidation.validate([too_many], index)] == ["spec.maxReplicas"]
+
+
+# ---- a StormService, autoscaled in replica mode (staging's A/B pair) ----
+
+SS_TYPE = "kubernetes:orchestration.aibrix.ai/v1alpha1:StormService"
+
+
+def staging_models() -> list[ServedModel]:
+    return loader.validate(raw_config("staging"), "staging", SECRETS).models
+
+
+def by_name(stack: str, kind: str) -> dict[str, dict]:
+    return {o["metadata"]["name"]: o for o in objects(stack, kind)}
+
+
+def test_staging_autoscales_each_arm_through_its_stormservice_s_own_replicas():
+    services, scalers = by_name("staging", aibrix.SS_KIND), by_name("staging", aibrix.PA_KIND)
+    models = staging_models()
+    assert len(models) == 2 and sorted(services) == sorted(scalers) == sorted(m.name for m in models)
+    for m in models:
+        ss, pa = services[m.name], scalers[m.name]
+        spec = ss["spec"]
+        # Replica mode: the model's pods are RoleSets of one pod each, counted by spec.replicas.
+        assert spec["replicas"] == m.replicas and pa["spec"]["minReplicas"] <= m.replicas <= pa["spec"]["maxReplicas"]
+        (role,) = spec["template"]["spec"]["roles"]
+        assert role["replicas"] == 1 and role["updateStrategy"]["maxSurge"] == 0
+        # RollingUpdate, the strategy with a maxSurge and minAvailable at all (InPlaceUpdate has neither).
+        assert spec["updateStrategy"] == {"type": "RollingUpdate", "maxSurge": 0,
+                                          "maxUnavailable": m.rollout.max_unavailable}
+        assert aibrix.ss_limits(spec) == (0, m.replicas - min(m.rollout.max_unavailable, m.replicas))
+        # The StormService itself, no role: v0.7.0 then reads and writes its top-level spec.replicas.
+        ref = pa["spec"]["scaleTargetRef"]
+        assert (ref["apiVersion"], ref["kind"], ref["name"]) == (aibrix.SS_API_VERSION, aibrix.SS_KIND, m.name)
+        assert "subTargetSelector" not in pa["spec"] and "namespace" not in ref
+        assert pa["metadata"]["namespace"] == ss["metadata"]["namespace"]
+        assert aibrix.PA_REPLICAS_PATH == ("spec", "replicas") and "orchestration.aibrix.ai" in aibrix.CONTROLLER_UPDATABLE_GROUPS
+
+
+def test_the_replica_mode_stormservice_passes_its_crd_and_cel_and_the_crd_scales_spec_replicas():
+    crd = yaml.safe_load(shared_dir("crds", "aibrix", "orchestration.aibrix.ai_stormservices.yaml").read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
+    assert version["subresources"]["scale"] == aibrix.SS_SCALE_SUBRESOURCE
+    strategy = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["updateStrategy"]
+    assert tuple(strategy["properties"]["type"]["enum"]) == aibrix.SS_UPDATE_STRATEGY_TYPES
+    index = apivalidation.crd_index(str(shared_dir("crds")), frozenset({aibrix.SS_KIND}))
+    schemas = {k: strict(v) for k, v in index.items()}
+    for ss in objects("staging", aibrix.SS_KIND):
+        assert validate_custom_resource(ss, schemas) == []
+        assert apivalidation.validate([ss], index) == []
+    broken = copy.deepcopy(ss)
+    broken["spec"]["updateStrategy"]["type"] = "Recreate"
+    assert validate_custom_resource(broken, schemas)
+    broken["spec"]["updateStrategy"]["type"] = "RollingUpdate"
+    broken["spec"]["replicas"] = 2**31
+    assert [p.field for p in apivalidation.validate([broken], index)] == ["spec.replicas"]
+
+
+def test_every_roleset_pod_is_read_by_the_autoscaler_and_routed_by_the_gateway():
+    objs = k8s_objects(render_stack("staging"))
+    policies = [o for o in objs if o["kind"] == "NetworkPolicy"]
+    services = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Service"}
+    controller = Pod(aibrix.AIBRIX_NAMESPACE, aibrix.CONTROLLER_MANAGER_POD_LABELS)
+    models = staging_models()
+    pods = {m.name: [] for m in models}
+    for m in models:
+        ss, pa = by_name("staging", aibrix.SS_KIND)[m.name], by_name("staging", aibrix.PA_KIND)[m.name]
+        (role,) = ss["spec"]["template"]["spec"]["roles"]
+        # The pods the controller makes at maxReplicas, one per RoleSet.
+        pods[m.name] = [aibrix.ss_pod_labels(m.name, f"{m.name}-roleset-{i}", role)
+                        for i in range(pa["spec"]["maxReplicas"])]
+        port = int(pa["spec"]["metricsSources"][0]["port"])
+        assert port in {p["containerPort"] for c in role["template"]["spec"]["containers"] for p in c.get("ports", [])}
+        (engine,) = [p for p in pods_of([ss])]
+        assert allowed(policies, controller, engine, port)
+    for m in models:
+        wanted = aibrix.ss_pod_selector(m.name, by_name("staging", aibrix.SS_KIND)[m.name]["spec"]["template"]["spec"]["roles"])
+        route = services[service_name(m)]["spec"]["selector"]
+        for name, labels in pods.items():
+            reads = all(labels_[k] == v for labels_ in labels for k, v in wanted.items())
+            routed = all(labels_.get(k) == v for labels_ in labels for k, v in route.items())
+            # Its own pods only, every one of them: the autoscaler's average and the gateway's choice.
+            assert reads == routed == (name == m.name), (m.name, name)
+            if name == m.name:
+                assert {aibrix.engine_type(labels_) for labels_ in labels} == {"vllm"}
+                assert {aibrix.model_of(aibrix.Pod("p", labels_)) for labels_ in labels} == {m.served_model_name}
+
+
+def test_the_stormservice_replicas_are_left_to_the_autoscaler_which_comes_after_it():
+    resources = render_stack("staging").resources
+    services = [r for r in resources if r.type == SS_TYPE]
+    assert len(services) == 2
+    for ss in services:
+        assert ss.engine_options["ignoreChanges"] == autoscaling.IGNORE_REPLICAS
+        (pa,) = [r for r in resources if r.type.endswith(":PodAutoscaler")
+                 and r.inputs["spec"]["scaleTargetRef"]["name"] == ss.inputs["metadata"]["name"]]
+        assert f"{SS_TYPE}::{ss.name}" in pa.options["dependsOn"]
+
+
+def _roll(spec: dict, wait: str, pods: int) -> tuple[int, int, int]:
+    """Roll `pods` ready RoleSets of revision r1 to r2 through the ported controller, each created RoleSet
+    ready after one cold start. Pulumi's await is checked against the status at every step. Returns
+    (most RoleSets at once, fewest ready ones, cold starts in a row)."""
+    spec = {**spec, "replicas": pods}
+    rolesets = [aibrix.RoleSet("r1", True) for _ in range(pods)]
+    most, fewest, waves = pods, pods, 0
+    for _ in range(10 * pods + 10):
+        aibrix.ss_reconcile(spec, rolesets, "r2")
+        most, fewest = max(most, len(rolesets)), min(fewest, sum(r.ready for r in rolesets))
+        done = len(rolesets) == pods and all(r.revision == "r2" and r.ready for r in rolesets)
+        assert pk.ready(wait, aibrix.ss_status(spec, rolesets, "r1", "r2", 2)) == done
+        if done:
+            return most, fewest, waves
+        cold = [r for r in rolesets if not r.ready]
+        for r in cold:
+            r.ready = True
+        waves += bool(cold)
+    raise AssertionError("the rollout did not finish")
+
+
+@pytest.mark.parametrize("pods,max_unavailable", [(1, 1), (2, 1), (3, 2)])
+def test_a_replica_mode_update_never_raises_the_gpu_count_and_fits_the_await(pods, max_unavailable):
+    (m, *_) = staging_models()
+    m = m.model_copy(update={"rollout": m.rollout.model_copy(update={"max_unavailable": max_unavailable}),
+                             "autoscaling": m.autoscaling.model_copy(update={"max_replicas": pods})})
+    ss = {"kind": "StormService", "spec": combined.stormservice_spec(m, {})}
+    wait = combined.stormservice_replica_wait_for()
+    most, fewest, waves = _roll(ss["spec"], wait, pods)
+    # Never a RoleSet (8 GPUs) beyond the count the autoscaler set; never more down than maxUnavailable.
+    assert most == pods and fewest == pods - min(max_unavailable, pods)
+    # The waves the Pulumi update timeout and the policy count (at the autoscaler's maxReplicas).
+    assert waves == combined.rollout_waves(pods, max_unavailable)
+    assert waves == workloads.rollout_waves("StormService", {"spec": {**ss["spec"], "replicas": pods}})
+    deadline = combined.rollout_deadline_seconds(m)
+    assert combined.rollout_timeouts(m).update == f"{deadline * waves}s"
+    # The pooled await's fixed count never completes once the autoscaler has made two RoleSets.
+    if pods >= 2:
+        done = [aibrix.RoleSet("r2", True) for _ in range(pods)]
+        status = aibrix.ss_status({"replicas": pods}, done, "r1", "r2", 2)
+        assert pk.ready(wait, status) and not pk.ready(combined.stormservice_wait_for(), status)
+    # Top-level InPlaceUpdate would relabel every RoleSet at once: all their pods down together.
+    inplace = {**ss["spec"], "replicas": pods, "updateStrategy": {"type": "InPlaceUpdate"}}
+    rolesets = [aibrix.RoleSet("r1", True) for _ in range(pods)]
+    aibrix.ss_reconcile(inplace, rolesets, "r2")
+    assert sum(r.ready for r in rolesets) == 0
+
+
+def test_staging_fits_its_budget_at_max_replicas_and_every_other_rule():
+    cfg = loader.validate(raw_config("staging"), "staging", SECRETS)
+    assert rules.check(cfg, "staging") == []
+    assert rules.gpu_demand(cfg) == [(m.name, 2 * 8) for m in cfg.models] and cfg.gpu_budget == 32
+    raw = raw_config("staging")
+    raw["gpuBudget"] = 24
+    assert any(line.startswith("Pulumi.staging.yaml: llm-serving:gpuBudget = 24: the workloads need 32 GPUs at peak")
+               for line in problems(raw, stack="staging"))
+    # The pack's stack rules count the same from the rendered objects: the StormService's RoleSets at
+    # the autoscaler's maxReplicas, and await timeouts covering that many waves.
+    resources = stack_resources(render_stack("staging"))
+    assert stack_rules.gpu_total(resources) == 32 and stack_rules.unmatched_autoscalers(resources) == []
+    assert stack_rules.await_timeouts_cover_rollout(resources) == []
+
+
+def test_a_stormservice_without_autoscaler_stays_pooled():
+    sf = stackfile.read(PROJECT_DIR, "staging")
+    models = json.loads(sf.config["llm-serving:models"])
+    for m in models:
+        del m["autoscaling"]
+    sf.config["llm-serving:models"] = json.dumps(models)
+    sf.config["llm-serving:gpuBudget"] = "16"
+    r = runtime.render(sf)
+    assert [o for o in k8s_objects(r) if o["kind"] == aibrix.PA_KIND] == []
+    for res in [x for x in r.resources if x.type == SS_TYPE]:
+        ss, m = res.inputs, next(m for m in staging_models() if m.name == res.inputs["metadata"]["name"])
+        spec = {k: v for k, v in ss["spec"].items() if k != "template"}
+        (role,) = ss["spec"]["template"]["spec"]["roles"]
+        assert spec == {"replicas": 1, "selector": {"matchLabels": combined.selector(m)},
+                        "updateStrategy": {"type": "InPlaceUpdate", "maxSurge": 0, "maxUnavailable": 1}}
+        assert {k: v for k, v in role.items() if k != "template"} == {
+            "name": "server", "replicas": m.replicas, "stateful": False,
+            "updateStrategy": {"maxSurge": 0, "maxUnavailable": 1}}
+        assert ss["metadata"]["annotations"]["pulumi.com/waitFor"] == combined.stormservice_wait_for()
+        assert res.engine_options["ignoreChanges"] == []

@@ -357,6 +357,7 @@ def test_blocking_checks_do_not_depend_on_the_facts_coming_first(server):
 # ---- autoscalers: the budget counts a PodAutoscaler's maxReplicas for its target (issue 13) ----
 
 PODAUTOSCALER = "kubernetes:autoscaling.aibrix.ai/v1alpha1:PodAutoscaler"
+STORMSERVICE = "kubernetes:orchestration.aibrix.ai/v1alpha1:StormService"
 
 
 def max_replicas(n: int) -> Edit:
@@ -393,6 +394,25 @@ def test_an_autoscaler_registered_before_its_workload_is_counted_when_the_worklo
               and plain(r.inputs)["metadata"]["name"] == ENGINE]
     assert [d.urn for d in report.of("gpu-budget")] == [dep.urn]
     assert "need 24 GPUs" in report.messages("gpu-budget")[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_autoscaled_stormservice_is_counted_at_max_replicas_rolesets(server, mode):
+    """staging's two StormServices run one RoleSet of one 8-GPU pod each, their autoscalers allow 2 (32 of
+    budget 32): at 3 RoleSets each arm needs 24 GPUs, and the second autoscaler pushes the total past 32."""
+    op = operation(rendered_in("staging", mode), server.fresh_stack("staging"), edit=max_replicas(3))
+    report = server.run(op)
+    # Blocked as the autoscaler or StormService that passes the budget registers, whichever comes second.
+    counted = {r.urn for r in op.resources if r.type in (PODAUTOSCALER, STORMSERVICE)}
+    assert len(counted) == 4 and report.of("gpu-budget") and {d.urn for d in report.of("gpu-budget")} <= counted
+    assert report.messages("gpu-budget")[-1] == (
+        "The workloads registered so far need 48 GPUs at peak (rollouts included) but the stack's budget is 32; "
+        "raise llm-serving:gpuBudget or lower replicas.")
+    if mode == "up":
+        assert report.messages("gpu-budget-stack") == [
+            "The stack needs 48 GPUs at peak (rollouts included) but its budget is 32; raise llm-serving:gpuBudget "
+            "or lower replicas."]
+    assert server.run(operation(rendered_in("staging", mode), server.fresh_stack("staging"))).of("gpu-budget") == []
 
 
 def test_an_autoscaler_of_a_workload_the_stack_lacks_is_reported(server):

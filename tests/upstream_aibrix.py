@@ -418,3 +418,148 @@ def stabilize(history: list[tuple[float, int]], recommendation: int, current: in
     window, pick = (up_window, max) if recommendation > current else (down_window, min)
     recent = [r for t, r in history if t > now - window]
     return pick(recent) if recent else recommendation
+
+
+# ---- A StormService scaled by the PodAutoscaler (components/autoscaling.py, components/combined.py) ----
+# workload_scale.go, PodAutoscaler without subTargetSelector: GetCurrentReplicasFromScale reads the
+# StormService's own spec.replicas (the count of RoleSets), SetDesiredReplicas writes it with an Update
+# of the whole object ("we have choice to use scale api, but it requires /scale RBAC": no /scale call,
+# and config/rbac/controller-manager/role.yaml grants stormservices create/get/list/patch/update and no
+# stormservices/scale). The annotation autoscaling.aibrix.ai/storm-service-mode is read only on the
+# subTargetSelector (role) paths. getPodSelectorForRole selects the pods by the label below, plus
+# pod-group-index 0 only for a role with podGroupSize > 1; podautoscaler_controller.go
+# reconcileCustomPA / getScaleResource fetch the target object itself as the "scale" object.
+SS_API_VERSION = "orchestration.aibrix.ai/v1alpha1"
+SS_KIND = "StormService"
+SS_NAME_LABEL = "storm-service-name"            # pkg/controller/constants/stormservice.go StormServiceNameLabelKey
+SS_ROLE_NAME_LABEL = "role-name"                # RoleNameLabelKey
+SS_ROLESET_NAME_LABEL = "roleset-name"          # RoleSetNameLabelKey
+# The CRD's scale subresource (config/crd/orchestration/orchestration.aibrix.ai_stormservices.yaml, from
+# api/orchestration/v1alpha1/stormservice_types.go +kubebuilder:subresource:scale): `kubectl scale` works.
+SS_SCALE_SUBRESOURCE = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+                        "labelSelectorPath": ".status.scalingTargetSelector"}
+# stormservice_types.go StormServiceUpdateStrategy: +kubebuilder:validation:Enum={RollingUpdate,InPlaceUpdate}.
+SS_UPDATE_STRATEGY_TYPES = ("RollingUpdate", "InPlaceUpdate")
+
+
+def ss_pod_selector(ss_name: str, roles: list[dict]) -> dict[str, str]:
+    """workload_scale.go getPodSelectorForRole without a role name: the StormService's pods, the first of
+    each pod group where a role has podGroupSize > 1."""
+    sel = {SS_NAME_LABEL: ss_name}
+    if any((r.get("podGroupSize") or 1) > 1 for r in roles):
+        sel["stormservice.orchestration.aibrix.ai/pod-group-index"] = "0"
+    return sel
+
+
+def ss_pod_labels(ss_name: str, roleset: str, role: dict) -> dict[str, str]:
+    """pkg/controller/roleset/utils.go renderStormServicePod: the role template's labels, plus roleset-name,
+    role-name, role-template-hash and storm-service-name (the RoleSet's label, stormservice/
+    rolesetoperations.go renderRoleSet). Every RoleSet renders the same role template."""
+    labels = dict(((role.get("template") or {}).get("metadata") or {}).get("labels") or {})
+    labels.update({SS_ROLESET_NAME_LABEL: roleset, SS_ROLE_NAME_LABEL: role["name"], "role-template-hash": "h",
+                   SS_NAME_LABEL: ss_name})
+    return labels
+
+
+def ss_fenceposts(max_surge: int | None, max_unavailable: int | None, desired: int) -> tuple[int, int]:
+    """stormservice/utils.go ResolveFenceposts (integers): both unset count 0; both 0 makes unavailable 1."""
+    surge, unavailable = max_surge or 0, max_unavailable or 0
+    if surge == 0 and unavailable == 0:
+        unavailable = 1
+    return surge, unavailable
+
+
+def ss_limits(spec: dict) -> tuple[int, int]:
+    """(maxSurge, minAvailable) in RoleSets: utils.go MaxSurge, MinAvailable, MaxUnavailable. Only a
+    RollingUpdate (or unset) strategy has either; InPlaceUpdate has 0 and 0."""
+    strategy = spec.get("updateStrategy") or {}
+    replicas = spec.get("replicas", 1)
+    if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+        return 0, 0
+    surge, unavailable = ss_fenceposts(strategy.get("maxSurge"), strategy.get("maxUnavailable"), replicas)
+    unavailable = 0 if replicas == 0 else min(unavailable, replicas)
+    return surge, replicas - unavailable
+
+
+@dataclass
+class RoleSet:
+    revision: str
+    ready: bool = False     # its Ready condition: every role's readyReplicas reached its replicas (roleset/sync.go)
+
+
+def ss_reconcile(spec: dict, rolesets: list[RoleSet], update_revision: str) -> bool:
+    """One pass of stormservice/sync.go sync over a replica-mode StormService (not paused, one
+    revision being rolled out to), mutating `rolesets`: scaling() creates RoleSets at the update revision
+    up to spec.replicas + maxSurge, or deletes down to spec.replicas stopping at minAvailable ready ones;
+    only when it changed nothing, rollout() runs. RollingUpdate (rollingUpdate): delete outdated RoleSets,
+    a ready one only while more than minAvailable are ready, then create min(replicas + maxSurge - all,
+    replicas - updated) at the update revision, `all` being the RoleSets listed before the deletions: a
+    deleted RoleSet is still listed until its pods are gone (roleset_controller.go adds
+    orchestration.aibrix.ai/roleset-finalizer; roleset/sync.go finalize removes it only once no pod is
+    left), so here a deleted RoleSet is gone by the next pass and never beside its replacement. InPlaceUpdate (inPlaceUpdate): every outdated RoleSet is
+    relabelled to the update revision at once and rolls its own pods (updateRoleSet): marked here as
+    not ready. Returns whether scaling() acted."""
+    want = spec.get("replicas", 1)
+    max_surge, min_available = ss_limits(spec)
+    diff = len(rolesets) - want
+    if diff < 0:
+        budget = min(-diff, want + max_surge - len(rolesets))
+        rolesets += [RoleSet(update_revision) for _ in range(max(budget, 0))]
+        return budget > 0
+    if diff > 0:
+        ready = sum(r.ready for r in rolesets)
+        rolesets.sort(key=lambda r: (r.revision == update_revision, r.ready))  # sortRoleSetByRevision
+        doomed = []
+        for r in rolesets:
+            if diff == 0 or (r.ready and ready <= min_available):
+                break
+            doomed.append(r)
+            ready -= r.ready
+            diff -= 1
+        for r in doomed:
+            rolesets.remove(r)
+        return bool(doomed)
+    if sum(r.revision == update_revision for r in rolesets) == want:
+        return False
+    if (spec.get("updateStrategy") or {}).get("type", "RollingUpdate") == "InPlaceUpdate":
+        for r in rolesets:
+            if r.revision != update_revision:
+                r.revision, r.ready = update_revision, False
+        return False
+    ready = sum(r.ready for r in rolesets)
+    listed = len(rolesets)      # allRoleSets as listed before this pass deleted any
+    outdated = sorted((r for r in rolesets if r.revision != update_revision), key=lambda r: r.ready)
+    for r in outdated:
+        if r.ready and ready <= min_available:
+            break
+        rolesets.remove(r)
+        ready -= r.ready
+    updated = sum(r.revision == update_revision for r in rolesets)
+    create = max(0, min(want + max_surge - listed, want - updated))
+    rolesets += [RoleSet(update_revision) for _ in range(create)]
+    return False
+
+
+def ss_status(spec: dict, rolesets: list[RoleSet], current_revision: str, update_revision: str,
+              generation: int) -> dict:
+    """stormservice/sync.go updateStatus, for RoleSets whose roles are all updated (a RoleSet is created
+    at its revision in replica mode): replicas, updatedReplicas and updatedReadyReplicas count RoleSets,
+    currentRevision becomes the update revision when no RoleSet is left at the old one, and Ready needs
+    readyReplicas >= spec.replicas, updatedReplicas == replicas == spec.replicas and the two revisions equal.
+    omitempty drops zero counts (stormservice_types.go)."""
+    want = spec.get("replicas", 1)
+    updated = sum(r.revision == update_revision for r in rolesets)
+    updated_ready = sum(r.revision == update_revision and r.ready for r in rolesets)
+    current = sum(r.revision == current_revision for r in rolesets)
+    if current == 0:
+        current_revision = update_revision
+    ready = sum(r.ready for r in rolesets)
+    is_ready = ready >= want and updated == want and len(rolesets) == want and current_revision == update_revision
+    status = {"observedGeneration": generation, "currentRevision": current_revision, "updateRevision": update_revision,
+              "conditions": [{"type": "Ready" if is_ready else "Progressing", "status": "True"}],
+              "scalingTargetSelector": f"{SS_NAME_LABEL}=<name>"}
+    for key, value in (("replicas", len(rolesets)), ("readyReplicas", ready), ("updatedReplicas", updated),
+                       ("updatedReadyReplicas", updated_ready)):
+        if value:
+            status[key] = value
+    return {"metadata": {"generation": generation}, "status": status}
