@@ -130,6 +130,15 @@ class ServedModel(Model):
         None, description="sha256 of the model's SHA256SUMS (`sha256sum SHA256SUMS`); when set, the sync Job refuses "
         "a manifest with another digest and the pods' gate refuses a marker that records another, so the same "
         "revision with other content is never served.")
+    keep_revisions: int = Field(
+        2, ge=2, le=16, description="Verified revisions of this model kept under `<directory>/` once a new one is "
+        "verified, the new one included: the previous one stays for a rollback without download and for the old "
+        "pods that read it during the rollout. Older revision directories that carry the sync Job's marker or "
+        "digest cache are removed then; a revision any model of the stack serves is always kept.")
+    size_gib: float | None = Field(
+        None, gt=0, description="Size of one revision of the weights in GiB (DeepSeek-V4-Flash: 155.43, field report "
+        "3.1). When set, modelVolume.capacityGiB must hold keepRevisions verified revisions plus the one being "
+        "synced for every directory; unset, the capacity is not checked.")
     expected_shard_count: int = Field(48, ge=1, description="Safetensors shards the weight index must name (48 for DeepSeek-V4-Flash, field report 3.1).")
     engine: Literal["vllm", "sglang"] = Field("vllm", description="Serving engine.")
     orchestrator: Literal["deployment", "stormservice", "rolebasedgroup", "rayclusterfleet"] = Field(

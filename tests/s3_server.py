@@ -7,7 +7,8 @@ a small HTTP proxy on loopback plays the store's front door:
 - it is reached as the CLI's HTTP proxy (HTTP_PROXY), which is how `<bucket>.<endpoint host>` gets
   to loopback with no DNS: this machine resolves neither `*.localhost` nor any public name offline,
   and the rendered endpoint host is kept as is (only its scheme becomes http, no TLS here);
-- it can slow every response down or die (close every connection unanswered), to interrupt a sync.
+- it can slow every response down or die (close every connection unanswered), to interrupt a sync,
+  or hold one object back until told, so a download cannot finish before the test looks.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ class CosFrontDoor(ThreadingHTTPServer):
         self.delay_seconds = 0.0     # added before each object GET is answered
         self.dead = False            # close every connection without an answer
         self.gets = 0                # object GETs answered since the last reset
+        self.hold_key = ""           # an object GET for this key waits until release()
+        self.held = threading.Event()      # set once that GET arrived
+        self.released = threading.Event()
         self.refused_path_style = 0
         self.lock = threading.Lock()
 
@@ -62,6 +66,17 @@ class CosFrontDoor(ThreadingHTTPServer):
         with self.lock:
             self.endpoint_host, self.delay_seconds, self.dead = endpoint_host, 0.0, False
             self.gets = self.refused_path_style = 0
+            self.release()
+            self.hold_key = ""
+
+    def hold(self, key: str) -> None:
+        """Answer every object but `key` until release(): a download that cannot finish yet."""
+        self.held.clear()
+        self.released.clear()
+        self.hold_key = key
+
+    def release(self) -> None:
+        self.released.set()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -95,6 +110,9 @@ class _Handler(BaseHTTPRequestHandler):
         is_object_get = self.command == "GET" and "list-type" not in target.query and target.path.count("/") > 1
         if is_object_get and srv.delay_seconds:
             time.sleep(srv.delay_seconds)
+        if is_object_get and srv.hold_key and target.path.endswith("/" + srv.hold_key):
+            srv.held.set()
+            srv.released.wait(120)   # bounded: a test that fails never leaves the server hanging
         if srv.dead:
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)

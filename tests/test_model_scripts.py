@@ -186,10 +186,15 @@ def test_a_retry_rehashes_only_the_files_that_changed(tmp_path, monkeypatch, cap
     shard.write_bytes(good)                                               # the retry's download
     assert run() == 0 and [n for n in hashed if n != "SHA256SUMS"] == ["model-00002-of-00003.safetensors"]
     assert run() == 0 and [n for n in hashed if n != "SHA256SUMS"] == []  # nothing changed, nothing hashed
-    # Same size and mtime (as `aws s3 sync` sets it) but new bytes: the ctime tells, so it is hashed again.
+    # Same size and mtime but new bytes, put in place as `aws s3 sync` does (a temporary name renamed
+    # over the file, then the object's mtime): a new inode, so it is hashed again. An in-place rewrite
+    # is not what the CLI does, and within one tick of the coarse clock it may keep the ctime too.
     st = shard.stat()
-    shard.write_bytes(b"y" + good[1:])
+    tmp = shard.with_name(shard.name + ".a1B2c3D4")
+    tmp.write_bytes(b"y" + good[1:])
+    os.rename(tmp, shard)
     os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert shard.stat().st_ino != st.st_ino
     assert run() == 1 and "sha256 mismatch for model-00002-of-00003.safetensors" in capsys.readouterr().err
 
 
@@ -263,7 +268,7 @@ def run_sync(tmp_path: Path, succeed_on: int, attempts: int = 3, endpoint: str |
            "AWS_LISTING": str(tmp_path / "listing"),
            "BUCKET": "b", "PREFIX": "models/m", "DEST": str(dest), "MARKER": MARKER, "DIGEST_CACHE": ".digests.json",
            "ADDRESSING_STYLE": "virtual", "MAX_CONCURRENT_REQUESTS": "32", "SYNC_ATTEMPTS": str(attempts),
-           "RETRY_DELAY_SECONDS": "0"}
+           "RETRY_DELAY_SECONDS": "0", "AWS_CONFIG_FILE": str(tmp_path / "aws-config")}
     if endpoint:
         env["ENDPOINT_URL"] = endpoint
     proc = subprocess.run(["/bin/sh", str(SCRIPTS / "sync_model.sh")], env=env, capture_output=True, text=True)
@@ -273,10 +278,12 @@ def run_sync(tmp_path: Path, succeed_on: int, attempts: int = 3, endpoint: str |
 def test_sync_sets_addressing_and_concurrency_and_drops_the_marker(tmp_path):
     proc, calls, dest = run_sync(tmp_path, succeed_on=1, endpoint="https://cos.example.com")
     assert proc.returncode == 0, proc.stderr
-    assert calls[:2] == ["configure set default.s3.addressing_style virtual",
-                         "configure set default.s3.max_concurrent_requests 32"]
-    assert calls[2] == "--endpoint-url https://cos.example.com s3 ls s3://b/models/m/"
-    assert calls[3] == (f"--endpoint-url https://cos.example.com s3 sync s3://b/models/m/ {dest}/ --delete "
+    # The config `aws configure set default.s3.<key>` would write (the real CLI reads it in
+    # tests/test_sync_real.py, where path-style is refused).
+    assert (tmp_path / "aws-config").read_text() == (
+        "[default]\ns3 =\n    addressing_style = virtual\n    max_concurrent_requests = 32\n")
+    assert calls[0] == "--endpoint-url https://cos.example.com s3 ls s3://b/models/m/"
+    assert calls[1] == (f"--endpoint-url https://cos.example.com s3 sync s3://b/models/m/ {dest}/ --delete "
                         f"--exclude {MARKER} --only-show-errors --exclude .digests.json")
     assert not (dest / MARKER).exists()
 

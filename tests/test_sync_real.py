@@ -111,7 +111,7 @@ def rendered_model_pipeline(rendered) -> tuple[Container, Container, Container]:
                          {e["name"]: e["value"] for e in c.get("env", [])},
                          [m["mountPath"] for m in c.get("volumeMounts", [])])
 
-    download = next(c for c in spec["initContainers"] if c["name"] == "download")
+    download = next(c for c in spec["containers"] if c["name"] == "download")
     verify = next(c for c in spec["containers"] if c["name"] == "verify")
     gates = [c for kind in ("kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:StatefulSet")
              for c in _containers(rendered, kind, lambda o: any("model_gate.py" in str(x) for x in o["command"]))]
@@ -166,8 +166,14 @@ class Pod:
                               capture_output=True, text=True, timeout=120)
 
     def run_verify(self) -> subprocess.CompletedProcess:
+        """The verify container after the download container ended (it reads how it ended)."""
         return subprocess.run(self.argv(self.verify), env=self.env(self.verify), capture_output=True,
                               text=True, timeout=60)
+
+    def start_verify(self) -> subprocess.Popen:
+        """The verify container as the pod starts it: beside the download, before it."""
+        return subprocess.Popen(self.argv(self.verify), env=self.env(self.verify), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
 
     def run_gate(self) -> subprocess.CompletedProcess:
         return subprocess.run(self.argv(self.gate), env=self.env(self.gate), capture_output=True,
