@@ -325,6 +325,8 @@ def test_an_interrupted_download_is_never_marked_ready(pod, tmp_path):
     assert len(list(pod.model_dir().glob("*.safetensors"))) < SHARDS
     verify = pod.run_verify()
     assert verify.returncode == 1
+    # The verifier beside it learns this from the kernel (the FIFO lost its writer), not from a timeout.
+    assert "the download ended without an exit status (killed)" in verify.stderr
     assert not marker(pod).exists()
     assert pod.run_gate().returncode == 1
 
@@ -347,6 +349,41 @@ def test_the_server_dying_mid_sync_fails_after_the_configured_attempts(pod, tmp_
     verify = pod.run_verify()
     assert verify.returncode == 1 and not marker(pod).exists()
     assert pod.run_gate().returncode == 1
+
+
+def test_files_are_hashed_while_the_download_is_still_running(pod, tmp_path):
+    """The verify container starts beside the download (issue 12, speed). The front door holds the
+    last shard back, so the download cannot finish until the test has looked: by then every other
+    file the manifest lists is already hashed (in the digest cache), and no marker exists yet."""
+    model = fake_model(tmp_path / "upload")
+    put_model(pod.s3, *bucket_of(pod), model)
+    last = f"model-{SHARDS:05d}-of-{SHARDS:05d}.safetensors"
+    pod.s3.front.hold(last)
+    verify = pod.start_verify()
+    sync = pod.start_sync(RETRY_DELAY_SECONDS="0")
+    cache = pod.model_dir() / pod.download.env["DIGEST_CACHE"]
+    others = {p.name for p in model.iterdir() if p.name not in ("SHA256SUMS", last)}
+
+    def hashed() -> set[str]:
+        try:
+            return set(json.loads(cache.read_text()))
+        except (OSError, ValueError):
+            return set()
+    try:
+        deadline = time.monotonic() + 60   # only a bound for failing: the test never waits on time
+        while not others <= hashed() and verify.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert others <= hashed(), f"not hashed while downloading: {sorted(others - hashed())}"
+        assert pod.s3.front.held.is_set() and not (pod.model_dir() / last).exists()
+        assert sync.poll() is None and verify.poll() is None and not marker(pod).exists()
+    finally:
+        pod.s3.front.release()
+    out, err = sync.communicate(timeout=60)
+    assert sync.returncode == 0, err
+    out, err = verify.communicate(timeout=60)
+    assert verify.returncode == 0, err
+    assert marker(pod).exists() and last in hashed()
+    assert pod.run_gate().returncode == 0
 
 
 def test_the_fake_model_is_what_the_real_checks_accept(tmp_path):
@@ -396,6 +433,10 @@ def test_a_verified_model_survives_an_empty_or_mistyped_prefix_and_a_new_revisio
     sync = typo.sync()
     assert sync.returncode == 1 and "refusing to sync" in sync.stderr
     assert digest_tree(pod.model_dir()) == before
+    # The verify container beside it fails the Job too, and touches nothing: the marker stays.
+    verify = typo.run_verify()
+    assert verify.returncode == 1 and "the download exited 1" in verify.stderr
+    assert marker(pod).exists() and pod.run_gate().returncode == 0
 
     (tmp_path / "nothing").mkdir()
     put_model(pod.s3, *bucket_of(pod), tmp_path / "nothing")
@@ -423,3 +464,23 @@ def test_a_verified_model_survives_an_empty_or_mistyped_prefix_and_a_new_revisio
     # The old revision's pods still read the old, verified files, and its gate still passes.
     assert digest_tree(pod.model_dir()) == digest_tree(old)
     assert pod.run_gate().returncode == 0
+
+    # keepRevisions (2 in dev): the revision after that, once verified, prunes the oldest verified
+    # revision and keeps the previous one (rollback, and the pods that read it during the rollout).
+    # A directory under <directory>/ without our marker or digest cache is never ours to remove.
+    keep = int(bumped.verify.args[bumped.verify.args.index("--keep-revisions") + 1])
+    assert keep == 2
+    foreign = pod.model_dir().parent / "operator-notes"
+    foreign.mkdir()
+    (foreign / "README").write_text("not the sync Job's")
+    third = fake_model(tmp_path / "third", seed="third")
+    put_model(pod.s3, *bucket_of(pod), third)
+    latest = on_variant(pod, revision="0802")
+    assert latest.sync().returncode == 0
+    verify = latest.run_verify()
+    assert verify.returncode == 0, verify.stderr
+    assert f"pruned revision {pod.model_dir().name}" in verify.stdout
+    assert sorted(p.name for p in pod.model_dir().parent.iterdir()) == sorted(
+        ["operator-notes", bumped.model_dir().name, latest.model_dir().name])
+    assert digest_tree(bumped.model_dir()) == digest_tree(new) and bumped.run_gate().returncode == 0
+    assert latest.run_gate().returncode == 0 and pod.run_gate().returncode == 1
