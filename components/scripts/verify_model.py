@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import sys
 import tempfile
@@ -233,6 +234,13 @@ class Download:
         # No writer left: the exit status is written before the FIFO closes, or never (killed).
         return False, self.exit_code()
 
+    def wait(self, seconds: float) -> None:
+        """Sleep, but wake as soon as the download ends: its FIFO then reports hang-up."""
+        if self.fifo < 0:
+            time.sleep(seconds)
+        else:
+            select.select([self.fifo], [], [], seconds)
+
 
 def hash_while_downloading(download: Download, digests: Digests) -> int | None:
     """Hash every manifest file as it lands, until the download ends; returns its exit code (None if
@@ -252,7 +260,13 @@ def hash_while_downloading(download: Download, digests: Digests) -> int | None:
             except (OSError, ValueError):
                 names = []
         for n in names:
-            key = file_key(digests.path(n))
+            # A plain stat while watching (cheap on a network file system); what counts is the key
+            # hashed() takes from the open file and the final pass compares.
+            try:
+                st = os.stat(digests.path(n))
+                key = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+            except FileNotFoundError:
+                key = None
             if key is not None and seen.get(n) == key and digests.current(n, key) is None:
                 digests.start(n)
             seen[n] = key
@@ -260,7 +274,7 @@ def hash_while_downloading(download: Download, digests: Digests) -> int | None:
         digests.save()
         if not running:
             return code
-        time.sleep(POLL_SECONDS)
+        download.wait(POLL_SECONDS)
 
 
 def marker_payload(model_dir: str, revision: str, shards: int) -> dict:
