@@ -8,7 +8,7 @@ a small HTTP proxy on loopback plays the store's front door:
   to loopback with no DNS: this machine resolves neither `*.localhost` nor any public name offline,
   and the rendered endpoint host is kept as is (only its scheme becomes http, no TLS here);
 - it can slow every response down or die (close every connection unanswered), to interrupt a sync,
-  or hold one object back until told, so a download cannot finish before the test looks;
+  or hold back half of one object until told, so a download cannot finish before the test looks;
 - it can cap the bandwidth of object payloads, so a benchmark's download is network-bound as a real
   one is, instead of competing with the hashing for this machine's CPUs.
 """
@@ -75,7 +75,7 @@ class CosFrontDoor(ThreadingHTTPServer):
             self.hold_key = ""
 
     def hold(self, key: str) -> None:
-        """Answer every object but `key` until release(): a download that cannot finish yet."""
+        """Send only half of `key` until release(): a download that cannot finish yet."""
         self.held.clear()
         self.released.clear()
         self.hold_key = key
@@ -115,9 +115,6 @@ class _Handler(BaseHTTPRequestHandler):
         is_object_get = self.command == "GET" and "list-type" not in target.query and target.path.count("/") > 1
         if is_object_get and srv.delay_seconds:
             time.sleep(srv.delay_seconds)
-        if is_object_get and srv.hold_key and target.path.endswith("/" + srv.hold_key):
-            srv.held.set()
-            srv.released.wait(120)   # bounded: a test that fails never leaves the server hanging
         if srv.dead:
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
@@ -145,6 +142,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header(k, v)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
+        if is_object_get and srv.hold_key and target.path.endswith("/" + srv.hold_key):
+            # Half the body now, the rest once released: the client has begun writing the object.
+            self.wfile.write(payload[:len(payload) // 2])
+            self.wfile.flush()
+            srv.held.set()
+            srv.released.wait(120)   # bounded: a test that fails never leaves the server hanging
+            payload = payload[len(payload) // 2:]
         if self.command != "HEAD":
             self.wfile.write(payload)
         if is_object_get and resp.status == 200:

@@ -25,6 +25,7 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 import pytest
+import upstream_aws_cli
 from conftest import IN_CI, render_stack
 from s3_server import AWS, LocalS3
 
@@ -356,8 +357,11 @@ def test_files_are_hashed_while_the_download_is_still_running(pod, tmp_path):
     last shard back, so the download cannot finish until the test has looked: by then every other
     file the manifest lists is already hashed (in the digest cache), and no marker exists yet."""
     model = fake_model(tmp_path / "upload")
-    put_model(pod.s3, *bucket_of(pod), model)
     last = f"model-{SHARDS:05d}-of-{SHARDS:05d}.safetensors"
+    # Larger than s3transfer's 256 KiB I/O chunk, so its first half is written before the rest arrives.
+    (model / last).write_bytes(os.urandom(1 << 20))
+    write_sums(model)
+    put_model(pod.s3, *bucket_of(pod), model)
     pod.s3.front.hold(last)
     verify = pod.start_verify()
     sync = pod.start_sync(RETRY_DELAY_SECONDS="0")
@@ -369,12 +373,18 @@ def test_files_are_hashed_while_the_download_is_still_running(pod, tmp_path):
             return set(json.loads(cache.read_text()))
         except (OSError, ValueError):
             return set()
+
+    def partial() -> list[str]:
+        return [p.name for p in pod.model_dir().iterdir() if re.fullmatch(re.escape(last) + r"\.[0-9a-fA-F]{8}", p.name)]
     try:
         deadline = time.monotonic() + 60   # only a bound for failing: the test never waits on time
-        while not others <= hashed() and verify.poll() is None and time.monotonic() < deadline:
+        while (not others <= hashed() or not partial()) and verify.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert others <= hashed(), f"not hashed while downloading: {sorted(others - hashed())}"
-        assert pod.s3.front.held.is_set() and not (pod.model_dir() / last).exists()
+        # Half of the held object is on disk under a temporary name beside it (s3transfer's
+        # DownloadFilenameOutputManager, tests/upstream_aws_cli.py), none under its final name:
+        # what the verifier finds under a final name is complete.
+        assert pod.s3.front.held.is_set() and partial() and not (pod.model_dir() / last).exists()
         assert sync.poll() is None and verify.poll() is None and not marker(pod).exists()
     finally:
         pod.s3.front.release()
@@ -384,6 +394,17 @@ def test_files_are_hashed_while_the_download_is_still_running(pod, tmp_path):
     assert verify.returncode == 0, err
     assert marker(pod).exists() and last in hashed()
     assert pod.run_gate().returncode == 0
+
+
+def test_the_installed_cli_is_the_pinned_one_and_renames_each_download_into_place():
+    """What verify_model.py relies on, read from the CLI this file runs (tests/upstream_aws_cli.py)."""
+    site = next((AWS.parent.parent / "lib").glob("python3*/site-packages"))
+    for package, version in (("awscli", upstream_aws_cli.AWSCLI), ("s3transfer", upstream_aws_cli.S3TRANSFER)):
+        assert (site / f"{package}-{version}.dist-info").is_dir(), f"{package} is not {version}: re-read tests/upstream_aws_cli.py"
+        assert f"{package}=={version}" in (PROJECT_DIR / "requirements-s3.txt").read_text()
+    for line in upstream_aws_cli.SOURCE:
+        lines = {x.strip() for x in (site / line.package / line.path).read_text(encoding="utf-8").splitlines()}
+        assert line.text in lines, f"{line.package}/{line.path} no longer has: {line.text} ({line.why})"
 
 
 def test_the_fake_model_is_what_the_real_checks_accept(tmp_path):
