@@ -317,3 +317,38 @@ def test_sync_never_deletes_for_a_listing_that_is_not_a_model(tmp_path, listing,
     for line in says:
         assert line in proc.stderr
     assert ("has no config.json" in proc.stderr) is False
+
+
+def test_pruning_keeps_the_newest_verified_revisions_what_the_stack_serves_and_what_is_not_ours(tmp_path, capsys):
+    """After a new revision verified: keep it and the newest keep-1 other verified ones, every revision
+    the stack serves from this directory (--in-use), and any directory without our marker or digest
+    cache; an unverified sync of ours (digest cache, no marker) cannot be served and goes."""
+    root = tmp_path / "DeepSeek-V4-Flash"
+    for i, rev in enumerate(("r1", "r2", "r3", "r4")):
+        assert verify(make_model(root / rev), revision=rev) == 0
+        os.utime(root / rev / MARKER, (1000 + i, 1000 + i))      # verified in this order
+    make_model(root / "r0")                                         # a failed sync of ours
+    (root / "r0" / ".digests.json").write_text("{}")
+    make_model(root / "manual")                                     # someone's copy: not ours
+    (root / "r9").mkdir()
+    (root / "r9" / MARKER).write_text(json.dumps({"revision": "other"}))   # a marker naming another revision
+    new = make_model(root / "r5")
+    capsys.readouterr()
+    assert verify_model.main(["--model-dir", str(new), "--revision", "r5", "--expected-shards", "3", "--marker", MARKER,
+                              "--workers", "2", "--digest-cache", ".digests.json", "--keep-revisions", "2",
+                              "--in-use", "r5", "--in-use", "r2"]) == 0
+    assert sorted(p.name for p in root.iterdir()) == ["manual", "r2", "r4", "r5", "r9"]
+    out = capsys.readouterr().out
+    assert [line.split()[2] for line in out.splitlines() if line.startswith("pruned")] == ["r0", "r1", "r3"]
+    assert gate(root / "r4", revision="r4") == 0 and gate(root / "r2", revision="r2") == 0
+
+
+def test_nothing_is_pruned_when_the_new_revision_fails(tmp_path):
+    root = tmp_path / "m"
+    for rev in ("r1", "r2"):
+        assert verify(make_model(root / rev), revision=rev) == 0
+    bad = make_model(root / "r3")
+    (bad / "config.json").unlink()
+    assert verify_model.main(["--model-dir", str(bad), "--revision", "r3", "--expected-shards", "3", "--marker", MARKER,
+                              "--workers", "2", "--keep-revisions", "2"]) == 1
+    assert sorted(p.name for p in root.iterdir()) == ["r1", "r2", "r3"]
