@@ -267,6 +267,15 @@ def test_complete_model_syncs_verifies_and_passes_the_gate_virtual_hosted(pod, t
     assert json.loads(marker(pod).read_text())["revision"] == pod.verify.args[pod.verify.args.index("--revision") + 1]
     gate = pod.run_gate()
     assert gate.returncode == 0, gate.stderr
+    # README "Pinning the manifest": the digest to pin, read from the bucket without the weights, is the
+    # one the marker records and the gate compares a pin with.
+    bucket, prefix = bucket_of(pod)
+    env = pod.env(pod.download)
+    cp = subprocess.run(["aws", "--endpoint-url", env["ENDPOINT_URL"], "s3", "cp", f"s3://{bucket}/{prefix}/SHA256SUMS", "-"],
+                        env=env, capture_output=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert hashlib.sha256(cp.stdout).hexdigest() == json.loads(marker(pod).read_text())["manifest_sha256"] == \
+        hashlib.sha256((model / "SHA256SUMS").read_bytes()).hexdigest()
 
 
 def test_path_style_is_refused_like_cos(pod, tmp_path):

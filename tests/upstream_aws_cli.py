@@ -6,7 +6,8 @@ tag 1.46.2, github.com/boto/s3transfer tag 0.19.3). SOURCE holds the lines of th
 the verifier's assumptions rest on; tests/test_sync_real.py checks them against the installed files
 and watches the real CLI keep a held object under a temporary name.
 
-READ (cannot run here: no CephFS or NFS client): see KEY_ON_NETWORK_FILE_SYSTEMS.
+What the file systems under the model volume add is read, not run: tests/upstream_nfs.py and
+tests/upstream_ceph.py.
 """
 
 from __future__ import annotations
@@ -42,28 +43,4 @@ SOURCE = (
     Line("awscli", "customizations/s3/s3handler.py",
          "# The result subscriber class should always be the last registered",
          "the utime subscriber runs before the result is reported, in subscriber order"),
-)
-
-# The digest cache's key (size, mtime, ctime, inode) on the volume kinds the config offers. What
-# replaces a file is always the CLI's rename of a new inode created while the old one still existed,
-# so the new file's inode number differs on any file system with unique live inode numbers (CephFS:
-# the MDS allocates them; NFS: the server's fileid); an in-place rewrite (which nothing in the Job
-# does) could keep size, mtime and, within one tick of a coarse clock, ctime. Reading the key:
-KEY_ON_NETWORK_FILE_SYSTEMS = (
-    # NFS: a stat() may answer from the attribute cache (acregmin 3 s .. acregmax 60 s) and a cached
-    # directory entry is trusted until the parent directory's attributes expire (lookupcache=all,
-    # the default); open() revalidates with the server unless the mount says nocto. So the key is
-    # taken with fstat() on an open file.
-    "nfs-utils utils/mount/nfs.man, nfs(5) DATA AND METADATA COHERENCE: Close-to-open cache "
-    "consistency (GETATTR on every open, 'regardless of the freshness of the file's cached attributes'), "
-    "Attribute caching (ac/acregmax), Directory entry caching (lookupcache)",
-    "Linux fs/nfs/dir.c nfs_lookup_verify_inode: '/* This is an open(2) */' with LOOKUP_OPEN and no "
-    "NFS_MOUNT_NOCTO goes to __nfs_revalidate_inode, an on-the-wire GETATTR (read in a 5.x/6.x-era copy)",
-    # The rendered NFS PersistentVolumes set no mountOptions (components/volume.py), so cto holds.
-    # CephFS: attributes are coherent across clients: the MDS revokes a conflicting capability and the
-    # writer returns it with the updated inode metadata; a client holding a *_SHARED cap reads a
-    # coherent cached value.
-    "ceph doc/cephfs/mdcache.rst (CephFS Distributed Metadata Cache) and doc/cephfs/capabilities.rst",
-    "Linux fs/ceph/caps.c header comment: 'If the client holds a *_SHARED cap, the client has a coherent "
-    "value that can be safely read from the cached inode'",
 )

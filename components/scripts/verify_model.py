@@ -68,10 +68,10 @@ def file_key(path: str) -> list[int] | None:
       inode that existed beside the old one: its inode number differs on any file system, CephFS
       and NFS included, and its ctime is the rename's and utime's, even when size and mtime match.
     - Taken from the open file: on NFS, open() revalidates the attributes with the server
-      (close-to-open consistency), where a bare stat() may answer from the client's attribute
-      cache for up to acregmax seconds (Linux nfs(5), "Data and metadata coherence"); the rendered
-      volumes set no nocto or actimeo. CephFS attributes are coherent across clients through the
-      MDS's capabilities (Ceph docs, "Capabilities in CephFS")."""
+      (close-to-open consistency) where a bare stat() may answer from the client's attribute and
+      directory-entry caches for up to acregmax seconds (nfs(5); Linux fs/nfs/dir.c
+      nfs_lookup_verify_inode; tests/upstream_nfs.py); the rendered volumes set no nocto. CephFS
+      attributes are coherent across clients through the MDS's capabilities (tests/upstream_ceph.py)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except (FileNotFoundError, IsADirectoryError):
