@@ -39,6 +39,7 @@ from model_files import (  # noqa: E402
 RUNNING_FIFO = "running"
 EXIT_CODE_FILE = "exit-code"
 POLL_SECONDS = 0.2
+STILL_POLLS = 5
 
 
 def read_manifest(path: str) -> dict[str, str]:
@@ -244,10 +245,14 @@ class Download:
 
 def hash_while_downloading(download: Download, digests: Digests) -> int | None:
     """Hash every manifest file as it lands, until the download ends; returns its exit code (None if
-    it ended without one). A file under its final name is complete (the CLI renames it into place);
-    it is hashed once its key held still for one poll, so the CLI's utime right after the rename
-    does not make it stale. Whatever changes later is hashed again by the final pass."""
+    it ended without one). A file under its final name is complete (the CLI renames it into place).
+    Right after the rename the CLI sets its mtime to the object's LastModified in whole seconds
+    (awscli customizations/s3/utils.py ProvideLastModifiedTimeSubscriber: int(mod_timestamp)), which
+    changes the key: a file is hashed once its mtime is a whole second, or else (a file system with
+    coarse timestamps) once its key held still for STILL_POLLS polls. Whatever changes after it was
+    hashed is hashed again by the final pass."""
     seen: dict[str, list[int] | None] = {}
+    still: dict[str, int] = {}
     manifest_key: list[int] | None = None
     names: list[str] = []
     while True:
@@ -267,9 +272,11 @@ def hash_while_downloading(download: Download, digests: Digests) -> int | None:
                 key = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
             except FileNotFoundError:
                 key = None
-            if key is not None and seen.get(n) == key and digests.current(n, key) is None:
-                digests.start(n)
+            still[n] = still.get(n, 0) + 1 if seen.get(n) == key else 0
             seen[n] = key
+            if key is not None and digests.current(n, key) is None and (
+                    key[1] % 1_000_000_000 == 0 or still[n] >= STILL_POLLS):
+                digests.start(n)
         digests.collect()
         digests.save()
         if not running:
