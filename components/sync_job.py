@@ -2,8 +2,8 @@
 
 It is decoupled from GPU allocation: it runs on CPU nodes, is kept off every GPU node by a node
 affinity on the GPU pool's label keys, and requests no GPU. The download container syncs with
-retries; the verify container checks files, shard count and sha256, then writes the ready marker
-that the serving pods' gate reads.
+retries; the verify container beside it hashes each file as it lands, then checks files, shard count
+and sha256, writes the ready marker that the serving pods' gate reads, and prunes old revisions.
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ WORK_DIR = "/work"
 CREDENTIALS_DIR = "/var/run/secrets/object-store"
 SYNC_MOUNT = "/models"
 ANN_MODEL_SIZE = "llm-serving.io/model-size-gib"
+# In the pod's emptyDir: how the download container tells the verify container beside it that it is
+# alive and how it ended (components/scripts/sync_model.sh, verify_model.py --download-status).
+STATUS_DIR = f"{WORK_DIR}/download-status"
 # Kubernetes awaits a Job to completion; beyond activeDeadlineSeconds it has failed anyway.
 AWAIT_MARGIN_SECONDS = 300
 
@@ -50,6 +53,8 @@ class ModelSyncArgs:
     sync_image: Any             # pulumi.Input[str], a mirror reference may be an Output
     verify_image: Any
     image_pull_secrets: list[str] = field(default_factory=list)
+    # Revisions the stack serves from this directory (every model that shares it): never pruned.
+    revisions_in_use: tuple[str, ...] = ()
 
 
 def job_name(model: ServedModel) -> str:
@@ -70,6 +75,7 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
               {"name": "tmp", "mountPath": "/tmp"}]
     env = {
         "BUCKET": args.bucket_name, "PREFIX": m.object_prefix, "DEST": dest, "MARKER": READY_MARKER, "DIGEST_CACHE": DIGEST_CACHE,
+        "STATUS_DIR": STATUS_DIR,
         "ADDRESSING_STYLE": store.addressing_style,
         "MAX_CONCURRENT_REQUESTS": str(sync.max_concurrent_requests),
         "SYNC_ATTEMPTS": str(sync.sync_attempts),
@@ -96,23 +102,28 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         "name": "verify",
         "image": args.verify_image,
         "command": ["python3", f"{SCRIPTS_MOUNT}/verify_model.py"],
+        # Hashes each file as it lands, on as many threads as the container has cores (its CPU limit).
         "args": ["--model-dir", dest, "--revision", m.revision, "--expected-shards", str(m.expected_shard_count),
                  "--marker", READY_MARKER, "--workers", str(max(1, sync.cpu_request)),
-                 "--digest-cache", DIGEST_CACHE,
+                 "--digest-cache", DIGEST_CACHE, "--download-status", STATUS_DIR,
+                 "--keep-revisions", str(m.keep_revisions),
+                 *[x for r in sorted(set(args.revisions_in_use) | {m.revision}) for x in ("--in-use", r)],
                  *pinned_manifest_args(m.manifest_sha256)],
         "resources": resources,
         "securityContext": container_security(non_root=True),
         "volumeMounts": mounts,
     }
     # Files land on the model volume owned by our job UID: the directory must be writable by it.
-    pod = cpu_job_pod(args.gpu_pool, [verify], [
+    # Download and verify run side by side, so hashing keeps pace with the download; the pod
+    # succeeds only if both exit 0, and the verifier writes the marker only after the download did.
+    pod = cpu_job_pod(args.gpu_pool, [download, verify], [
         {"name": "model", "persistentVolumeClaim": {"claimName": args.sync_claim_name}},
         {"name": "scripts", "configMap": {"name": args.scripts_config_map, "defaultMode": 0o555}},
         {"name": "work", "emptyDir": {"sizeLimit": "1Gi"}},
         {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
         {"name": "credentials", "secret": {"secretName": args.credentials_secret, "defaultMode": 0o440,
                                            "items": [{"key": "credentials", "path": "credentials"}]}},
-    ], init_containers=[download], image_pull_secrets=args.image_pull_secrets)
+    ], image_pull_secrets=args.image_pull_secrets)
     if sync.node_selector:
         pod["nodeSelector"] = dict(sorted(sync.node_selector.items()))
     return pod

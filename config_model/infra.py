@@ -216,6 +216,8 @@ class ModelSync(Model):
     backoff_limit: int = Field(4, ge=0, le=20, description="Pod retries of the Job (Kubernetes backs off exponentially between them).")
     sync_attempts: int = Field(3, ge=1, le=10, description="`aws s3 sync` attempts inside one pod, with doubling sleeps between them.")
     active_deadline_seconds: int = Field(7200, ge=600, description="Upper bound for one Job run in seconds (one 156 GiB download took about 6 min).")
-    cpu_request: int = Field(4, ge=1, description="CPU cores for download and hashing.")
-    memory_request_gib: int = Field(8, ge=1, description="Memory for download and hashing in GiB.")
+    cpu_request: int = Field(4, ge=1, description="CPU cores of each of the Job's two containers, the download and "
+                             "the verifier beside it (its hashing threads); the pod requests twice this.")
+    memory_request_gib: int = Field(8, ge=1, description="Memory of each of the Job's two containers in GiB; the pod "
+                                    "requests twice this.")
     node_selector: dict[LabelKey, NonEmptyLabelValue] = Field(default_factory=dict, description="Labels of the CPU nodes the Job may use.")

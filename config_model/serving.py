@@ -170,10 +170,17 @@ class ServedModel(Model):
         None, description="sha256 of the model's SHA256SUMS (`sha256sum SHA256SUMS`); when set, the sync Job refuses "
         "a manifest with another digest and the pods' gate refuses a marker that records another, so the same "
         "revision with other content is never served.")
+    keep_revisions: int = Field(
+        2, ge=2, le=16, description="Revisions of this model kept under `<directory>/`, the one being synced "
+        "included: the newest verified others stay (the previous one for a rollback without download and for the "
+        "old pods that read it during the rollout). Older revision directories that carry the sync Job's marker or "
+        "digest cache are removed once the bucket's listing shows the new revision, before its download fills "
+        "the volume; a revision any model of the stack serves is always kept.")
     expected_shard_count: int = Field(48, ge=1, description="Safetensors shards the weight index must name (48 for DeepSeek-V4-Flash, field report 3.1).")
     size_gib: float = Field(
         155.43, gt=0, le=100000, description="Size of the model's files in GiB (155.43 for DeepSeek-V4-Flash, field "
-        "report 3.1); plan.md's time to first token syncs this much at the measured 437 MiB/s (3.2).")
+        "report 3.1); plan.md's time to first token syncs this much at the measured 437 MiB/s (3.2), and "
+        "modelVolume.capacityGiB must hold keepRevisions revisions of it for every directory.")
     engine: Literal["vllm", "sglang"] = Field("vllm", description="Serving engine.")
     orchestrator: Literal["deployment", "stormservice", "rolebasedgroup", "rayclusterfleet"] = Field(
         "deployment", description="What runs the engine pods: a Deployment, an AIBrix StormService (11.1), an RBG "

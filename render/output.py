@@ -519,6 +519,32 @@ def _time_to_serving_section(rendered: Rendered) -> list[str]:
     return lines
 
 
+def _sync_section(rendered: Rendered) -> list[str]:
+    """Per sync Job (components/sync_job.py): where it writes, whether the content is pinned, what it prunes."""
+    lines = ["", "## Model sync", "",
+             "| Job | Revision directory | Manifest (models[].manifestSha256) | Kept verified revisions | Never pruned | Hashing threads |",
+             "|---|---|---|---|---|---|"]
+    unpinned = False
+    for obj in kubernetes_objects(rendered):
+        if obj.get("kind") != "Job" or not obj["metadata"]["name"].startswith("sync-"):
+            continue
+        verify = next(c for c in obj["spec"]["template"]["spec"]["containers"] if c["name"] == "verify")
+        args = verify.get("args") or []
+
+        def arg(flag: str) -> str | None:
+            return args[args.index(flag) + 1] if flag in args else None
+        pin = arg("--manifest-sha256")
+        unpinned = unpinned or pin is None
+        in_use = [args[i + 1] for i, a in enumerate(args) if a == "--in-use"]
+        lines.append(f"| {obj['metadata']['name']} | `{arg('--model-dir')}` | "
+                     + (f"pinned `{pin}`" if pin else "**unset: any SHA256SUMS the bucket holds is accepted**")
+                     + f" | {arg('--keep-revisions')} | {', '.join(f'`{r}`' for r in in_use)} | {arg('--workers')} |")
+    if unpinned:
+        lines += ["", "A model without `manifestSha256` serves whatever the bucket holds under its revision: "
+                  "the same revision with other content passes. Pin it (README, \"Pinning the manifest\")."]
+    return lines
+
+
 def plan_md(rendered: Rendered) -> str:
     out = rendered.outputs
     rows = workload_rows(rendered)
@@ -551,6 +577,7 @@ def plan_md(rendered: Rendered) -> str:
     lines += _memory_section(rendered)
     lines += _time_to_serving_section(rendered)
     lines += _autoscaling_section(rendered)
+    lines += _sync_section(rendered)
     lines += _ab_section(rendered)
     lines += _routes_section(rendered)
     # The AIBrix strategy each served model's pods name (components/routing.py): without one the

@@ -245,7 +245,9 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
                 credentials_secret=serving_secrets.object_store_secret_name,
                 scripts_config_map=scripts.config_map_name,
                 sync_image=images.references["modelSync"], verify_image=images.references["modelVerify"],
-                image_pull_secrets=pull_secrets), sync_opts)
+                image_pull_secrets=pull_secrets,
+                revisions_in_use=tuple(sorted({o.revision for o in engine_models(cfg) if o.directory == m.directory}))),
+                sync_opts)
             workload_images[sync.job_name] = {"download": images.references["modelSync"],
                                               "verify": images.references["modelVerify"]}
         # P/D fleets need Ray in the image; every other engine pod runs the engine's own image.

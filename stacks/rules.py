@@ -94,7 +94,8 @@ def _models(cfg: StackConfig) -> Iterator[Problem]:
         for field, mine, theirs in (("objectPrefix", m.object_prefix, other.object_prefix),
                                     ("revision", m.revision, other.revision),
                                     ("expectedShardCount", m.expected_shard_count, other.expected_shard_count),
-                                    ("sizeGiB", m.size_gib, other.size_gib)):
+                                    ("sizeGiB", m.size_gib, other.size_gib),
+                                    ("keepRevisions", m.keep_revisions, other.keep_revisions)):
             if first != i and mine != theirs:
                 yield Problem(f"{at}.{field}", mine, f"must equal models[{first}].{field} {theirs!r}: "
                               f"both models use directory {m.directory!r}")
@@ -427,6 +428,22 @@ def _model_volume(cfg: StackConfig) -> Iterator[Problem]:
                     yield Problem(f"modelVolume.cephfs.{field}", value, "is required for the csi driver")
 
 
+def _model_capacity(cfg: StackConfig) -> Iterator[Problem]:
+    """The volume holds, for every directory, the revisions the sync Job keeps, the one it downloads
+    included: older ones go once the bucket's listing shows the new revision and before its download
+    fills the volume (components/scripts/verify_model.py, prune on the download's "listed" signal)."""
+    need: dict[str, tuple[int, float]] = {}
+    for i, m in enumerate(cfg.models):
+        need.setdefault(m.directory, (i, m.size_gib * m.keep_revisions))
+    total = sum(gib for _, gib in need.values())
+    if need and cfg.model_volume.capacity_gib < total:
+        parts = ", ".join(f"{d!r}: models[{i}].keepRevisions {cfg.models[i].keep_revisions} x "
+                          f"{cfg.models[i].size_gib:g} GiB" for d, (i, _) in sorted(need.items()))
+        yield Problem("modelVolume.capacityGiB", cfg.model_volume.capacity_gib,
+                      f"must be at least {total:.1f} GiB to hold every directory's kept revisions, the one being "
+                      f"synced included ({parts}); raise it or lower keepRevisions")
+
+
 def _object_store(cfg: StackConfig) -> Iterator[Problem]:
     store = cfg.object_store
     if store.endpoint and store.create_credentials:
@@ -506,7 +523,7 @@ def _derived_names(cfg: StackConfig, stack: str | None) -> Iterator[Problem]:
 
 RULES: list[Callable[[StackConfig], Iterator[Problem]]] = [
     _models, _dspark_pairs, _autoscaling, _budget, _gpu_pool, _kv_cache_offload, _node_memory, _model_volume,
-    _object_store, _compile_cache, _images, _operations,
+    _model_capacity, _object_store, _compile_cache, _images, _operations,
     _gateway, _mounts, _int32_deadlines, _names_apart,
 ]
 

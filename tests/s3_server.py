@@ -7,7 +7,10 @@ a small HTTP proxy on loopback plays the store's front door:
 - it is reached as the CLI's HTTP proxy (HTTP_PROXY), which is how `<bucket>.<endpoint host>` gets
   to loopback with no DNS: this machine resolves neither `*.localhost` nor any public name offline,
   and the rendered endpoint host is kept as is (only its scheme becomes http, no TLS here);
-- it can slow every response down or die (close every connection unanswered), to interrupt a sync.
+- it can slow every response down or die (close every connection unanswered), to interrupt a sync,
+  or hold back half of one object until told, so a download cannot finish before the test looks;
+- it can cap the bandwidth of object payloads, so a benchmark's download is network-bound as a real
+  one is, instead of competing with the hashing for this machine's CPUs.
 """
 
 from __future__ import annotations
@@ -51,6 +54,11 @@ class CosFrontDoor(ThreadingHTTPServer):
         self.delay_seconds = 0.0     # added before each object GET is answered
         self.dead = False            # close every connection without an answer
         self.gets = 0                # object GETs answered since the last reset
+        self.link_bytes_per_s = 0.0  # object payloads share a link of this bandwidth (0: unlimited)
+        self.link_free_at = 0.0
+        self.hold_key = ""           # an object GET for this key waits until release()
+        self.held = threading.Event()      # set once that GET arrived
+        self.released = threading.Event()
         self.refused_path_style = 0
         self.lock = threading.Lock()
 
@@ -61,7 +69,19 @@ class CosFrontDoor(ThreadingHTTPServer):
     def reset(self, endpoint_host: str) -> None:
         with self.lock:
             self.endpoint_host, self.delay_seconds, self.dead = endpoint_host, 0.0, False
+            self.link_bytes_per_s = self.link_free_at = 0.0
             self.gets = self.refused_path_style = 0
+            self.release()
+            self.hold_key = ""
+
+    def hold(self, key: str) -> None:
+        """Send only half of `key` until release(): a download that cannot finish yet."""
+        self.held.clear()
+        self.released.clear()
+        self.hold_key = key
+
+    def release(self) -> None:
+        self.released.set()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -108,12 +128,27 @@ class _Handler(BaseHTTPRequestHandler):
             payload = resp.read()
         finally:
             conn.close()
+        if is_object_get and srv.link_bytes_per_s:
+            # A network-bound download (field report 3.2: 437 MiB/s, far below what the CPUs hash):
+            # each payload takes its turn on one link of the given bandwidth.
+            with srv.lock:
+                start = max(time.monotonic(), srv.link_free_at)
+                srv.link_free_at = start + len(payload) / srv.link_bytes_per_s
+                done_at = srv.link_free_at
+            time.sleep(max(0.0, done_at - time.monotonic()))
         self.send_response(resp.status, resp.reason)
         for k, v in resp.getheaders():
             if k.lower() not in HOP_BY_HOP and k.lower() != "content-length":
                 self.send_header(k, v)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
+        if is_object_get and srv.hold_key and target.path.endswith("/" + srv.hold_key):
+            # Half the body now, the rest once released: the client has begun writing the object.
+            self.wfile.write(payload[:len(payload) // 2])
+            self.wfile.flush()
+            srv.held.set()
+            srv.released.wait(120)   # bounded: a test that fails never leaves the server hanging
+            payload = payload[len(payload) // 2:]
         if self.command != "HEAD":
             self.wfile.write(payload)
         if is_object_get and resp.status == 200:

@@ -176,16 +176,22 @@ def test_sync_job_is_cpu_only_off_gpu_and_verifies():
     assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
         {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]}]
     assert "tolerations" not in pod
-    for c in pod["initContainers"] + pod["containers"]:
+    assert "initContainers" not in pod
+    download, verify = pod["containers"]
+    for c in pod["containers"]:
         assert "nvidia.com/gpu" not in json.dumps(c["resources"])
-    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in pod["initContainers"][0]["env"]}
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in download["env"]}
     assert env["ENDPOINT_URL"] == "https://cos.example.com" and env["ADDRESSING_STYLE"] == "virtual"
     assert env["MAX_CONCURRENT_REQUESTS"] == "20" and env["AWS_EC2_METADATA_DISABLED"] == "true"
     assert "AWS_SECRET_ACCESS_KEY" not in env and env["AWS_SHARED_CREDENTIALS_FILE"] == "/var/run/secrets/object-store/credentials"
     assert {"name": "credentials", "secret": {"secretName": "creds", "defaultMode": 0o440,
                                               "items": [{"key": "credentials", "path": "credentials"}]}} in pod["volumes"]
-    assert pod["securityContext"]["runAsNonRoot"] and pod["initContainers"][0]["securityContext"]["readOnlyRootFilesystem"]
-    verify = pod["containers"][0]
+    assert pod["securityContext"]["runAsNonRoot"] and download["securityContext"]["readOnlyRootFilesystem"]
+    # Side by side: the verifier hashes as files land and reads how the download ended from the
+    # directory both mount (an emptyDir of this pod).
+    assert verify["args"][verify["args"].index("--download-status") + 1] == env["STATUS_DIR"] == "/work/download-status"
+    assert {"name": "work", "mountPath": "/work"} in download["volumeMounts"] and {"name": "work", "mountPath": "/work"} in verify["volumeMounts"]
+    assert verify["args"][verify["args"].index("--workers") + 1] == verify["resources"]["limits"]["cpu"] == "4"
     assert verify["args"][verify["args"].index("--expected-shards") + 1] == "48"
     # The sync keeps (excludes from --delete) the very file the verifier caches digests in.
     assert verify["args"][verify["args"].index("--digest-cache") + 1] == env["DIGEST_CACHE"] == ".llm-serving-digests.json"
@@ -198,8 +204,8 @@ def test_each_revision_has_its_own_place_that_sync_gate_and_engine_share():
     """A sync of the next revision never writes where running pods of this one read (issue 12)."""
     for model in (served(), served(revision="0801")):
         pod = sync_pod_spec(sync_args(model))
-        dest = {e["name"]: e["value"] for e in pod["initContainers"][0]["env"]}["DEST"]
-        verify = pod["containers"][0]["args"]
+        dest = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}["DEST"]
+        verify = pod["containers"][1]["args"]
         assert dest == verify[verify.index("--model-dir") + 1] == f"/models/DeepSeek-V4-Flash-0731/{model.revision}"
         (dep,) = by_type(combined_run(model), "kubernetes:apps/v1:Deployment")
         spec = dep.inputs["spec"]["template"]["spec"]
@@ -211,7 +217,7 @@ def test_each_revision_has_its_own_place_that_sync_gate_and_engine_share():
 def test_a_pinned_manifest_reaches_the_verifier_and_the_gate_and_nothing_pins_by_default():
     pin = "ab" * 32
     for model, expected in ((served(), []), (served(manifest_sha256=pin), ["--manifest-sha256", pin])):
-        verify = sync_pod_spec(sync_args(model))["containers"][0]["args"]
+        verify = sync_pod_spec(sync_args(model))["containers"][1]["args"]
         (dep,) = by_type(combined_run(model), "kubernetes:apps/v1:Deployment")
         gate = dep.inputs["spec"]["template"]["spec"]["initContainers"][0]["args"]
         for args in (verify, gate):

@@ -485,3 +485,32 @@ def test_open_webui_needs_an_image():
     raw["operations"] = {"openWebUI": {"enabled": True}}
     assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:operations.openWebUI.image = (unset): is required when "
                              "operations.openWebUI.enabled is true"]
+
+
+def test_the_volume_holds_the_kept_revisions_the_one_being_synced_included():
+    """Old revisions go once the listing shows the new one, before its download fills the volume
+    (verify_model.py prunes on the download's "listed" signal): keepRevisions x sizeGiB per directory."""
+    raw = raw_config("staging")
+    assert isinstance(loader.validate(raw, "staging", SECRETS), StackConfig)   # 2 x 155.43 <= 400
+    raw["models"][0]["keepRevisions"] = raw["models"][1]["keepRevisions"] = 3
+    # Both arms share one directory: counted once.
+    assert problems(raw, stack="staging") == [
+        "Pulumi.staging.yaml: llm-serving:modelVolume.capacityGiB = 400: must be at least 466.3 GiB to hold every "
+        "directory's kept revisions, the one being synced included ('DeepSeek-V4-Flash-0731': models[0].keepRevisions "
+        "3 x 155.43 GiB); raise it or lower keepRevisions"]
+    raw["modelVolume"]["capacityGiB"] = 467
+    assert isinstance(loader.validate(raw, "staging", SECRETS), StackConfig)
+    for m in raw["models"]:
+        m["sizeGiB"] = 200
+    assert "must be at least 600.0 GiB" in problems(raw, stack="staging")[0]
+
+
+def test_keep_revisions_keeps_the_previous_one_and_is_one_value_per_directory():
+    raw = raw_config()
+    raw["models"][0]["keepRevisions"] = 1
+    (line,) = problems(raw)
+    assert line.startswith("Pulumi.dev.yaml: llm-serving:models[0].keepRevisions = 1:")
+    raw = raw_config("staging")
+    raw["models"][1]["keepRevisions"] = 3
+    assert ("Pulumi.staging.yaml: llm-serving:models[1].keepRevisions = 3: must equal models[0].keepRevisions 2: "
+            "both models use directory 'DeepSeek-V4-Flash-0731'") in problems(raw, stack="staging")

@@ -186,10 +186,15 @@ def test_a_retry_rehashes_only_the_files_that_changed(tmp_path, monkeypatch, cap
     shard.write_bytes(good)                                               # the retry's download
     assert run() == 0 and [n for n in hashed if n != "SHA256SUMS"] == ["model-00002-of-00003.safetensors"]
     assert run() == 0 and [n for n in hashed if n != "SHA256SUMS"] == []  # nothing changed, nothing hashed
-    # Same size and mtime (as `aws s3 sync` sets it) but new bytes: the ctime tells, so it is hashed again.
+    # Same size and mtime but new bytes, put in place as `aws s3 sync` does (a temporary name renamed
+    # over the file, then the object's mtime): a new inode, so it is hashed again. An in-place rewrite
+    # is not what the CLI does, and within one tick of the coarse clock it may keep the ctime too.
     st = shard.stat()
-    shard.write_bytes(b"y" + good[1:])
+    tmp = shard.with_name(shard.name + ".a1B2c3D4")
+    tmp.write_bytes(b"y" + good[1:])
+    os.rename(tmp, shard)
     os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert shard.stat().st_ino != st.st_ino
     assert run() == 1 and "sha256 mismatch for model-00002-of-00003.safetensors" in capsys.readouterr().err
 
 
@@ -263,7 +268,7 @@ def run_sync(tmp_path: Path, succeed_on: int, attempts: int = 3, endpoint: str |
            "AWS_LISTING": str(tmp_path / "listing"),
            "BUCKET": "b", "PREFIX": "models/m", "DEST": str(dest), "MARKER": MARKER, "DIGEST_CACHE": ".digests.json",
            "ADDRESSING_STYLE": "virtual", "MAX_CONCURRENT_REQUESTS": "32", "SYNC_ATTEMPTS": str(attempts),
-           "RETRY_DELAY_SECONDS": "0"}
+           "RETRY_DELAY_SECONDS": "0", "AWS_CONFIG_FILE": str(tmp_path / "aws-config")}
     if endpoint:
         env["ENDPOINT_URL"] = endpoint
     proc = subprocess.run(["/bin/sh", str(SCRIPTS / "sync_model.sh")], env=env, capture_output=True, text=True)
@@ -273,10 +278,12 @@ def run_sync(tmp_path: Path, succeed_on: int, attempts: int = 3, endpoint: str |
 def test_sync_sets_addressing_and_concurrency_and_drops_the_marker(tmp_path):
     proc, calls, dest = run_sync(tmp_path, succeed_on=1, endpoint="https://cos.example.com")
     assert proc.returncode == 0, proc.stderr
-    assert calls[:2] == ["configure set default.s3.addressing_style virtual",
-                         "configure set default.s3.max_concurrent_requests 32"]
-    assert calls[2] == "--endpoint-url https://cos.example.com s3 ls s3://b/models/m/"
-    assert calls[3] == (f"--endpoint-url https://cos.example.com s3 sync s3://b/models/m/ {dest}/ --delete "
+    # The config `aws configure set default.s3.<key>` would write (the real CLI reads it in
+    # tests/test_sync_real.py, where path-style is refused).
+    assert (tmp_path / "aws-config").read_text() == (
+        "[default]\ns3 =\n    addressing_style = virtual\n    max_concurrent_requests = 32\n")
+    assert calls[0] == "--endpoint-url https://cos.example.com s3 ls s3://b/models/m/"
+    assert calls[1] == (f"--endpoint-url https://cos.example.com s3 sync s3://b/models/m/ {dest}/ --delete "
                         f"--exclude {MARKER} --only-show-errors --exclude .digests.json")
     assert not (dest / MARKER).exists()
 
@@ -310,3 +317,38 @@ def test_sync_never_deletes_for_a_listing_that_is_not_a_model(tmp_path, listing,
     for line in says:
         assert line in proc.stderr
     assert ("has no config.json" in proc.stderr) is False
+
+
+def test_pruning_keeps_the_newest_verified_revisions_what_the_stack_serves_and_what_is_not_ours(tmp_path, capsys):
+    """After a new revision verified: keep it and the newest keep-1 other verified ones, every revision
+    the stack serves from this directory (--in-use), and any directory without our marker or digest
+    cache; an unverified sync of ours (digest cache, no marker) cannot be served and goes."""
+    root = tmp_path / "DeepSeek-V4-Flash"
+    for i, rev in enumerate(("r1", "r2", "r3", "r4")):
+        assert verify(make_model(root / rev), revision=rev) == 0
+        os.utime(root / rev / MARKER, (1000 + i, 1000 + i))      # verified in this order
+    make_model(root / "r0")                                         # a failed sync of ours
+    (root / "r0" / ".digests.json").write_text("{}")
+    make_model(root / "manual")                                     # someone's copy: not ours
+    (root / "r9").mkdir()
+    (root / "r9" / MARKER).write_text(json.dumps({"revision": "other"}))   # a marker naming another revision
+    new = make_model(root / "r5")
+    capsys.readouterr()
+    assert verify_model.main(["--model-dir", str(new), "--revision", "r5", "--expected-shards", "3", "--marker", MARKER,
+                              "--workers", "2", "--digest-cache", ".digests.json", "--keep-revisions", "2",
+                              "--in-use", "r5", "--in-use", "r2"]) == 0
+    assert sorted(p.name for p in root.iterdir()) == ["manual", "r2", "r4", "r5", "r9"]
+    out = capsys.readouterr().out
+    assert [line.split()[2] for line in out.splitlines() if line.startswith("pruned")] == ["r0", "r1", "r3"]
+    assert gate(root / "r4", revision="r4") == 0 and gate(root / "r2", revision="r2") == 0
+
+
+def test_nothing_is_pruned_when_the_new_revision_fails(tmp_path):
+    root = tmp_path / "m"
+    for rev in ("r1", "r2"):
+        assert verify(make_model(root / rev), revision=rev) == 0
+    bad = make_model(root / "r3")
+    (bad / "config.json").unlink()
+    assert verify_model.main(["--model-dir", str(bad), "--revision", "r3", "--expected-shards", "3", "--marker", MARKER,
+                              "--workers", "2", "--keep-revisions", "2"]) == 1
+    assert sorted(p.name for p in root.iterdir()) == ["r1", "r2", "r3"]

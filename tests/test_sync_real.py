@@ -25,6 +25,7 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 import pytest
+import upstream_aws_cli
 from conftest import IN_CI, render_stack
 from s3_server import AWS, LocalS3
 
@@ -111,7 +112,7 @@ def rendered_model_pipeline(rendered) -> tuple[Container, Container, Container]:
                          {e["name"]: e["value"] for e in c.get("env", [])},
                          [m["mountPath"] for m in c.get("volumeMounts", [])])
 
-    download = next(c for c in spec["initContainers"] if c["name"] == "download")
+    download = next(c for c in spec["containers"] if c["name"] == "download")
     verify = next(c for c in spec["containers"] if c["name"] == "verify")
     gates = [c for kind in ("kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:StatefulSet")
              for c in _containers(rendered, kind, lambda o: any("model_gate.py" in str(x) for x in o["command"]))]
@@ -166,8 +167,14 @@ class Pod:
                               capture_output=True, text=True, timeout=120)
 
     def run_verify(self) -> subprocess.CompletedProcess:
+        """The verify container after the download container ended (it reads how it ended)."""
         return subprocess.run(self.argv(self.verify), env=self.env(self.verify), capture_output=True,
                               text=True, timeout=60)
+
+    def start_verify(self) -> subprocess.Popen:
+        """The verify container as the pod starts it: beside the download, before it."""
+        return subprocess.Popen(self.argv(self.verify), env=self.env(self.verify), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
 
     def run_gate(self) -> subprocess.CompletedProcess:
         return subprocess.run(self.argv(self.gate), env=self.env(self.gate), capture_output=True,
@@ -260,6 +267,15 @@ def test_complete_model_syncs_verifies_and_passes_the_gate_virtual_hosted(pod, t
     assert json.loads(marker(pod).read_text())["revision"] == pod.verify.args[pod.verify.args.index("--revision") + 1]
     gate = pod.run_gate()
     assert gate.returncode == 0, gate.stderr
+    # README "Pinning the manifest": the digest to pin, read from the bucket without the weights, is the
+    # one the marker records and the gate compares a pin with.
+    bucket, prefix = bucket_of(pod)
+    env = pod.env(pod.download)
+    cp = subprocess.run(["aws", "--endpoint-url", env["ENDPOINT_URL"], "s3", "cp", f"s3://{bucket}/{prefix}/SHA256SUMS", "-"],
+                        env=env, capture_output=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert hashlib.sha256(cp.stdout).hexdigest() == json.loads(marker(pod).read_text())["manifest_sha256"] == \
+        hashlib.sha256((model / "SHA256SUMS").read_bytes()).hexdigest()
 
 
 def test_path_style_is_refused_like_cos(pod, tmp_path):
@@ -319,6 +335,8 @@ def test_an_interrupted_download_is_never_marked_ready(pod, tmp_path):
     assert len(list(pod.model_dir().glob("*.safetensors"))) < SHARDS
     verify = pod.run_verify()
     assert verify.returncode == 1
+    # The verifier beside it learns this from the kernel (the FIFO lost its writer), not from a timeout.
+    assert "the download ended without an exit status (killed)" in verify.stderr
     assert not marker(pod).exists()
     assert pod.run_gate().returncode == 1
 
@@ -341,6 +359,67 @@ def test_the_server_dying_mid_sync_fails_after_the_configured_attempts(pod, tmp_
     verify = pod.run_verify()
     assert verify.returncode == 1 and not marker(pod).exists()
     assert pod.run_gate().returncode == 1
+
+
+def test_files_are_hashed_while_the_download_is_still_running(pod, tmp_path):
+    """The verify container starts beside the download (issue 12, speed). The front door holds the
+    last shard back, so the download cannot finish until the test has looked: by then every other
+    file the manifest lists is already hashed (in the digest cache), and no marker exists yet."""
+    model = fake_model(tmp_path / "upload")
+    last = f"model-{SHARDS:05d}-of-{SHARDS:05d}.safetensors"
+    # Larger than s3transfer's 256 KiB I/O chunk, so its first half is written before the rest arrives.
+    (model / last).write_bytes(os.urandom(1 << 20))
+    write_sums(model)
+    put_model(pod.s3, *bucket_of(pod), model)
+    pod.s3.front.hold(last)
+    # A leftover of a sync that never verified, beside this revision: pruned once the listing shows
+    # the new revision, before the download fills the volume (keepRevisions x sizeGiB fits).
+    leftover = pod.model_dir().parent / "0700"
+    leftover.mkdir(parents=True)
+    (leftover / pod.download.env["DIGEST_CACHE"]).write_text("{}")
+    verify = pod.start_verify()
+    sync = pod.start_sync(RETRY_DELAY_SECONDS="0")
+    cache = pod.model_dir() / pod.download.env["DIGEST_CACHE"]
+    others = {p.name for p in model.iterdir() if p.name not in ("SHA256SUMS", last)}
+
+    def hashed() -> set[str]:
+        try:
+            return set(json.loads(cache.read_text()))
+        except (OSError, ValueError):
+            return set()
+
+    def partial() -> list[str]:
+        return [p.name for p in pod.model_dir().iterdir() if re.fullmatch(re.escape(last) + r"\.[0-9a-fA-F]{8}", p.name)]
+    try:
+        deadline = time.monotonic() + 60   # only a bound for failing: the test never waits on time
+        while (not others <= hashed() or not partial()) and verify.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert others <= hashed(), f"not hashed while downloading: {sorted(others - hashed())}"
+        # Half of the held object is on disk under a temporary name beside it (s3transfer's
+        # DownloadFilenameOutputManager, tests/upstream_aws_cli.py), none under its final name:
+        # what the verifier finds under a final name is complete.
+        assert pod.s3.front.held.is_set() and partial() and not (pod.model_dir() / last).exists()
+        assert sync.poll() is None and verify.poll() is None and not marker(pod).exists()
+        assert not leftover.exists(), "old revisions must go before the download fills the volume"
+    finally:
+        pod.s3.front.release()
+    out, err = sync.communicate(timeout=60)
+    assert sync.returncode == 0, err
+    out, err = verify.communicate(timeout=60)
+    assert verify.returncode == 0, err
+    assert marker(pod).exists() and last in hashed()
+    assert pod.run_gate().returncode == 0
+
+
+def test_the_installed_cli_is_the_pinned_one_and_renames_each_download_into_place():
+    """What verify_model.py relies on, read from the CLI this file runs (tests/upstream_aws_cli.py)."""
+    site = next((AWS.parent.parent / "lib").glob("python3*/site-packages"))
+    for package, version in (("awscli", upstream_aws_cli.AWSCLI), ("s3transfer", upstream_aws_cli.S3TRANSFER)):
+        assert (site / f"{package}-{version}.dist-info").is_dir(), f"{package} is not {version}: re-read tests/upstream_aws_cli.py"
+        assert f"{package}=={version}" in (PROJECT_DIR / "requirements-s3.txt").read_text()
+    for line in upstream_aws_cli.SOURCE:
+        lines = {x.strip() for x in (site / line.package / line.path).read_text(encoding="utf-8").splitlines()}
+        assert line.text in lines, f"{line.package}/{line.path} no longer has: {line.text} ({line.why})"
 
 
 def test_the_fake_model_is_what_the_real_checks_accept(tmp_path):
@@ -390,6 +469,10 @@ def test_a_verified_model_survives_an_empty_or_mistyped_prefix_and_a_new_revisio
     sync = typo.sync()
     assert sync.returncode == 1 and "refusing to sync" in sync.stderr
     assert digest_tree(pod.model_dir()) == before
+    # The verify container beside it fails the Job too, and touches nothing: the marker stays.
+    verify = typo.run_verify()
+    assert verify.returncode == 1 and "the download exited 1" in verify.stderr
+    assert marker(pod).exists() and pod.run_gate().returncode == 0
 
     (tmp_path / "nothing").mkdir()
     put_model(pod.s3, *bucket_of(pod), tmp_path / "nothing")
@@ -417,3 +500,23 @@ def test_a_verified_model_survives_an_empty_or_mistyped_prefix_and_a_new_revisio
     # The old revision's pods still read the old, verified files, and its gate still passes.
     assert digest_tree(pod.model_dir()) == digest_tree(old)
     assert pod.run_gate().returncode == 0
+
+    # keepRevisions (2 in dev): the revision after that, once verified, prunes the oldest verified
+    # revision and keeps the previous one (rollback, and the pods that read it during the rollout).
+    # A directory under <directory>/ without our marker or digest cache is never ours to remove.
+    keep = int(bumped.verify.args[bumped.verify.args.index("--keep-revisions") + 1])
+    assert keep == 2
+    foreign = pod.model_dir().parent / "operator-notes"
+    foreign.mkdir()
+    (foreign / "README").write_text("not the sync Job's")
+    third = fake_model(tmp_path / "third", seed="third")
+    put_model(pod.s3, *bucket_of(pod), third)
+    latest = on_variant(pod, revision="0802")
+    assert latest.sync().returncode == 0
+    verify = latest.run_verify()
+    assert verify.returncode == 0, verify.stderr
+    assert f"pruned revision {pod.model_dir().name}" in verify.stdout
+    assert sorted(p.name for p in pod.model_dir().parent.iterdir()) == sorted(
+        ["operator-notes", bumped.model_dir().name, latest.model_dir().name])
+    assert digest_tree(bumped.model_dir()) == digest_tree(new) and bumped.run_gate().returncode == 0
+    assert latest.run_gate().returncode == 0 and pod.run_gate().returncode == 1

@@ -2,8 +2,21 @@
 # Download one model directory from object storage into the writable model volume.
 # Runs in the sync Job only (CPU node); serving pods never download (field report 3.2).
 # Environment: BUCKET, PREFIX, DEST, ADDRESSING_STYLE, MAX_CONCURRENT_REQUESTS, SYNC_ATTEMPTS,
-# MARKER, optional DIGEST_CACHE and ENDPOINT_URL; credentials come from a Secret as AWS_* variables.
+# MARKER, AWS_CONFIG_FILE, optional DIGEST_CACHE, STATUS_DIR and ENDPOINT_URL; credentials come from
+# a Secret as AWS_* variables.
 set -eu
+
+# The verify container hashes files while this one downloads (verify_model.py --download-status):
+# it learns that this container is alive from a FIFO held open for writing (the kernel closes it
+# however this container ends, SIGKILL included) and how it ended from exit-code, written on exit.
+if [ -n "${STATUS_DIR:-}" ]; then
+  mkdir -p "$STATUS_DIR"
+  rm -f "$STATUS_DIR/exit-code" "$STATUS_DIR/running" "$STATUS_DIR/running.new" "$STATUS_DIR/listed"
+  mkfifo -m 644 "$STATUS_DIR/running.new"
+  exec 3<>"$STATUS_DIR/running.new"
+  mv "$STATUS_DIR/running.new" "$STATUS_DIR/running"
+  trap 'echo $? > "$STATUS_DIR/exit-code.new" && mv "$STATUS_DIR/exit-code.new" "$STATUS_DIR/exit-code"' EXIT
+fi
 
 : "${BUCKET:?}" "${PREFIX:?}" "${DEST:?}" "${MARKER:?}"
 ADDRESSING_STYLE="${ADDRESSING_STYLE:-virtual}"
@@ -14,8 +27,11 @@ RETRY_DELAY_SECONDS="${RETRY_DELAY_SECONDS:-15}"
 mkdir -p "$DEST"
 
 # COS and similar stores refuse path-style requests (PathStyleDomainForbidden, field report 11.1).
-aws configure set default.s3.addressing_style "$ADDRESSING_STYLE"
-aws configure set default.s3.max_concurrent_requests "$MAX_CONCURRENT_REQUESTS"
+# Written as `aws configure set default.s3.<key>` writes it, without two CLI starts.
+: "${AWS_CONFIG_FILE:?}"
+mkdir -p "$(dirname "$AWS_CONFIG_FILE")"
+printf '[default]\ns3 =\n    addressing_style = %s\n    max_concurrent_requests = %s\n' \
+  "$ADDRESSING_STYLE" "$MAX_CONCURRENT_REQUESTS" > "$AWS_CONFIG_FILE"
 
 # Every call to the store goes to the same endpoint.
 store() {
@@ -59,6 +75,9 @@ while :; do
     # Refused before any file is touched: a verified directory keeps its marker and keeps serving.
     printf 'refusing to sync with --delete into %s:\n%s\n' "$DEST/" "$problems" >&2
   else
+    # The bucket holds the new revision: the verify container may now prune revisions beyond
+    # keepRevisions, before this download fills the volume (verify_model.py, on "listed").
+    if [ -n "${STATUS_DIR:-}" ]; then : > "$STATUS_DIR/listed"; fi
     # A directory being changed is never "ready": drop the marker before touching any file, so a pod
     # that starts mid-sync fails its gate instead of loading a mix of two revisions.
     rm -f "$DEST/$MARKER"

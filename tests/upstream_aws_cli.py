@@ -1,0 +1,46 @@
+"""The AWS CLI the sync Job runs, and the file systems its model volume may be, as far as the verifier
+relies on them (components/scripts/verify_model.py): the one place to re-check on a bump.
+
+RUN here: awscli 1.46.2 and s3transfer 0.19.3 (requirements-s3.txt, .venv-s3; github.com/aws/aws-cli
+tag 1.46.2, github.com/boto/s3transfer tag 0.19.3). SOURCE holds the lines of their installed files
+the verifier's assumptions rest on; tests/test_sync_real.py checks them against the installed files
+and watches the real CLI keep a held object under a temporary name.
+
+What the file systems under the model volume add is read, not run: tests/upstream_nfs.py and
+tests/upstream_ceph.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+AWSCLI = "1.46.2"
+S3TRANSFER = "0.19.3"
+
+
+@dataclass(frozen=True)
+class Line:
+    package: str     # top-level package directory in site-packages
+    path: str        # file inside it
+    text: str        # a line (stripped) the file must contain
+    why: str
+
+
+SOURCE = (
+    # A file under its final name is complete: every object is written to a temporary name beside
+    # the target and renamed into place by the transfer's final task.
+    Line("s3transfer", "download.py", "self._temp_filename = self._osutil.get_temp_filename(fileobj)",
+         "DownloadFilenameOutputManager.get_fileobj_for_io_writes: writes go to a temporary file"),
+    Line("s3transfer", "download.py", "osutil.rename_file(fileobj.name, final_filename)",
+         "IORenameFileTask._main, the final I/O task (is_final=True): renamed once all writes are done"),
+    Line("s3transfer", "utils.py", "suffix = os.extsep + random_file_extension()",
+         "OSUtils.get_temp_filename: <name>.<8 random hex digits> in the same directory"),
+    Line("s3transfer", "compat.py", "rename_file = os.rename",
+         "rename_file on Linux is rename(2): atomic within one file system, the target replaced whole"),
+    # Then the mtime is the object's: a replaced file may keep size and mtime, never inode and ctime.
+    Line("awscli", "customizations/s3/utils.py", "set_file_utime(filename, int(mod_timestamp))",
+         "ProvideLastModifiedTimeSubscriber._on_success: utime to the object's LastModified after the rename"),
+    Line("awscli", "customizations/s3/s3handler.py",
+         "# The result subscriber class should always be the last registered",
+         "the utime subscriber runs before the result is reported, in subscriber order"),
+)
