@@ -522,7 +522,7 @@ def _time_to_serving_section(rendered: Rendered) -> list[str]:
 def _sync_section(rendered: Rendered) -> list[str]:
     """Per sync Job (components/sync_job.py): where it writes, whether the content is pinned, what it prunes."""
     lines = ["", "## Model sync", "",
-             "| Job | Revision directory | Manifest (models[].manifestSha256) | Kept verified revisions | Never pruned | Hashing threads |",
+             "| Job | Revision directory | Manifest (models[].manifestSha256) | Kept revisions (this one included) | Never pruned | Hashing threads |",
              "|---|---|---|---|---|---|"]
     unpinned = False
     for obj in kubernetes_objects(rendered):
