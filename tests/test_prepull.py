@@ -256,8 +256,8 @@ def expected_rows(objs: list[dict]) -> dict[str, dict[str, str]]:
     container command, the model size from the annotation of the sync Job whose DEST the model gate
     checks, pre-pulled when a GPU-free DaemonSet on the same nodes runs the engine's image."""
     sizes = {e["value"]: float(j["metadata"]["annotations"]["llm-serving.io/model-size-gib"])
-             for j in of_kind(objs, "Job") for c in j["spec"]["template"]["spec"].get("initContainers", [])
-             for e in c.get("env", []) if e["name"] == "DEST"}
+             for j in of_kind(objs, "Job") for group in ("initContainers", "containers")
+             for c in j["spec"]["template"]["spec"].get(group, []) for e in c.get("env", []) if e["name"] == "DEST"}
     held = {(c["image"], placement(d["spec"]["template"]["spec"])) for d in of_kind(objs, "DaemonSet")
             for c in d["spec"]["template"]["spec"]["containers"]}
     out = {}
