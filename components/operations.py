@@ -92,6 +92,55 @@ def endpoint_wait_seconds(m: ServedModel) -> int:
     return int(str(rollout_timeouts(m).update).removesuffix("s"))
 
 
+# The controller on each engine pod's ownerReferences, by what creates the pods. The Kubernetes
+# disruption controller (pkg/controller/disruption/disruption.go getExpectedPodCount) reads the
+# expected count for maxUnavailable from that controller's scale: a ReplicaSet (via its Deployment) or
+# a custom resource with a /scale subresource (getScaleController). An owner without one fails the
+# PDB's sync ("does not implement the scale subresource"), its status stays at 0 disruptions allowed
+# and every eviction of those pods is refused: `kubectl drain` of a GPU node hangs. The chains, each
+# pinned in tests/upstream_*.py: Deployment -> ReplicaSet -> pod; StormService -> RoleSet -> pod
+# (AIBrix v0.7.0); RoleBasedGroup -> RoleInstanceSet -> RoleInstance -> pod (RBG v0.7.0, the role's
+# default workload); RayClusterFleet -> RayClusterReplicaSet -> RayCluster -> pod (AIBrix v0.7.0,
+# KubeRay v1.2.1). RoleSet, RoleInstance and RayCluster have no /scale in their CRDs.
+COMBINED_POD_CONTROLLER = {"deployment": "ReplicaSet", "stormservice": "RoleSet", "rolebasedgroup": "RoleInstance"}
+FLEET_POD_CONTROLLER = "RayCluster"
+SCALED_POD_CONTROLLERS = frozenset({"ReplicaSet"})
+
+
+def pod_controllers(m: ServedModel) -> set[str]:
+    """The controller kinds of the pods served_model_selector matches: every engine pod of the model,
+    a P/D or hybrid model's fleet pods included (they carry the same model and component labels)."""
+    kinds = set()
+    if m.topology != "pd":
+        kinds.add(COMBINED_POD_CONTROLLER[m.orchestrator])
+    if m.topology in ("pd", "hybrid"):
+        kinds.add(FLEET_POD_CONTROLLER)
+    return kinds
+
+
+def steady_engine_pods(m: ServedModel) -> int:
+    """Engine pods the PDB's selector matches when nothing rolls out: the combined pods, plus one
+    pod per RayCluster of each fleet side (head only, components/disaggregated.py). An autoscaled
+    model counts its minReplicas: see disruption_budget."""
+    combined = m.autoscaling.min_replicas if m.autoscaling.enabled else m.replicas
+    fleet_pods = len(derived.FLEET_SIDES) * (1 if m.topology == "hybrid" else m.replicas)
+    if m.topology == "pd":
+        return fleet_pods
+    return combined + (fleet_pods if m.topology == "hybrid" else 0)
+
+
+def disruption_budget(m: ServedModel) -> dict[str, int]:
+    """One engine pod at a time, in the form the disruption controller can compute for these pods.
+    maxUnavailable 1 where every pod's controller has /scale (it then follows the autoscaler's count).
+    Otherwise an integer minAvailable, the one form computed from the matching pods alone, with no
+    controller lookup (getExpectedPodCount: expectedCount = len(pods)): all pods but one. For an
+    autoscaled model the count varies; minReplicas - 1 never blocks a drain (above the minimum more
+    pods may go, never fewer than one) and at the minimum it still keeps all pods but one."""
+    if pod_controllers(m) <= SCALED_POD_CONTROLLERS:
+        return {"maxUnavailable": 1}
+    return {"minAvailable": max(0, steady_engine_pods(m) - 1)}
+
+
 def rollout_key(*parts: object) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:8]
 
@@ -170,7 +219,7 @@ class ModelOperations(Component):
         if ops.disruption_budget:
             k8s.policy.v1.PodDisruptionBudget(
                 f"{name}-pdb", metadata=metadata(m.name, ns, "engine"),
-                spec={"maxUnavailable": 1, "selector": {"matchLabels": served_model_selector(m)}},
+                spec={**disruption_budget(m), "selector": {"matchLabels": served_model_selector(m)}},
                 opts=self.child_opts())
         self.register_outputs({"jobs": self.job_names})
 

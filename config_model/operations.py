@@ -166,7 +166,9 @@ class Operations(Model):
     load_test: LoadTest = Field(default_factory=LoadTest, description="Load-test Job.")
     monitoring: Monitoring = Field(default_factory=Monitoring, description="Monitoring and alerts.")
     open_webui: OpenWebUi = Field(default_factory=OpenWebUi, alias="openWebUI", description="OpenWebUI.")
-    disruption_budget: bool = Field(True, description="A PodDisruptionBudget (maxUnavailable 1) per served model.")
+    disruption_budget: bool = Field(True, description="A PodDisruptionBudget per served model letting one engine pod go at a time: maxUnavailable 1 "
+                                     "for Deployment pods, else minAvailable (pods - 1), which the disruption controller computes "
+                                     "without the scale subresource RoleSets, RoleInstances and RayClusters lack.")
     image_pre_pull: ImagePrePull = Field(default_factory=ImagePrePull, description="Engine image pre-pull on the GPU nodes.")
 
 

@@ -207,6 +207,13 @@ def test_service_ports_and_pdb_and_secret_keys():
     pdb = obj("PodDisruptionBudget")
     pdb["spec"]["maxUnavailable"] = "150%"
     refused(pdb, "spec.maxUnavailable = '150%'", "must not be greater than 100%")
+    # The minAvailable form some engines get (components/operations.py disruption_budget).
+    pdb = obj("PodDisruptionBudget", "staging")
+    assert pdb["spec"]["minAvailable"] == 0 and problems(pdb) == []
+    pdb["spec"]["minAvailable"] = -1
+    refused(pdb, "spec.minAvailable = -1", "must be greater than or equal to 0")
+    pdb["spec"]["minAvailable"], pdb["spec"]["maxUnavailable"] = 1, 1
+    refused(pdb, "minAvailable and maxUnavailable cannot be both set")
     secret = obj("Secret")
     secret["stringData"] = {"api key": "x"}
     refused(secret, "stringData[api key]", "a valid config key")

@@ -3,6 +3,7 @@ disruption budgets, monitoring and OpenWebUI as rendered."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -12,6 +13,10 @@ from pathlib import Path
 import promql_parser
 import pytest
 import upstream_aibrix as aibrix
+import upstream_kuberay as kuberay
+import upstream_kubernetes as kube
+import upstream_rbg as rbg
+import yaml
 from conftest import k8s_objects, render_stack, shared_dir, stack_resources
 from crd_schemas import crd_index, validate_custom_resource
 from fake_openai import FakeEngine
@@ -222,7 +227,126 @@ def test_every_served_model_has_a_disruption_budget():
         engines = {o["metadata"]["name"] for o in k8s_objects(render_stack(stack)) if o["kind"] in ("Deployment", "StormService")
                    and o["metadata"]["name"] != "open-webui"}
         assert {p["metadata"]["name"] for p in pdbs} == engines
-        assert all(p["spec"]["maxUnavailable"] == 1 for p in pdbs)
+        # dev and prod run Deployments (ReplicaSet pods: maxUnavailable); staging's StormServices
+        # (RoleSet pods) autoscale from minReplicas 1: minAvailable 0.
+        forms = {(stack, p["metadata"]["name"]): {k: v for k, v in p["spec"].items() if k != "selector"} for p in pdbs}
+        expected = {"dev": {"maxUnavailable": 1}, "prod": {"maxUnavailable": 1}, "staging": {"minAvailable": 0}}[stack]
+        assert all(form == expected for form in forms.values()), forms
+
+
+# ---- disruption budgets against the Kubernetes disruption controller (tests/upstream_kubernetes.py) ----
+
+@functools.lru_cache(maxsize=None)
+def crd_scale(api_version: str, kind: str) -> tuple[str, bool]:
+    """(plural, whether the version serves /scale) from the upstream CRD of a kind. The files are named
+    <group>_<plural>.yaml (kubebuilder); KubeRay's from v1.2.1, the version AIBrix v0.7.0 installs."""
+    group, version = api_version.split("/")
+    plural = f"{kind.lower()}s"
+    (path,) = [p for p in shared_dir("crds").rglob(f"{group}_{plural}.yaml") if "v1.7.0" not in p.parts]
+    crd = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    assert crd["spec"]["names"]["kind"] == kind and crd["spec"]["names"]["plural"] == plural
+    (served,) = [v for v in crd["spec"]["versions"] if v["name"] == version and v.get("served")]
+    return plural, "scale" in (served.get("subresources") or {})
+
+
+def crd_controller(api_kind: tuple[str, str], name: str, replicas: int) -> kube.Controller:
+    plural, scale = crd_scale(*api_kind)
+    return kube.Controller(api_kind[0], api_kind[1], name, replicas, plural, scale)
+
+
+def pod_controllers(obj: dict, pods: int) -> list[tuple[kube.Controller, int]]:
+    """(controller on the pods' ownerReferences, its pods) for `pods` pods of one template of a
+    workload, by the owner chains each upstream module cites."""
+    kind, name, spec = obj["kind"], obj["metadata"]["name"], obj["spec"]
+    if kind == "Deployment":
+        return [(kube.deployment_pod_controller(obj), pods)]
+    if kind == "StormService":
+        roles = spec["template"]["spec"]["roles"]
+        assert all(r.get("podGroupSize", 1) <= 1 for r in roles)   # else a PodSet owns the pods
+        sets = spec.get("replicas", 1)
+        return [(crd_controller(aibrix.ROLESET_POD_CONTROLLER, f"{name}-roleset-{i}", pods // sets), pods // sets)
+                for i in range(sets)]
+    if kind == "RoleBasedGroup":
+        assert all(rbg.ROLE_WORKLOAD_TYPE_ANNOTATION not in (r.get("annotations") or {}) for r in spec["roles"])
+        return [(crd_controller(rbg.STANDALONE_POD_CONTROLLER, f"{name}-{i}", 1), 1) for i in range(pods)]
+    if kind == "RayClusterFleet":
+        clusters = spec.get("replicas", 1)
+        return [(crd_controller(kuberay.POD_CONTROLLER, f"{name}-{i}", pods // clusters), pods // clusters)
+                for i in range(clusters)]
+    raise AssertionError(f"no owner chain known for the pods of a {kind}")
+
+
+def budget_pods(objects: list[dict], pdb: dict, scale: dict[str, int] | None = None) -> list[kube.Pod]:
+    """The pods the PDB's selector matches at steady state, each with its controller. `scale` sets
+    a workload's replicas (what an autoscaler writes) in place of the rendered count."""
+    selector = pdb["spec"]["selector"]["matchLabels"]
+    pods = []
+    for obj in objects:
+        if scale and obj["metadata"]["name"] in scale:
+            obj = {**obj, "spec": {**obj["spec"], "replicas": scale[obj["metadata"]["name"]]}}
+        for ref in pod_templates(obj["kind"], obj):
+            labels = ref.template.get("metadata", {}).get("labels") or {}
+            if selector.items() <= labels.items():
+                for ctrl, count in pod_controllers(obj, ref.replicas):
+                    pods += [kube.Pod(f"{ctrl.name}-{j}", ctrl) for j in range(count)]
+    return pods
+
+
+@functools.lru_cache(maxsize=None)
+def budget_cases() -> list[tuple[str, list[dict]]]:
+    """Every committed stack and topology variant (engine pods of every owner kind this program makes)."""
+    import test_pd
+    from variants import render, sglang_stack
+    cases = [(s, k8s_objects(render_stack(s))) for s in ("dev", "staging", "prod")]
+    cases += [(f"{t}/{o}", k8s_objects(test_pd.rendered(t, o, b))) for t, o, b in test_pd.CASES]
+    cases += [("sglang", k8s_objects(render(sglang_stack()))),
+              ("stormservice x2", k8s_objects(render(test_pd.stack("combined", "stormservice", 16, replicas=2)))),
+              ("pd x2", k8s_objects(render(test_pd.stack("pd", "rayclusterfleet", 40, replicas=2))))]
+    return cases
+
+
+def test_every_budget_is_computable_and_lets_exactly_one_engine_pod_go():
+    seen_forms = set()
+    for case, objects in budget_cases():
+        autoscalers = {o["spec"]["scaleTargetRef"]["name"]: o["spec"] for o in objects if o["kind"] == "PodAutoscaler"}
+        for pdb in (o for o in objects if o["kind"] == "PodDisruptionBudget"):
+            spec = {k: v for k, v in pdb["spec"].items() if k != "selector"}
+            seen_forms.add(next(iter(spec)))
+            pa = autoscalers.get(pdb["metadata"]["name"])
+            # Steady state: the rendered count, or an autoscaled workload at its minimum.
+            pods = budget_pods(objects, pdb, {pdb["metadata"]["name"]: pa["minReplicas"]} if pa else None)
+            assert pods, (case, pdb["metadata"]["name"])
+            status = kube.sync(pdb["spec"], pods)
+            where = (case, pdb["metadata"]["name"], spec, {p.controller.kind for p in pods})
+            assert status.sync_failed is None, where + (status.sync_failed,)
+            assert status.disruptions_allowed == 1, where + (status,)
+            # One engine pod already down: no further eviction.
+            pods[0].ready = False
+            assert kube.sync(pdb["spec"], pods).disruptions_allowed == 0, where
+            # Above the minimum the autoscaler may run more pods: a drain is never blocked.
+            for n in range(pa["minReplicas"] + 1, pa["maxReplicas"] + 1) if pa else ():
+                more = budget_pods(objects, pdb, {pdb["metadata"]["name"]: n})
+                assert kube.sync(pdb["spec"], more).disruptions_allowed >= 1, where + (n,)
+    assert seen_forms == {"maxUnavailable", "minAvailable"}
+
+
+@pytest.mark.parametrize("case", ["staging", "sglang", "pd/rayclusterfleet"])
+def test_max_unavailable_over_pods_whose_owner_has_no_scale_is_refused(case):
+    """The old budget (maxUnavailable 1 for every model) over RoleSet, RoleInstance and RayCluster pods:
+    the port fails the sync as the controller does, and fail-safe allows no eviction at all."""
+    objects = dict(budget_cases())[case]
+    pdb = next(o for o in objects if o["kind"] == "PodDisruptionBudget")
+    pods = budget_pods(objects, pdb)
+    owner = {p.controller for p in pods}.pop()
+    status = kube.sync({"maxUnavailable": 1, "selector": pdb["spec"]["selector"]}, pods)
+    assert status.sync_failed == f"{owner.resource}.{owner.group} does not implement the scale subresource"
+    assert status.disruptions_allowed == 0
+    # A percentage minAvailable looks the controllers up too; only an integer one does not.
+    assert kube.sync({"minAvailable": "50%"}, pods).sync_failed == status.sync_failed
+    assert kube.needs_scale({"minAvailable": "50%"}) and not kube.needs_scale({"minAvailable": 1})
+    # The same lookup on a custom resource whose CRD serves /scale (a StormService) succeeds.
+    ss = crd_controller(("orchestration.aibrix.ai/v1alpha1", "StormService"), "ss", 2)
+    assert kube.sync({"maxUnavailable": 1}, [kube.Pod("a", ss), kube.Pod("b", ss)]).disruptions_allowed == 1
 
 
 def test_termination_grace_covers_the_request_timeout_and_prestop_drains():

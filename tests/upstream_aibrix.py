@@ -563,3 +563,19 @@ def ss_status(spec: dict, rolesets: list[RoleSet], current_revision: str, update
         if value:
             status[key] = value
     return {"metadata": {"generation": generation}, "status": status}
+
+
+# The controller ownerReference on the engine pods, which the Kubernetes disruption controller follows
+# (tests/upstream_kubernetes.py), and the chain above it:
+# - StormService -> RoleSet: stormservice/rolesetoperations.go renderRoleSet, NewControllerRef(stormService);
+#   spec.replicas RoleSets (sync.go scaling).
+# - RoleSet -> Pod: roleset/rolesyncer.go StatelessRoleSyncer.Scale (and StatefulRoleSyncer.Scale) create
+#   each pod with util/controller_utils.go GetPodFromTemplate(&role.Template, roleSet,
+#   NewControllerRef(roleSet, RoleSet)), for a role without podGroupSize > 1 (GetRoleSyncer; with it a
+#   PodSet sits between, podset_rollsyncer.go).
+# - RayClusterFleet -> RayClusterReplicaSet: rayclusterfleet/sync.go getNewReplicaSet, NewControllerRef(d);
+#   RayClusterReplicaSet -> RayCluster: rayclusterreplicaset/rayclusterreplicaset_utils.go
+#   constructRayCluster, NewControllerRef(replicaset); spec.replicas RayClusters. The pods are KubeRay's
+#   (tests/upstream_kuberay.py POD_CONTROLLER).
+# Whether RoleSet has /scale is read from its CRD (../shared/crds/aibrix), not stated here.
+ROLESET_POD_CONTROLLER = ("orchestration.aibrix.ai/v1alpha1", "RoleSet")

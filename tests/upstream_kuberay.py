@@ -26,3 +26,9 @@ def is_head_service_name(name: str) -> bool:
     clusters `<fleet>-<template hash>-<random>` (aibrix v0.7.0 pkg/controller/rayclusterfleet/sync.go,
     rayclusterreplicaset_utils.go GenerateName), so any name ending in -head-svc can be taken."""
     return name.endswith("-head-svc")
+
+
+# The controller ownerReference on a RayCluster's pods: ray-operator/controllers/ray/raycluster_controller.go
+# buildHeadPod and buildWorkerPod, controllerutil.SetControllerReference(&instance, &pod, ...) with the
+# RayCluster. Whether RayCluster has /scale is read from its CRD (../shared/crds/kuberay/v1.2.1).
+POD_CONTROLLER = ("ray.io/v1", "RayCluster")

@@ -18,6 +18,19 @@ def role_service_names(rbg: str, role: str) -> set[str]:
     return {_dns(f"{rbg}-{role}"), _dns(f"s-{rbg}-{role}")}
 
 
+# The controller ownerReference on a role's pods, which the Kubernetes disruption controller follows
+# (tests/upstream_kubernetes.py). A role without the rbg.workloads.x-k8s.io/role-workload-type
+# annotation runs as a RoleInstanceSet (api/workloads/v1alpha2/rolebasedgroup_types.go GetWorkloadType,
+# constants/external.go RoleInstanceSetWorkloadType; pkg/reconciler/workload_reconciler.go
+# NewWorkloadReconciler); a standalone role's RoleInstanceSet makes one RoleInstance per replica with one
+# component of size 1 (pkg/reconciler/roleinstanceset_reconciler.go
+# constructRoleInstanceTemplateFromStandalonePattern; roleinstanceset/*/ NewControllerRef(set)); the
+# RoleInstance creates the pod (pkg/reconciler/roleinstance/sync/instance_scale.go createPods ->
+# core/instance_core.go NewUpdatePods: GetPodFromTemplate(..., NewControllerRef(instance, RoleInstance))).
+# Whether RoleInstance has /scale is read from its CRD (../shared/crds/rbg), not stated here.
+ROLE_WORKLOAD_TYPE_ANNOTATION = "rbg.workloads.x-k8s.io/role-workload-type"
+STANDALONE_POD_CONTROLLER = ("workloads.x-k8s.io/v1alpha2", "RoleInstance")
+
 
 # Known limit, not closable from the RBG status (components/combined.py rolebasedgroup_wait_for):
 # pkg/reconciler/common.go ConstructWorkloadRoleStatus keeps the last known role status while the role
