@@ -49,3 +49,59 @@ def test_the_manifest_recipe_never_hashes_the_manifest_into_itself(tmp_path):
     listed = verify_model.read_manifest(str(model / "SHA256SUMS"))
     assert set(listed) == {"config.json", "model-00001-of-00002.safetensors", "tokenizer.json"}
     assert verify_model.checksum_problems(str(model), workers=2) == []
+
+
+def _section(heading: str) -> str:
+    """README text from `heading` (a `## ` line) to the next `## ` heading."""
+    start = README.index(f"\n{heading}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start:end if end != -1 else len(README)]
+
+
+def _names(listed: str) -> set[str]:
+    return set(re.findall(r"`([a-z-]+)`", listed))
+
+
+def _policies():
+    from policy import pack, resource_rules
+
+    names = ([p.name for p in resource_rules.RESOURCE_POLICIES] + list(pack.BLOCKING_RESOURCE_CHECKS)
+             + list(pack.STACK_CHECKS))
+    return set(names), set(pack.MANDATORY)
+
+
+def test_readme_names_every_policy_of_the_pack():
+    """Merged features add policies (daemonsets-no-gpu, offload-memory, ...): the Policies section names
+    each, so a reader can map a preview violation to its rule."""
+    names, _ = _policies()
+    missing = sorted(n for n in names if f"`{n}`" not in _section("## Policies"))
+    assert not missing, f"README.md '## Policies' does not name: {missing}"
+
+
+def test_readme_advisory_and_prod_lists_match_the_pack():
+    """'The rest advise: ...' is exactly the pack's non-mandatory policies, and the prod sentence names
+    exactly those advisory policies policy/config.prod.json leaves advisory."""
+    import json
+
+    names, mandatory = _policies()
+    advisory = names - mandatory
+    listed = re.search(r"The rest advise: ((?:`[a-z-]+`(?:,\s+)?)+)\.", README)
+    assert listed and _names(listed.group(1)) == advisory, \
+        f"README 'The rest advise:' should list {sorted(advisory)}"
+    prod = json.loads((PROJECT_DIR / "policy" / "config.prod.json").read_text())
+    made_mandatory = {k for k, v in prod.items() if v == "mandatory"}
+    left = re.search(r"prod makes every advisory rule mandatory\s+but\s+((?:`[a-z-]+`(?:,\s+|\s+and\s+)?)+)", README)
+    assert left, "README: the sentence on what policy/config.prod.json makes mandatory is missing"
+    assert _names(left.group(1)) == advisory - made_mandatory, \
+        f"README: prod leaves {sorted(advisory - made_mandatory)} advisory (policy/config.prod.json)"
+
+
+def test_layout_names_every_directory_tool_and_script():
+    """The Layout block lists every top-level directory, tool and script the program ships."""
+    layout = _section("## Layout")
+    dirs = [p.name for p in PROJECT_DIR.iterdir()
+            if p.is_dir() and not p.name.startswith(".") and p.name not in ("build", "__pycache__")] + [".github"]
+    files = [p.name for d in ("tools", "components/scripts") for p in (PROJECT_DIR / d).iterdir()
+             if p.is_file() and p.suffix in (".py", ".sh") and p.name != "__init__.py"]
+    missing = sorted(n for n in dirs + files if n not in layout)
+    assert not missing, f"README.md '## Layout' does not name: {missing}"
