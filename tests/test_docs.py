@@ -105,3 +105,13 @@ def test_layout_names_every_directory_tool_and_script():
              if p.is_file() and p.suffix in (".py", ".sh") and p.name != "__init__.py"]
     missing = sorted(n for n in dirs + files if n not in layout)
     assert not missing, f"README.md '## Layout' does not name: {missing}"
+
+
+def test_every_path_the_readme_names_exists():
+    """A module renamed or split by a merge (policy/rules.py became resource_rules and stack_rules)
+    leaves the README pointing at it; every repository path it names must exist."""
+    named = set(re.findall(r"(?<![\w/.-])((?:tests|tools|components|policy|stacks|render|config_model|apivalidation"
+                           r"|docs|examples|\.github|\.ci)/[\w./-]*\w)(?!\w|\.?[<*])", README))
+    made_by_commands = {"policy/venv", "policy/venv/bin/pip"}
+    missing = sorted(p for p in named - made_by_commands if not (PROJECT_DIR / p).exists())
+    assert not missing, f"README.md names paths that do not exist: {missing}"
