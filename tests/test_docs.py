@@ -15,7 +15,7 @@ README = (PROJECT_DIR / "README.md").read_text(encoding="utf-8")
 def test_config_reference_is_current():
     block = re.search(r"<!-- config-reference:start -->\n(.*?)\n<!-- config-reference:end -->", README, re.S)
     assert block, "config reference markers missing"
-    assert block.group(1) == reference(), "run: .venv/bin/python tools/config_reference.py and paste into README.md"
+    assert block.group(1) == reference(), "run: .venv/bin/python tools/config_reference.py --write"
 
 
 def test_readme_shows_how_to_set_every_secret():
