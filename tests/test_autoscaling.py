@@ -202,6 +202,39 @@ def test_scale_to_zero_needs_the_stack_to_opt_in_and_the_plan_says_what_the_firs
             and "the first request then waits a full cold start (about 12 min measured for vllm" in plan)
 
 
+def test_the_plan_s_way_back_from_zero_leaves_a_pod_the_autoscaler_keeps():
+    """The operator's commands plan.md gives, run against the ported controller: a pod that cold-starts
+    reads 0 (no /metrics yet), and with minReplicas 0 APA scales it away within a resync, long
+    before the 12-min cold start ends. Only a floor raised on the PodAutoscaler keeps it."""
+    sf = stackfile.read(PROJECT_DIR, "prod")
+    sf.config["llm-serving:allowScaleToZero"] = "true"
+    models = json.loads(sf.config["llm-serving:models"])
+    models[0]["autoscaling"]["minReplicas"] = 0
+    sf.config["llm-serving:models"] = json.dumps(models)
+    rendered = runtime.render(sf)
+    (pa,) = [o for o in k8s_objects(rendered) if o["kind"] == aibrix.PA_KIND]
+    (note,) = [line for line in output.plan_md(rendered).splitlines() if "scales to zero.**" in line]
+    ns, name = pa["metadata"]["namespace"], pa["metadata"]["name"]
+    state = {"minReplicas": pa["spec"]["minReplicas"], "replicas": 0}
+    for cmd in re.findall(r"`(kubectl [^`]+)`", note):
+        if m := re.fullmatch(rf"kubectl -n {ns} scale \w+/{name} --replicas=(\d+)", cmd):
+            state["replicas"] = int(m.group(1))
+        elif m := re.fullmatch(rf"kubectl -n {ns} patch podautoscalers\.autoscaling\.aibrix\.ai/{name} --type merge "
+                               r"-p '(.+)'", cmd):
+            state.update(json.loads(m.group(1))["spec"])
+        else:
+            raise AssertionError(f"unexpected command in plan.md: {cmd}")
+    assert state["replicas"] >= 1
+    cold = aibrix.pod_metric(pa["spec"]["metricsSources"][0]["targetMetric"], "vllm", {})
+    target = float(pa["spec"]["metricsSources"][0]["targetValue"])
+    replicas = state["replicas"]
+    for _ in range(6):   # a minute of resyncs during the cold start
+        replicas = aibrix.pa_reconcile(replicas, [cold] * replicas, target, state["minReplicas"], pa["spec"]["maxReplicas"])
+    assert replicas >= 1, note
+    # Without the raised floor the scale-up is undone at the first resync.
+    assert aibrix.pa_reconcile(1, [cold], target, 0, pa["spec"]["maxReplicas"]) == 0
+
+
 @pytest.mark.parametrize("edit,field,why", [
     (lambda m: m.update(topology="hybrid", orchestrator="stormservice",
                         rollout={"strategy": "RollingUpdate", "maxUnavailable": 1}),
