@@ -328,6 +328,11 @@ def _autoscaling(cfg: StackConfig) -> Iterator[Problem]:
         if a.metric == "kv-cache-usage" and autoscaling.target_value(m) > 1:
             yield Problem(f"{at}.targetValue", a.target_value, "must be at most 1: the engines report KV-cache usage "
                           "as a 0-1 ratio")
+        elif a.metric == "kv-cache-usage" and autoscaling.target_value(m) * (1 + autoscaling.UP_TOLERANCE) >= 1:
+            yield Problem(f"{at}.targetValue", a.target_value, f"must be below {1 / (1 + autoscaling.UP_TOLERANCE):.3f}: "
+                          f"AIBrix v0.7.0 scales up only when the pods' average exceeds the target by "
+                          f"{autoscaling.UP_TOLERANCE:.0%} (algorithm/apa.go), and KV-cache usage never exceeds 1, so "
+                          "the autoscaler would never add a pod")
 
 
 def _budget(cfg: StackConfig) -> Iterator[Problem]:

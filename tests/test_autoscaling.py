@@ -179,6 +179,20 @@ def test_bad_autoscaling_is_refused_under_its_field(changes, replicas, expected)
     assert any(line.startswith(f"Pulumi.prod.yaml: llm-serving:{expected}") for line in lines), lines
 
 
+def test_a_kv_cache_target_the_usage_can_never_exceed_by_v070_s_tolerance_is_refused():
+    """APA scales up only when the pods' average exceeds the target by its 10% tolerance: KV-cache
+    usage tops out at 1, so from a target of 1/1.1 up not even full pods ever add one."""
+    tolerance = aibrix.PA_DEFAULTS["upTolerance"]
+    assert autoscaling.UP_TOLERANCE == tolerance
+    assert aibrix.apa_replicas(1, [1.0], 0.95, 1, 2) == 1          # full, and never scaled up
+    assert aibrix.apa_replicas(1, [1.0], 0.9, 1, 2) == 2
+    lines = problems(autoscaled(targetValue=0.95), stack="prod")
+    assert any(line.startswith("Pulumi.prod.yaml: llm-serving:models[0].autoscaling.targetValue = 0.95: must be below "
+                               "0.909") for line in lines), lines
+    cfg = loader.validate(autoscaled(targetValue=0.9), "prod", SECRETS)
+    assert rules.check(cfg, "prod") == []
+
+
 def scaled_to_zero_prod() -> stackfile.StackFile:
     """prod's stack file with its model allowed to scale to zero, the Jobs that need a serving pod off."""
     sf = stackfile.read(PROJECT_DIR, "prod")
