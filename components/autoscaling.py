@@ -43,6 +43,9 @@ STRATEGY = "APA"
 AIBRIX_METRIC = {"kv-cache-usage": "kv_cache_usage_perc", "queue-length": "num_requests_waiting",
                  "ttft": "time_to_first_token_seconds"}
 DEFAULT_TARGET = {"kv-cache-usage": 0.8, "queue-length": 4.0}
+# APA scales up only when the pods' average exceeds target x (1 + this): v0.7.0's default
+# (pkg/controller/podautoscaler/context/context.go NewBaseScalingContext; no annotation is rendered).
+UP_TOLERANCE = 0.1
 # pkg/controller/podautoscaler/types/annotations.go
 ANN_SCALE_UP_COOLDOWN = "autoscaling.aibrix.ai/scale-up-cooldown-window"
 ANN_SCALE_DOWN_COOLDOWN = "autoscaling.aibrix.ai/scale-down-cooldown-window"

@@ -356,10 +356,17 @@ def _autoscaling_section(rendered: Rendered) -> list[str]:
             engine = _engine_of(rendered, kind, namespace, name)
             wait = (f"about {COLD_START_ESTIMATE_SECONDS[engine] // 60} min measured for {engine}"
                     if engine in COLD_START_ESTIMATE_SECONDS else "12-23 min measured")
+            ns = pa["metadata"]["namespace"]
+            # A starting pod reads 0, so with minReplicas 0 AIBrix v0.7.0 scales a bare `kubectl scale`
+            # away within a resync; at 0 pods with minReplicas 1 it does not scale by itself.
             notes.append(f"- **{name} scales to zero.** With no pod the gateway refuses its requests, and the "
-                         "autoscaler has no pod to read a metric from, so nothing scales it up again by itself: an "
-                         f"operator runs `kubectl -n {pa['metadata']['namespace']} scale {kind.lower()}/{name} "
-                         f"--replicas=1`, and the first request then waits a full cold start "
+                         "autoscaler has no pod to read a metric from, so nothing scales it up again by itself. A "
+                         "starting pod reads 0, so the autoscaler removes a pod scaled up by hand unless its floor "
+                         f"is raised first: an operator runs `kubectl -n {ns} patch "
+                         f"podautoscalers.autoscaling.aibrix.ai/{pa['metadata']['name']} --type merge -p "
+                         """'{"spec":{"minReplicas":1}}'`, then """
+                         f"`kubectl -n {ns} scale {kind.lower()}/{name} --replicas=1` (the same patch with minReplicas 0 "
+                         "lets it scale to zero again), and the first request then waits a full cold start "
                          f"({wait}, field report 6 and 12.2).")
     if any(kind == "StormService" for kind, _, _ in scaled):
         lines += ["", "An autoscaled StormService runs in replica mode: its spec.replicas counts RoleSets of one engine "

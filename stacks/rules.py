@@ -312,6 +312,15 @@ def _autoscaling(cfg: StackConfig) -> Iterator[Problem]:
             yield Problem(f"{at}.minReplicas", 0, "scale to zero needs allowScaleToZero: true. With no pod the gateway "
                           "refuses the model's requests, AIBrix v0.7.0 has no pod metric to scale up on, and the first "
                           f"request after a manual scale-up waits a full cold start (~{COLD_START_ESTIMATE_SECONDS[m.engine] // 60} min)")
+        elif a.min_replicas == 0:
+            ops = cfg.operations
+            jobs = [f"operations.{key}.enabled" for key, on in (
+                ("smoke", ops.smoke.enabled), ("warmup", ops.warmup.enabled), ("loadTest", ops.load_test.enabled)) if on]
+            if jobs:
+                named = ", ".join(jobs[:-1]) + " and " + jobs[-1] if len(jobs) > 1 else jobs[0]
+                yield Problem(f"{at}.minReplicas", 0, f"cannot be 0 with {named}: those Jobs run after every rollout "
+                              "and need a serving pod, and at zero pods AIBrix v0.7.0 never scales up by itself, so "
+                              "they wait out their deadline and fail `pulumi up`; disable them or keep minReplicas 1")
         if a.metric == "ttft":
             yield Problem(f"{at}.metric", a.metric, "is not readable by AIBrix v0.7.0: TTFT is a histogram, and its "
                           "pod metric fetcher takes a histogram's value as 0 (pkg/metrics/types.go HistogramMetricValue."
@@ -319,6 +328,11 @@ def _autoscaling(cfg: StackConfig) -> Iterator[Problem]:
         if a.metric == "kv-cache-usage" and autoscaling.target_value(m) > 1:
             yield Problem(f"{at}.targetValue", a.target_value, "must be at most 1: the engines report KV-cache usage "
                           "as a 0-1 ratio")
+        elif a.metric == "kv-cache-usage" and autoscaling.target_value(m) * (1 + autoscaling.UP_TOLERANCE) >= 1:
+            yield Problem(f"{at}.targetValue", a.target_value, f"must be below {1 / (1 + autoscaling.UP_TOLERANCE):.3f}: "
+                          f"AIBrix v0.7.0 scales up only when the pods' average exceeds the target by "
+                          f"{autoscaling.UP_TOLERANCE:.0%} (algorithm/apa.go), and KV-cache usage never exceeds 1, so "
+                          "the autoscaler would never add a pod")
 
 
 def _budget(cfg: StackConfig) -> Iterator[Problem]:

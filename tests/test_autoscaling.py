@@ -179,6 +179,33 @@ def test_bad_autoscaling_is_refused_under_its_field(changes, replicas, expected)
     assert any(line.startswith(f"Pulumi.prod.yaml: llm-serving:{expected}") for line in lines), lines
 
 
+def test_a_kv_cache_target_the_usage_can_never_exceed_by_v070_s_tolerance_is_refused():
+    """APA scales up only when the pods' average exceeds the target by its 10% tolerance: KV-cache
+    usage tops out at 1, so from a target of 1/1.1 up not even full pods ever add one."""
+    tolerance = aibrix.PA_DEFAULTS["upTolerance"]
+    assert autoscaling.UP_TOLERANCE == tolerance
+    assert aibrix.apa_replicas(1, [1.0], 0.95, 1, 2) == 1          # full, and never scaled up
+    assert aibrix.apa_replicas(1, [1.0], 0.9, 1, 2) == 2
+    lines = problems(autoscaled(targetValue=0.95), stack="prod")
+    assert any(line.startswith("Pulumi.prod.yaml: llm-serving:models[0].autoscaling.targetValue = 0.95: must be below "
+                               "0.909") for line in lines), lines
+    cfg = loader.validate(autoscaled(targetValue=0.9), "prod", SECRETS)
+    assert rules.check(cfg, "prod") == []
+
+
+def scaled_to_zero_prod() -> stackfile.StackFile:
+    """prod's stack file with its model allowed to scale to zero, the Jobs that need a serving pod off."""
+    sf = stackfile.read(PROJECT_DIR, "prod")
+    sf.config["llm-serving:allowScaleToZero"] = "true"
+    models = json.loads(sf.config["llm-serving:models"])
+    models[0]["autoscaling"]["minReplicas"] = 0
+    sf.config["llm-serving:models"] = json.dumps(models)
+    ops = json.loads(sf.config["llm-serving:operations"])
+    ops.update(smoke={"enabled": False}, warmup={"enabled": False})
+    sf.config["llm-serving:operations"] = json.dumps(ops)
+    return sf
+
+
 def test_scale_to_zero_needs_the_stack_to_opt_in_and_the_plan_says_what_the_first_request_waits():
     # Why: at zero pods v0.7.0 reads no value, averages 0, and stays at zero whatever arrives.
     assert aibrix.apa_replicas(0, [], 0.8, 0, 2) == 0
@@ -187,19 +214,61 @@ def test_scale_to_zero_needs_the_stack_to_opt_in_and_the_plan_says_what_the_firs
     assert any("models[0].autoscaling.minReplicas = 0: scale to zero needs allowScaleToZero: true" in line
                and "~12 min" in line for line in problems(raw, stack="prod"))
     raw["allowScaleToZero"] = True
+    raw["operations"].update(smoke={"enabled": False}, warmup={"enabled": False})
     cfg = loader.validate(raw, "prod", SECRETS)
     assert rules.check(cfg, "prod") == []
 
-
-    sf = stackfile.read(PROJECT_DIR, "prod")
-    sf.config["llm-serving:allowScaleToZero"] = "true"
-    models = json.loads(sf.config["llm-serving:models"])
-    models[0]["autoscaling"]["minReplicas"] = 0
-    sf.config["llm-serving:models"] = json.dumps(models)
-    plan = output.plan_md(runtime.render(sf))
+    plan = output.plan_md(runtime.render(scaled_to_zero_prod()))
     assert "| Deployment deepseek-v4-flash | 0-2 |" in plan
     assert ("**deepseek-v4-flash scales to zero.** With no pod the gateway refuses its requests" in plan
             and "the first request then waits a full cold start (about 12 min measured for vllm" in plan)
+
+
+def test_scale_to_zero_is_refused_while_jobs_after_each_rollout_need_a_serving_pod():
+    """The smoke, warm-up and load-test Jobs run after every rollout and wait for the model to serve.
+    At zero pods nothing they send makes a pod: v0.7.0 reads no metric and stays at zero, resync after
+    resync, so each Job waits out its deadline and fails `pulumi up`."""
+    pods = 0
+    for _ in range(360):   # an hour of 10-s resyncs while the Jobs wait
+        pods = aibrix.pa_reconcile(pods, [], 0.8, 0, 2)
+    assert pods == 0
+    raw = autoscaled(minReplicas=0)
+    raw["allowScaleToZero"] = True
+    raw["operations"]["loadTest"] = {"enabled": True}
+    lines = problems(raw, stack="prod")
+    assert any(line.startswith("Pulumi.prod.yaml: llm-serving:models[0].autoscaling.minReplicas = 0: cannot be 0 "
+                               "with operations.smoke.enabled, operations.warmup.enabled and "
+                               "operations.loadTest.enabled") for line in lines), lines
+    raw["operations"].update(smoke={"enabled": False}, warmup={"enabled": False}, loadTest={"enabled": False})
+    assert rules.check(loader.validate(raw, "prod", SECRETS), "prod") == []
+
+
+def test_the_plan_s_way_back_from_zero_leaves_a_pod_the_autoscaler_keeps():
+    """The operator's commands plan.md gives, run against the ported controller: a pod that cold-starts
+    reads 0 (no /metrics yet), and with minReplicas 0 APA scales it away within a resync, long
+    before the 12-min cold start ends. Only a floor raised on the PodAutoscaler keeps it."""
+    rendered = runtime.render(scaled_to_zero_prod())
+    (pa,) = [o for o in k8s_objects(rendered) if o["kind"] == aibrix.PA_KIND]
+    (note,) = [line for line in output.plan_md(rendered).splitlines() if "scales to zero.**" in line]
+    ns, name = pa["metadata"]["namespace"], pa["metadata"]["name"]
+    state = {"minReplicas": pa["spec"]["minReplicas"], "replicas": 0}
+    for cmd in re.findall(r"`(kubectl [^`]+)`", note):
+        if m := re.fullmatch(rf"kubectl -n {ns} scale \w+/{name} --replicas=(\d+)", cmd):
+            state["replicas"] = int(m.group(1))
+        elif m := re.fullmatch(rf"kubectl -n {ns} patch podautoscalers\.autoscaling\.aibrix\.ai/{name} --type merge "
+                               r"-p '(.+)'", cmd):
+            state.update(json.loads(m.group(1))["spec"])
+        else:
+            raise AssertionError(f"unexpected command in plan.md: {cmd}")
+    assert state["replicas"] >= 1
+    cold = aibrix.pod_metric(pa["spec"]["metricsSources"][0]["targetMetric"], "vllm", {})
+    target = float(pa["spec"]["metricsSources"][0]["targetValue"])
+    replicas = state["replicas"]
+    for _ in range(6):   # a minute of resyncs during the cold start
+        replicas = aibrix.pa_reconcile(replicas, [cold] * replicas, target, state["minReplicas"], pa["spec"]["maxReplicas"])
+    assert replicas >= 1, note
+    # Without the raised floor the scale-up is undone at the first resync.
+    assert aibrix.pa_reconcile(1, [cold], target, 0, pa["spec"]["maxReplicas"]) == 0
 
 
 @pytest.mark.parametrize("edit,field,why", [

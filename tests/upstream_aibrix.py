@@ -406,6 +406,20 @@ def apa_replicas(current: int, values: list[float], target: float, min_replicas:
     return min(max(desired, min_replicas), max_replicas)
 
 
+def pa_reconcile(current: int, values: list[float], target: float, min_replicas: int, max_replicas: int) -> int:
+    """The target's replicas after one reconcile (podautoscaler_controller.go computeScaleDecision, run
+    every 10 s, DefaultResyncInterval): at 0 with minReplicas above 0 it does not scale ("scaling
+    disabled: current replicas is 0"); outside the bounds it moves to the nearest; else APA on the
+    pods' values (windows 0 s, as rendered)."""
+    if current == 0 and min_replicas != 0:
+        return 0
+    if current > max_replicas:
+        return max_replicas
+    if current < min_replicas:
+        return min_replicas
+    return apa_replicas(current, values, target, min_replicas, max_replicas)
+
+
 def stabilize(history: list[tuple[float, int]], recommendation: int, current: int, now: float,
               up_window: float, down_window: float) -> int:
     """podautoscaler_controller.go stabilizeRecommendation (KPA/APA): the recommendation joins the
