@@ -284,7 +284,7 @@ def test_sync_sets_addressing_and_concurrency_and_drops_the_marker(tmp_path):
         "[default]\ns3 =\n    addressing_style = virtual\n    max_concurrent_requests = 32\n")
     assert calls[0] == "--endpoint-url https://cos.example.com s3 ls s3://b/models/m/"
     assert calls[1] == (f"--endpoint-url https://cos.example.com s3 sync s3://b/models/m/ {dest}/ --delete "
-                        f"--exclude {MARKER} --only-show-errors --exclude .digests.json")
+                        f"--exclude {MARKER}* --only-show-errors --exclude .digests.json*")
     assert not (dest / MARKER).exists()
 
 

@@ -308,9 +308,15 @@ def write_marker(model_dir: str, marker: str, revision: str, shards: int) -> Non
     write_json(model_dir, marker, marker_payload(model_dir, revision, shards))
 
 
+def temp_prefix(name: str) -> str:
+    """The name's own prefix: the sync excludes `<name>*` from --delete (sync_model.sh), so it never
+    deletes a temporary file under the verifier's rename."""
+    return f"{name}."
+
+
 def write_json(model_dir: str, name: str, payload: dict) -> None:
     """Atomically: a reader sees the old file or the whole new one."""
-    fd, tmp = tempfile.mkstemp(dir=model_dir, prefix=".marker-")
+    fd, tmp = tempfile.mkstemp(dir=model_dir, prefix=temp_prefix(name))
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(payload, f, sort_keys=True)
     os.chmod(tmp, 0o644)
