@@ -69,7 +69,8 @@ def file_key(path: str) -> list[int] | None:
       place once complete (s3transfer 0.19.3 download.py DownloadFilenameOutputManager,
       IORenameFileTask; utils.py OSUtils.get_temp_filename; compat.py rename_file = os.rename;
       tests/upstream_aws_cli.py), then sets the mtime to the object's (awscli 1.46.2
-      customizations/s3/utils.py ProvideLastModifiedTimeSubscriber). So a replaced file is a new
+      customizations/s3/utils.py ProvideLastModifiedTimeSubscriber); AWS CLI v2, which the pod runs,
+      does the same with either transfer client (tests/upstream_aws_cli.py V2_READ). So a replaced file is a new
       inode that existed beside the old one: its inode number differs on any file system, CephFS
       and NFS included, and its ctime is the rename's and utime's, even when size and mtime match.
     - Taken from the open file: on NFS, open() revalidates the attributes with the server
