@@ -58,7 +58,11 @@ def read_manifest(path: str) -> dict[str, str]:
             name = name.strip().lstrip("*")
             if len(digest) != 64 or not name:
                 raise ValueError(f"{CHECKSUM_FILE} line {number} is not '<sha256>  <file>'")
-            entries[os.path.normpath(name)] = digest.lower()
+            name = os.path.normpath(name)
+            # A file that fails is removed: never one outside this revision's directory.
+            if os.path.isabs(name) or name.split(os.sep)[0] == os.pardir:
+                raise ValueError(f"{CHECKSUM_FILE} line {number} names {name}, outside the model directory")
+            entries[name] = digest.lower()
     return entries
 
 
