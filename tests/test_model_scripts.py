@@ -154,6 +154,19 @@ def test_a_file_that_fails_its_checksum_is_removed_so_the_next_sync_heals_it(tmp
     assert verify(model) == 0
 
 
+def test_a_manifest_naming_a_file_outside_the_revision_directory_is_refused_and_removes_nothing(tmp_path, capsys):
+    """A file that fails its checksum is removed, so the manifest (from the bucket) must not name one
+    outside the directory: `../<revision>/...` is the previous revision that running pods serve."""
+    served = make_model(tmp_path / "m" / "r1")
+    model = make_model(tmp_path / "m" / "r2")
+    outside = served / "model-00001-of-00003.safetensors"
+    with open(model / "SHA256SUMS", "a") as f:
+        f.write(f"{'0' * 64}  ../r1/{outside.name}\n")
+    assert verify(model, revision="r2") == 1
+    assert "SHA256SUMS line" in capsys.readouterr().err
+    assert outside.exists() and not (model / MARKER).exists()
+
+
 def test_a_marker_already_there_does_not_survive_a_failed_verification(tmp_path, capsys):
     """A marker copied from the bucket (or left by an earlier run) must not let the gate pass a
     directory whose verification just failed (issue 12, item 2)."""
@@ -284,7 +297,7 @@ def test_sync_sets_addressing_and_concurrency_and_drops_the_marker(tmp_path):
         "[default]\ns3 =\n    addressing_style = virtual\n    max_concurrent_requests = 32\n")
     assert calls[0] == "--endpoint-url https://cos.example.com s3 ls s3://b/models/m/"
     assert calls[1] == (f"--endpoint-url https://cos.example.com s3 sync s3://b/models/m/ {dest}/ --delete "
-                        f"--exclude {MARKER} --only-show-errors --exclude .digests.json")
+                        f"--exclude {MARKER}* --only-show-errors --exclude .digests.json*")
     assert not (dest / MARKER).exists()
 
 

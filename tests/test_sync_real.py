@@ -18,6 +18,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ import pytest
 import upstream_aws_cli
 from conftest import IN_CI, render_stack
 from s3_server import AWS, LocalS3
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "components" / "scripts"))
+import verify_model  # noqa: E402
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 SCRIPTS = PROJECT_DIR / "components" / "scripts"
@@ -257,8 +261,16 @@ def test_complete_model_syncs_verifies_and_passes_the_gate_virtual_hosted(pod, t
     model = fake_model(tmp_path / "upload")
     put_model(pod.s3, *bucket_of(pod), model)
     assert pod.download.env["ADDRESSING_STYLE"] == "virtual"
+    # The verify container beside the download rewrites its digest cache (and at the end the marker)
+    # through a temporary file in the model directory: `sync --delete` must leave such a file alone,
+    # or the verifier's rename into place fails (a retry pod hashes the previous pod's files and
+    # writes the cache while the download lists the directory).
+    pod.model_dir().mkdir(parents=True)
+    in_flight = [Path(tempfile.mkstemp(dir=pod.model_dir(), prefix=verify_model.temp_prefix(pod.download.env[n]))[1])
+                 for n in ("DIGEST_CACHE", "MARKER")]
     sync = pod.sync()
     assert sync.returncode == 0, sync.stderr
+    assert [p.exists() for p in in_flight] == [True, True], "the sync deleted the verifier's temporary files"
     # Every object went through the front door as <bucket>.<endpoint host>: none was refused.
     assert pod.s3.front.refused_path_style == 0 and pod.s3.front.gets >= SHARDS
     assert digest_tree(pod.model_dir()) == digest_tree(model)

@@ -6,6 +6,10 @@ tag 1.46.2, github.com/boto/s3transfer tag 0.19.3). SOURCE holds the lines of th
 the verifier's assumptions rest on; tests/test_sync_real.py checks them against the installed files
 and watches the real CLI keep a held object under a temporary name.
 
+The pod runs AWS CLI v2 instead (images.modelSync: amazon/aws-cli): V2_READ holds what was read, not
+run, in github.com/aws/aws-cli tag 2.36.7 (commit 73fb33bb171ace3e9eaa03308f76e5de50c21393, the v2
+branch): the same temporary name, rename and utime, for both of its transfer clients.
+
 What the file systems under the model volume add is read, not run: tests/upstream_nfs.py and
 tests/upstream_ceph.py.
 """
@@ -43,4 +47,27 @@ SOURCE = (
     Line("awscli", "customizations/s3/s3handler.py",
          "# The result subscriber class should always be the last registered",
          "the utime subscriber runs before the result is reported, in subscriber order"),
+)
+
+
+V2_TAG = "2.36.7"
+V2_READ = (
+    # The image: docker/Dockerfile builds FROM public.ecr.aws/amazonlinux/amazonlinux:2023 (installs less,
+    # groff, findutils, jq) with ENTRYPOINT /usr/local/bin/aws; the Job's command replaces it with /bin/sh.
+    "docker/Dockerfile: FROM public.ecr.aws/amazonlinux/amazonlinux:2023",
+    # s3transfer is vendored as awscli.s3transfer; the classic client is v1's.
+    "awscli/s3transfer/download.py DownloadFilenameOutputManager.get_fileobj_for_io_writes: "
+    "self._temp_filename = self._osutil.get_temp_filename(fileobj); IORenameFileTask._main: "
+    "osutil.rename_file(fileobj.name, final_filename)",
+    "awscli/s3transfer/utils.py OSUtils.get_temp_filename: <name>.<random_file_extension()> in the same directory",
+    "awscli/s3transfer/compat.py: rename_file = os.rename (not Windows)",
+    # The CRT client (customizations/s3/factory.py: preferred_transfer_client 'auto' picks it where
+    # awscrt.s3.is_optimized_for_system()) also receives into a temporary name and renames it into place.
+    "awscli/s3transfer/crt.py _get_make_request_args_download: recv_filepath = "
+    "self._os_utils.get_temp_filename(final_filepath), RenameTempFileHandler in on_done_before_calls "
+    "(rename_file on success, remove_file on error)",
+    # utime to LastModified in whole seconds, after the transfer succeeded, for either client.
+    "awscli/customizations/s3/subscribers.py ProvideLastModifiedTimeSubscriber._on_success: "
+    "utils.set_file_utime(filename, int(mod_timestamp)); added by s3handler.py "
+    "DownloadRequestSubmitter._add_additional_subscribers",
 )

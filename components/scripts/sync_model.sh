@@ -59,10 +59,12 @@ listing_problems() {
 
 # The marker is never fetched: only verification writes it (a bucket may hold one when someone
 # re-uploaded a verified directory; `aws s3 sync` copies dotfiles).
-set -- s3 sync "s3://$BUCKET/$PREFIX/" "$DEST/" --delete --exclude "$MARKER" --only-show-errors
+# `<name>*`: the verifier writes the marker and its digest cache through `<name>.<random>` beside
+# them (verify_model.py write_json); `--delete` must not remove that file under its rename.
+set -- s3 sync "s3://$BUCKET/$PREFIX/" "$DEST/" --delete --exclude "$MARKER*" --only-show-errors
 # The verifier's digest cache is ours, not the bucket's: excluded, `--delete` keeps it.
 if [ -n "${DIGEST_CACHE:-}" ]; then
-  set -- "$@" --exclude "$DIGEST_CACHE"
+  set -- "$@" --exclude "$DIGEST_CACHE*"
 fi
 
 attempt=1

@@ -58,7 +58,11 @@ def read_manifest(path: str) -> dict[str, str]:
             name = name.strip().lstrip("*")
             if len(digest) != 64 or not name:
                 raise ValueError(f"{CHECKSUM_FILE} line {number} is not '<sha256>  <file>'")
-            entries[os.path.normpath(name)] = digest.lower()
+            name = os.path.normpath(name)
+            # A file that fails is removed: never one outside this revision's directory.
+            if os.path.isabs(name) or name.split(os.sep)[0] == os.pardir:
+                raise ValueError(f"{CHECKSUM_FILE} line {number} names {name}, outside the model directory")
+            entries[name] = digest.lower()
     return entries
 
 
@@ -69,7 +73,8 @@ def file_key(path: str) -> list[int] | None:
       place once complete (s3transfer 0.19.3 download.py DownloadFilenameOutputManager,
       IORenameFileTask; utils.py OSUtils.get_temp_filename; compat.py rename_file = os.rename;
       tests/upstream_aws_cli.py), then sets the mtime to the object's (awscli 1.46.2
-      customizations/s3/utils.py ProvideLastModifiedTimeSubscriber). So a replaced file is a new
+      customizations/s3/utils.py ProvideLastModifiedTimeSubscriber); AWS CLI v2, which the pod runs,
+      does the same with either transfer client (tests/upstream_aws_cli.py V2_READ). So a replaced file is a new
       inode that existed beside the old one: its inode number differs on any file system, CephFS
       and NFS included, and its ctime is the rename's and utime's, even when size and mtime match.
     - Taken from the open file: on NFS, open() revalidates the attributes with the server
@@ -308,9 +313,15 @@ def write_marker(model_dir: str, marker: str, revision: str, shards: int) -> Non
     write_json(model_dir, marker, marker_payload(model_dir, revision, shards))
 
 
+def temp_prefix(name: str) -> str:
+    """The name's own prefix: the sync excludes `<name>*` from --delete (sync_model.sh), so it never
+    deletes a temporary file under the verifier's rename."""
+    return f"{name}."
+
+
 def write_json(model_dir: str, name: str, payload: dict) -> None:
     """Atomically: a reader sees the old file or the whole new one."""
-    fd, tmp = tempfile.mkstemp(dir=model_dir, prefix=".marker-")
+    fd, tmp = tempfile.mkstemp(dir=model_dir, prefix=temp_prefix(name))
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(payload, f, sort_keys=True)
     os.chmod(tmp, 0o644)
