@@ -360,6 +360,14 @@ def _kv_cache_offload(cfg: StackConfig) -> Iterator[Problem]:
                           "server process and ignores the size, and LMCache is not part of the vLLM release (which "
                           "LMCache an image carries cannot be checked here); use 'native'")
             continue
+        if offload.backend == "hicache" and m.engine == "sglang":
+            yield Problem(f"{at}.backend", "hicache", "is not offered: both pinned SGLang releases (0.5.17, 0.5.23) "
+                          "refuse --hicache-size for DeepSeek-V4's KV pool (mem_cache/hybrid_cache/hybrid_pool_assembler.py "
+                          "_deepseek_v4_num_host_pages: \"DeepSeek V4 HiCache currently does not support --hicache-size; "
+                          "use --hicache-ratio instead\"), so the engine would fail at start; a ratio sizes the host pool "
+                          "from the GPU KV pool the engine sizes at start, which leaves nothing fixed for the pod's memory "
+                          "to reserve. Set kvCacheOffload.backend 'off'")
+            continue
         if OFFLOAD_ENGINE[offload.backend] != m.engine:
             yield Problem(f"{at}.backend", offload.backend, f"is a {OFFLOAD_ENGINE[offload.backend]} backend; engine "
                           f"{m.engine!r} offloads with {next(b for b, e in OFFLOAD_ENGINE.items() if e == m.engine)!r}")
