@@ -146,10 +146,25 @@ def test_offload_that_does_not_fit_the_node_is_refused():
     assert lines == [
         "Pulumi.dev.yaml: llm-serving:models[0].kvCacheOffload.sizeGiB = 600: one node of gpuPool.gpusPerNode 8 GPUs "
         "may hold engine pods whose memory limits sum to 1112 GiB (deepseek-v4-flash 1112 GiB: gpuPool.memoryLimitGiB "
-        "512 per pod plus the KV offload; the Memory /dev/shm emptyDir is charged within these limits), more than "
-        "gpuPool.nodeMemoryGiB 1024"]
-    # The same offload fits a node with the memory for it.
-    loader.validate(offload(raw_config(), size=600, node=1112), "dev", {k: True for k in loader.SECRET_KEYS})
+        "512 per pod plus the KV offload; the Memory /dev/shm emptyDir is charged within these limits) and 1 pre-pull "
+        "DaemonSet pod (operations.imagePrePull) with 32Mi, more than gpuPool.nodeMemoryGiB 1024"]
+    # The same offload fits a node with the memory for it, the pre-pull DaemonSet's pod included.
+    loader.validate(offload(raw_config(), size=600, node=1113), "dev", {k: True for k in loader.SECRET_KEYS})
+
+
+def test_the_pre_pull_pod_on_every_gpu_node_is_counted_too():
+    # The pre-pull DaemonSet (operations.imagePrePull, on by default) puts a pod with a 32Mi memory limit on
+    # every GPU node beside the engine pods (components/prepull.py): 1112 GiB of engine limits leave it no room
+    # on a 1112 GiB node.
+    lines = problems(offload(raw_config(), size=600, node=1112))
+    assert lines == [
+        "Pulumi.dev.yaml: llm-serving:models[0].kvCacheOffload.sizeGiB = 600: one node of gpuPool.gpusPerNode 8 GPUs "
+        "may hold engine pods whose memory limits sum to 1112 GiB (deepseek-v4-flash 1112 GiB: gpuPool.memoryLimitGiB "
+        "512 per pod plus the KV offload; the Memory /dev/shm emptyDir is charged within these limits) and 1 pre-pull "
+        "DaemonSet pod (operations.imagePrePull) with 32Mi, more than gpuPool.nodeMemoryGiB 1112"]
+    raw = offload(raw_config(), size=600, node=1112)
+    raw.setdefault("operations", {})["imagePrePull"] = {"enabled": False}
+    loader.validate(raw, "dev", {k: True for k in loader.SECRET_KEYS})
 
 
 def test_pods_sharing_a_node_are_counted_together():
@@ -168,7 +183,8 @@ def test_node_memory_is_checked_without_offload_too():
     assert problems(raw) == [
         "Pulumi.dev.yaml: llm-serving:gpuPool.memoryLimitGiB = 512: one node of gpuPool.gpusPerNode 8 GPUs may hold "
         "engine pods whose memory limits sum to 512 GiB (deepseek-v4-flash 512 GiB: gpuPool.memoryLimitGiB 512 per "
-        "pod; the Memory /dev/shm emptyDir is charged within these limits), more than gpuPool.nodeMemoryGiB 500"]
+        "pod; the Memory /dev/shm emptyDir is charged within these limits) and 1 pre-pull DaemonSet pod "
+        "(operations.imagePrePull) with 32Mi, more than gpuPool.nodeMemoryGiB 500"]
 
 
 @pytest.mark.parametrize("backend,size,path,message", [
