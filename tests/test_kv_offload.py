@@ -219,6 +219,10 @@ def test_both_sglang_releases_refuse_a_hicache_size_for_deepseek_v4(version):
     body = source.split("def _deepseek_v4_num_host_pages(", 1)[1].split("\ndef ", 1)[0]
     assert "hicache_size > 0:" in body and "raise ValueError" in body and sglang.DSV4_HICACHE_SIZE_REFUSAL in body
     assert "_deepseek_v4_num_host_pages(" in source.split("def build_deepseek_v4_hicache_stack(", 1)[1]
+    # ... which the first HiCache strategy tried, DeepSeek-V4's pool's, calls.
+    strategy = source.split("class _DeepSeekV4Strategy(", 1)[1].split("\nclass ", 1)[0]
+    assert "DeepSeekV4TokenToKVPool" in strategy and "build_deepseek_v4_hicache_stack(" in strategy
+    assert source.split("_STRATEGIES: list[StackStrategy] = [", 1)[1].split(",", 1)[0].strip() == "_DeepSeekV4Strategy()"
 
 
 def test_hicache_is_refused_because_sglang_refuses_its_size_for_deepseek_v4():
