@@ -25,7 +25,7 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
 from components.pod_template import GPU_NODE_LABEL, container_security, job_pod_security, scanner_exceptions
-from config_model import GpuPool
+from config_model import GpuPool, ImageRef, ServedModel
 
 COMPONENT = "image-prepull"
 # A GPU-less container of an image that sets NVIDIA_VISIBLE_DEVICES=all (the CUDA base images do)
@@ -35,7 +35,9 @@ NO_GPU_ENV = {"NVIDIA_VISIBLE_DEVICES": "void"}
 # Exits at once on SIGTERM: as PID 1 without a handler it would ignore the signal until the grace period.
 IDLE_COMMAND = ["python3", "-S", "-B", "-c",
                 "import signal, sys; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); signal.pause()"]
-RESOURCES = {"cpu": "10m", "memory": "32Mi"}
+# Each GPU node runs one such pod per DaemonSet beside its engine pods: stacks/rules.py _node_memory counts it.
+MEMORY_MIB = 32
+RESOURCES = {"cpu": "10m", "memory": f"{MEMORY_MIB}Mi"}
 # pulumi-kubernetes awaits a DaemonSet until every scheduled pod is ready (tests/upstream_pulumi_kubernetes.py):
 # one GPU node that is NotReady, full or slow to pull would fail `pulumi up` for an optimisation the
 # engine pods do without. The engines' own awaiters report what matters.
@@ -46,6 +48,20 @@ SCANNER_EXCEPTIONS = {
     "CKV_K8S_8": "an idle holder of the engine image serves nothing, so there is nothing for a liveness probe to check",
     "CKV_K8S_9": "an idle holder of the engine image serves nothing, so there is no readiness to report to anyone",
 }
+
+
+def engine_image_keys(models: list[ServedModel], named: dict[str, ImageRef]) -> list[str]:
+    """The stack-file keys of every image an engine pod of these models runs (what stacks/program.py gives
+    each topology), one key per distinct image reference: one DaemonSet each. A key the stack lacks is left
+    out (the config rules refuse the stack)."""
+    keys: list[str] = []
+    for m in models:
+        keys += ["vllmRay"] if m.topology == "pd" else [m.engine, "vllmRay"] if m.topology == "hybrid" else [m.engine]
+    distinct: dict[str, str] = {}
+    for key in keys:
+        if key in named:
+            distinct.setdefault(f"{named[key].upstream}@{named[key].digest}", key)
+    return sorted(distinct.values())
 
 
 def daemonset_name(image_key: str) -> str:

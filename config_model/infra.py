@@ -135,7 +135,8 @@ class GpuPool(Model):
     shm_size_gib: int = Field(128, ge=1, description="Size of /dev/shm (a Memory emptyDir) in GiB; at least 8 GiB per GPU.")
     node_memory_gib: int | None = Field(
         None, ge=1, description="Allocatable memory of one node in GiB (kubectl get node -o "
-        "jsonpath='{.status.allocatable.memory}', less what DaemonSets take). The field report does not state it, "
+        "jsonpath='{.status.allocatable.memory}', less what other DaemonSets take; this stack's pre-pull pods are counted). "
+        "The field report does not state it, "
         "so it has no default; required when a model offloads KV cache, and when set the engine pods that may "
         "share a node must fit in it with their memory limits.")
 

@@ -72,11 +72,10 @@ class KvCacheOffload(Model):
 
     backend: Literal["off", "native", "lmcache", "hicache"] = Field(
         "off", description="off; native: vLLM's own CPU offloading (--kv-offloading-backend native); lmcache: "
-        "refused, see the README; hicache: SGLang's hierarchical cache (--enable-hierarchical-cache).")
+        "refused, see the README; hicache: refused, SGLang 0.5.17 and 0.5.23 take no --hicache-size for DeepSeek-V4.")
     size_gib: int = Field(
         0, ge=0, le=4096, description="Host memory for offloaded KV in GiB. native: per engine, summed over its "
-        "tensor-parallel ranks (vLLM --kv-offloading-size; each data-parallel engine allocates it again). hicache: "
-        "per GPU rank (SGLang --hicache-size, read as 10^9 bytes, so the pod reserves a little more than is used).")
+        "tensor-parallel ranks (vLLM --kv-offloading-size; each data-parallel engine allocates it again).")
 
 
 class Rdma(Model):

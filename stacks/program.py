@@ -29,6 +29,7 @@ from components.operations import BenchResults, ModelOperations, OperationsArgs,
 from components.ops_commands import gateway_endpoint
 from components.platform import ClusterPrerequisites, required_versions
 from components.prepull import ImagePrePull, ImagePrePullArgs
+from components.prepull import engine_image_keys as prepull_image_keys
 from components.providers import make_providers
 from components.scripts import ModelScripts
 from components.secrets import SecretsArgs, ServingSecrets
@@ -120,16 +121,8 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
 
 
 def engine_image_keys(cfg: StackConfig) -> list[str]:
-    """The stack-file keys of every image an engine pod of the stack runs (what _engines_of gives each
-    topology), one key per distinct image reference."""
-    keys: list[str] = []
-    for m in engine_models(cfg):
-        keys += ["vllmRay"] if m.topology == "pd" else [m.engine, "vllmRay"] if m.topology == "hybrid" else [m.engine]
-    named = cfg.images.named()
-    distinct: dict[str, str] = {}
-    for key in keys:
-        distinct.setdefault(f"{named[key].upstream}@{named[key].digest}", key)
-    return sorted(distinct.values())
+    """The stack-file keys of every image an engine pod of the stack runs, one per distinct reference."""
+    return prepull_image_keys(engine_models(cfg), cfg.images.named())
 
 
 def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list, images: ImageMirror,

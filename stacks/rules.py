@@ -29,6 +29,8 @@ from components.gateway import service_name
 from components.image_refs import PULL_THROUGH_UPSTREAMS, ecr_prefix, parse_upstream
 from components.operations import KEY_DIR, RESULTS_MOUNT, engines_service
 from components.pod_template import CACHE_MOUNT, SCRIPTS_MOUNT
+from components.prepull import MEMORY_MIB as PREPULL_MEMORY_MIB
+from components.prepull import engine_image_keys
 from config_model import ServedModel, StackConfig, derived, is_ip_host, k8s
 
 # /dev/shm per GPU: NCCL and the engine's worker queues live there; the field report asks for
@@ -374,6 +376,14 @@ def _kv_cache_offload(cfg: StackConfig) -> Iterator[Problem]:
                           "server process and ignores the size, and LMCache is not part of the vLLM release (which "
                           "LMCache an image carries cannot be checked here); use 'native'")
             continue
+        if offload.backend == "hicache" and m.engine == "sglang":
+            yield Problem(f"{at}.backend", "hicache", "is not offered: both pinned SGLang releases (0.5.17, 0.5.23) "
+                          "refuse --hicache-size for DeepSeek-V4's KV pool (mem_cache/hybrid_cache/hybrid_pool_assembler.py "
+                          "_deepseek_v4_num_host_pages: \"DeepSeek V4 HiCache currently does not support --hicache-size; "
+                          "use --hicache-ratio instead\"), so the engine would fail at start; a ratio sizes the host pool "
+                          "from the GPU KV pool the engine sizes at start, which leaves nothing fixed for the pod's memory "
+                          "to reserve. Set kvCacheOffload.backend 'off'")
+            continue
         if OFFLOAD_ENGINE[offload.backend] != m.engine:
             yield Problem(f"{at}.backend", offload.backend, f"is a {OFFLOAD_ENGINE[offload.backend]} backend; engine "
                           f"{m.engine!r} offloads with {next(b for b, e in OFFLOAD_ENGINE.items() if e == m.engine)!r}")
@@ -406,7 +416,9 @@ def _node_memory(cfg: StackConfig) -> Iterator[Problem]:
                     if held + memory > best[gpus][0]:
                         best[gpus] = (held + memory, (*pods, i))
     need, pods = max(best)
-    if need <= pool.node_memory_gib:
+    # The pre-pull DaemonSets put a pod of their own on every GPU node, beside the engine pods.
+    prepull = len(engine_image_keys(cfg.models, cfg.images.named())) if cfg.operations.image_pre_pull.enabled else 0
+    if need + prepull * PREPULL_MEMORY_MIB / 1024 <= pool.node_memory_gib:
         return
     offloading = [i for i in dict.fromkeys(pods) if offload_memory_gib(cfg.models[i])]
     parts = ", ".join(f"{cfg.models[i].name} {pod_memory_limit_gib(pool, cfg.models[i])} GiB" for i in pods)
@@ -415,7 +427,10 @@ def _node_memory(cfg: StackConfig) -> Iterator[Problem]:
     yield Problem(path, value, f"one node of gpuPool.gpusPerNode {pool.gpus_per_node} GPUs may hold engine pods whose "
                   f"memory limits sum to {need} GiB ({parts}: gpuPool.memoryLimitGiB {pool.memory_limit_gib} per pod"
                   f"{' plus the KV offload' if offloading else ''}; the Memory /dev/shm emptyDir is charged within "
-                  f"these limits), more than gpuPool.nodeMemoryGiB {pool.node_memory_gib}")
+                  f"these limits)"
+                  + (f" and {prepull} pre-pull DaemonSet pod{'s' if prepull > 1 else ''} (operations.imagePrePull) "
+                     f"with {PREPULL_MEMORY_MIB}Mi{' each' if prepull > 1 else ''}" if prepull else "")
+                  + f", more than gpuPool.nodeMemoryGiB {pool.node_memory_gib}")
 
 
 def _model_volume(cfg: StackConfig) -> Iterator[Problem]:

@@ -6,7 +6,6 @@ orchestrator, with the optional SGLang and vLLM flags switched on so every argv 
 from __future__ import annotations
 
 import functools
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,6 @@ RAY_IMAGE = {"upstream": "registry.internal/llm/vllm-openai-ray:v0.26.0-cu129", 
              "rayVersion": "2.47.1", "cudaVersion": "12.9"}
 ENGINES = ("vllm", "sglang")
 NATIVE_OFFLOAD = {"backend": "native", "sizeGiB": 96}
-HICACHE_OFFLOAD = {"backend": "hicache", "sizeGiB": 24}
 NODE_MEMORY_GIB = 2048
 
 
@@ -39,8 +37,8 @@ def _variants():
     images = dev_config()["images"] | {"vllmRay": RAY_IMAGE}
     every_vllm_flag = {"tensorParallelSize": 4, "dataParallelSize": 2, "maxNumSeqs": 64, "enforceEager": True,
                        "speculativeDecoding": "dspark"}
-    # KV offload (issue 13) on the every-flag variants: vLLM's per-engine size with two DP engines in the
-    # pod, SGLang's per-rank size; both need the node's memory.
+    # KV offload (issue 13) on the vLLM every-flag variant: vLLM's per-engine size with two DP engines in the
+    # pod, which needs the node's memory. SGLang's HiCache is refused for DeepSeek-V4 (stacks/rules.py).
     out = {"stormservice": variant_file(models=[{k: v for k, v in model(orchestrator="stormservice").items()
                                                  if k != "rollout"}]),
            "vllm-every-flag": variant_file(models=[model(vllm={**model()["vllm"], **every_vllm_flag},
@@ -48,9 +46,7 @@ def _variants():
                                            gpuPool={"nodeMemoryGiB": NODE_MEMORY_GIB}),
            "sglang": sglang_stack(),
            "sglang-every-flag": sglang_stack(sglang={"speculativeAlgorithm": "DSPARK", "maxRunningRequests": 64,
-                                                     "cudaGraphMaxBs": 32, "contextLength": 131072},
-                                             kvCacheOffload=HICACHE_OFFLOAD)}
-    out["sglang-every-flag"].config["llm-serving:gpuPool"] = json.dumps({"nodeMemoryGiB": NODE_MEMORY_GIB})
+                                                     "cudaGraphMaxBs": 32, "contextLength": 131072})}
     for topology, orchestrator, budget in (("pd", "rayclusterfleet", 24), ("pd-same-pod", "deployment", 8),
                                            ("hybrid", "stormservice", 32)):
         m = model(topology=topology, orchestrator=orchestrator)

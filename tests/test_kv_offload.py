@@ -56,14 +56,11 @@ def sglang_field_types(version: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("version", sglang.RELEASES)
 def test_hicache_flags_are_typed_as_sglang_declares_them(version):
-    # The argv itself parses under both releases' option strings in tests/test_engine_flags.py.
+    # What the offload-memory policy reads from an argv that sets them (policy/resource_rules.py _offload_gib).
     types = sglang_field_types(version)
     assert {k: types.get(k) for k in sglang.HICACHE_FIELDS} == sglang.HICACHE_FIELDS
-    seen = offloading("sglang")
-    assert seen
-    for c in seen:
-        int(flag(c.argv, "--hicache-size"))
-        assert not set(sglang.HICACHE_REFUSED_WITH) & set(c.argv), c.where
+    # The program renders none: HiCache is refused for DeepSeek-V4 (DSV4_HICACHE_SIZE_REFUSAL).
+    assert not offloading("sglang")
 
 
 def _config_of(where: str):
@@ -93,17 +90,13 @@ def test_rendered_memory_and_shm_grow_by_the_offload():
         pool, offload = cfg.gpu_pool, m.kv_cache_offload
         if offload.backend == "native":
             host = offload.size_gib * int(flag(c.argv, "--data-parallel-size") or 1)
-        elif offload.backend == "hicache":
-            host = offload.size_gib * int(flag(c.argv, "--tensor-parallel-size"))
-            assert host * 2 ** 30 >= int(flag(c.argv, "--hicache-size")) * sglang.HICACHE_BYTES_PER_UNIT * int(
-                flag(c.argv, "--tensor-parallel-size"))
         else:
             host = 0
         res = c.container["resources"]
         assert quantity_gib(res["requests"]["memory"]) == pool.memory_request_gib + host, c.where
         assert quantity_gib(res["limits"]["memory"]) == pool.memory_limit_gib + host, c.where
         checked.add((where, offload.backend))
-    assert {b for _, b in checked} == {"off", "native", "hicache"}
+    assert {b for _, b in checked} == {"off", "native"}
     assert ("staging", "native") in checked
 
 
@@ -153,10 +146,25 @@ def test_offload_that_does_not_fit_the_node_is_refused():
     assert lines == [
         "Pulumi.dev.yaml: llm-serving:models[0].kvCacheOffload.sizeGiB = 600: one node of gpuPool.gpusPerNode 8 GPUs "
         "may hold engine pods whose memory limits sum to 1112 GiB (deepseek-v4-flash 1112 GiB: gpuPool.memoryLimitGiB "
-        "512 per pod plus the KV offload; the Memory /dev/shm emptyDir is charged within these limits), more than "
-        "gpuPool.nodeMemoryGiB 1024"]
-    # The same offload fits a node with the memory for it.
-    loader.validate(offload(raw_config(), size=600, node=1112), "dev", {k: True for k in loader.SECRET_KEYS})
+        "512 per pod plus the KV offload; the Memory /dev/shm emptyDir is charged within these limits) and 1 pre-pull "
+        "DaemonSet pod (operations.imagePrePull) with 32Mi, more than gpuPool.nodeMemoryGiB 1024"]
+    # The same offload fits a node with the memory for it, the pre-pull DaemonSet's pod included.
+    loader.validate(offload(raw_config(), size=600, node=1113), "dev", {k: True for k in loader.SECRET_KEYS})
+
+
+def test_the_pre_pull_pod_on_every_gpu_node_is_counted_too():
+    # The pre-pull DaemonSet (operations.imagePrePull, on by default) puts a pod with a 32Mi memory limit on
+    # every GPU node beside the engine pods (components/prepull.py): 1112 GiB of engine limits leave it no room
+    # on a 1112 GiB node.
+    lines = problems(offload(raw_config(), size=600, node=1112))
+    assert lines == [
+        "Pulumi.dev.yaml: llm-serving:models[0].kvCacheOffload.sizeGiB = 600: one node of gpuPool.gpusPerNode 8 GPUs "
+        "may hold engine pods whose memory limits sum to 1112 GiB (deepseek-v4-flash 1112 GiB: gpuPool.memoryLimitGiB "
+        "512 per pod plus the KV offload; the Memory /dev/shm emptyDir is charged within these limits) and 1 pre-pull "
+        "DaemonSet pod (operations.imagePrePull) with 32Mi, more than gpuPool.nodeMemoryGiB 1112"]
+    raw = offload(raw_config(), size=600, node=1112)
+    raw.setdefault("operations", {})["imagePrePull"] = {"enabled": False}
+    loader.validate(raw, "dev", {k: True for k in loader.SECRET_KEYS})
 
 
 def test_pods_sharing_a_node_are_counted_together():
@@ -175,7 +183,8 @@ def test_node_memory_is_checked_without_offload_too():
     assert problems(raw) == [
         "Pulumi.dev.yaml: llm-serving:gpuPool.memoryLimitGiB = 512: one node of gpuPool.gpusPerNode 8 GPUs may hold "
         "engine pods whose memory limits sum to 512 GiB (deepseek-v4-flash 512 GiB: gpuPool.memoryLimitGiB 512 per "
-        "pod; the Memory /dev/shm emptyDir is charged within these limits), more than gpuPool.nodeMemoryGiB 500"]
+        "pod; the Memory /dev/shm emptyDir is charged within these limits) and 1 pre-pull DaemonSet pod "
+        "(operations.imagePrePull) with 32Mi, more than gpuPool.nodeMemoryGiB 500"]
 
 
 @pytest.mark.parametrize("backend,size,path,message", [
@@ -200,6 +209,35 @@ def test_native_offload_on_sglang_is_refused():
     raw["compileCache"] = {"kind": "existingClaim", "claimName": "jit"}
     assert problems(offload(raw)) == ["Pulumi.dev.yaml: llm-serving:models[0].kvCacheOffload.backend = 'native': is a "
                                       "vllm backend; engine 'sglang' offloads with 'hicache'"]
+
+
+@pytest.mark.parametrize("version", sglang.RELEASES)
+def test_both_sglang_releases_refuse_a_hicache_size_for_deepseek_v4(version):
+    """The pinned releases' own source (tests/upstream_sglang.py DSV4_HICACHE_SIZE_*): DeepSeek-V4's host pool
+    takes no --hicache-size, which is the size the pod's memory would have to reserve."""
+    source = (engine_packages() / f"sglang=={version}" / sglang.DSV4_HICACHE_SIZE_SOURCE).read_text()
+    body = source.split("def _deepseek_v4_num_host_pages(", 1)[1].split("\ndef ", 1)[0]
+    assert "hicache_size > 0:" in body and "raise ValueError" in body and sglang.DSV4_HICACHE_SIZE_REFUSAL in body
+    assert "_deepseek_v4_num_host_pages(" in source.split("def build_deepseek_v4_hicache_stack(", 1)[1]
+    # ... which the first HiCache strategy tried, DeepSeek-V4's pool's, calls.
+    strategy = source.split("class _DeepSeekV4Strategy(", 1)[1].split("\nclass ", 1)[0]
+    assert "DeepSeekV4TokenToKVPool" in strategy and "build_deepseek_v4_hicache_stack(" in strategy
+    assert source.split("_STRATEGIES: list[StackStrategy] = [", 1)[1].split(",", 1)[0].strip() == "_DeepSeekV4Strategy()"
+
+
+def test_hicache_is_refused_because_sglang_refuses_its_size_for_deepseek_v4():
+    from test_config import SGLANG_IMAGE
+    raw = raw_config()
+    m = raw["models"][0]
+    m.update(engine="sglang", orchestrator="rolebasedgroup", startupBudgetSeconds=2700)
+    m.pop("vllm")
+    m.pop("rollout")
+    raw["images"]["sglang"] = SGLANG_IMAGE
+    raw["compileCache"] = {"kind": "existingClaim", "claimName": "jit"}
+    lines = problems(offload(raw, backend="hicache", size=24))
+    assert len(lines) == 1 and lines[0].startswith(
+        "Pulumi.dev.yaml: llm-serving:models[0].kvCacheOffload.backend = 'hicache': is not offered: ")
+    assert sglang.DSV4_HICACHE_SIZE_REFUSAL in lines[0]
 
 
 def test_offload_on_pd_is_refused_because_vllm_would_drop_nixl():
@@ -241,14 +279,18 @@ def test_offload_memory_policy_reads_the_offload_from_the_argv():
     assert _policy_violations(storm) == [
         f"StormService llm-serving-staging/{storm['metadata']['name']}: /dev/shm sizeLimit 128Gi does not hold the "
         "128Gi vLLM offloads there plus 64Gi for 8 GPUs."]
-    # SGLang: 24 GB per rank x 8 ranks is 178.8 GiB, which a 128 GiB request does not cover.
-    sglang_engine = next(c for c in engine_containers() if c.engine == "sglang" and "--hicache-size" in c.argv)
+    # SGLang (refused by the config rules, still guarded here): 24 GB per rank x 8 ranks is 178.8 GiB, which a
+    # 128 GiB request does not cover and a 179 GiB one does.
+    sglang_engine = next(c for c in engine_containers() if c.engine == "sglang" and c.where.startswith("sglang/"))
     rbg = {"apiVersion": "workloads.x-k8s.io/v1alpha2", "kind": "RoleBasedGroup", "metadata": {"name": "s"},
            "spec": {"roles": [{"name": "server", "replicas": 1, "standalonePattern": {"template": {
                "metadata": {"annotations": sglang_engine.annotations},
                "spec": {"containers": [copy.deepcopy(sglang_engine.container)], "volumes": []}}}}]}}
-    assert _policy_violations(rbg) == []
     c = rbg["spec"]["roles"][0]["standalonePattern"]["template"]["spec"]["containers"][0]
+    c["args"] = [*c["args"], "--enable-hierarchical-cache", "--hicache-size", "24"]
+    c["resources"]["requests"]["memory"] = "179Gi"
+    c["resources"]["limits"]["memory"] = f"{179 + 64}Gi"
+    assert _policy_violations(rbg) == []
     c["resources"]["requests"]["memory"] = "128Gi"
     assert _policy_violations(rbg) == [
         "RoleBasedGroup -/s: container engine requests 128Gi of memory, less than the 178.814Gi of KV offload in its argv."]

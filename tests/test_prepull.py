@@ -196,6 +196,29 @@ def test_network_policies_isolate_the_holder_and_do_not_admit_it_to_the_engines(
     assert not allowed(policies, holder, engine, 8000)  # ... but the idle holder is not one of them
 
 
+def test_the_node_fit_counts_the_pre_pull_pods_the_rendered_daemonsets_put_on_each_gpu_node():
+    """Hybrid runs two engine images, so two DaemonSets each put a pod on every GPU node: the config rules'
+    node fit counts them as the rendered DaemonSets state them (one 8-GPU, 512 GiB engine pod per node)."""
+    from test_pd import stack as pd_stack
+
+    from components.prepull import MEMORY_MIB
+    from policy.manifests import quantity_gib
+    from stacks import loader
+    limits = [quantity_gib(c["resources"]["limits"]["memory"]) for d in of_kind(hybrid(), "DaemonSet")
+              for c in d["spec"]["template"]["spec"]["containers"]]
+    assert limits == [MEMORY_MIB / 1024] * 2
+    sf = pd_stack("hybrid", "stormservice", 32)
+    raw = {k.removeprefix("llm-serving:"): loader.decode(k.removeprefix("llm-serving:"), v)
+           for k, v in sf.config.items() if k.startswith("llm-serving:") and k not in sf.secret_keys}
+    raw["gpuPool"] = {"nodeMemoryGiB": 512}
+    (line,) = problems(raw)
+    assert line.endswith("memory limits sum to 512 GiB (deepseek-v4-flash 512 GiB: gpuPool.memoryLimitGiB 512 per pod; "
+                         "the Memory /dev/shm emptyDir is charged within these limits) and 2 pre-pull DaemonSet pods "
+                         "(operations.imagePrePull) with 32Mi each, more than gpuPool.nodeMemoryGiB 512"), line
+    raw["gpuPool"] = {"nodeMemoryGiB": 513}
+    loader.validate(raw, "dev", {k: True for k in loader.SECRET_KEYS})
+
+
 # ---- config ----
 
 def test_models_sharing_a_directory_agree_on_its_size_and_the_switch_is_typed():

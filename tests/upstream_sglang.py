@@ -140,6 +140,15 @@ HICACHE_IN_DEV_SHM = False
 # READ: SGLang refuses "--enable-hierarchical-cache" with "--disable-radix-cache" (0.5.17 server_args.py
 # _handle_cache_compatibility, 0.5.23 arg_groups/kv_cache_hook.py: "mutually exclusive").
 HICACHE_REFUSED_WITH = ("--disable-radix-cache",)
+# READ, and checked against both installed releases by tests/test_kv_offload.py: DeepSeek-V4 (the model every
+# stack serves) keeps its KV in DeepSeekV4TokenToKVPool on CUDA (mem_cache/kv_cache_configurator.py
+# _build_dsv4_kv_pool), a hybrid-SWA pool, so HiCache goes through UnifiedRadixCache.init_hicache
+# (mem_cache/registry.py) to _DeepSeekV4Strategy and build_deepseek_v4_hicache_stack, whose
+# _deepseek_v4_num_host_pages (mem_cache/hybrid_cache/hybrid_pool_assembler.py, 0.5.17 and 0.5.23) raises
+# ValueError on any --hicache-size > 0. The host pool is then sized only by --hicache-ratio x the device KV
+# pool, which the engine sizes at start from the GPU memory left: no fixed host size the pod could reserve.
+DSV4_HICACHE_SIZE_SOURCE = "sglang/srt/mem_cache/hybrid_cache/hybrid_pool_assembler.py"
+DSV4_HICACHE_SIZE_REFUSAL = "DeepSeek V4 HiCache currently does not support --hicache-size"
 
 # docker/Dockerfile as stored at commit 004740a9cb3dbf6153455fb38b447021e3e07236 (the image, not the
 # wheel): FROM nvidia/cuda:<CUDA>-cudnn-devel-ubuntu22.04 (image env NVIDIA_VISIBLE_DEVICES=all), no
