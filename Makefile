@@ -2,12 +2,13 @@
 PYTHON ?= python3
 # uv, pinned in requirements-uv.txt and bootstrapped with the machine's pip, installs every virtualenv:
 # the same pins as pip, a fresh machine's four virtualenvs in seconds instead of about a minute. It reads
-# UV_INDEX_URL (not pip's configuration) for a package mirror.
+# UV_INDEX_URL (not pip's configuration) for a package mirror. --compile-bytecode, as pip does: otherwise
+# every test worker compiles pulumi_aws and friends on first import (a fresh clone's make test: ~10 s).
 UV_VENV  ?= .venv-uv
 UV       := $(UV_VENV)/bin/uv
 UV_STAMP := $(UV_VENV)/.requirements-installed
 export UV_PYTHON_DOWNLOADS := never
-UV_INSTALL = $(UV) pip install --quiet
+UV_INSTALL = $(UV) pip install --quiet --compile-bytecode
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.requirements-installed
