@@ -198,7 +198,8 @@ def test_offload_combinations_the_engine_refuses(backend, size, path, message):
     assert len(lines) == 1 and lines[0].startswith(f"Pulumi.dev.yaml: llm-serving:{path}: ") and message in lines[0]
 
 
-def test_native_offload_on_sglang_is_refused():
+def sglang_config() -> dict:
+    """dev's model on SGLang under an RBG, as the stack rules accept it."""
     from test_config import SGLANG_IMAGE
     raw = raw_config()
     m = raw["models"][0]
@@ -207,6 +208,11 @@ def test_native_offload_on_sglang_is_refused():
     m.pop("rollout")
     raw["images"]["sglang"] = SGLANG_IMAGE
     raw["compileCache"] = {"kind": "existingClaim", "claimName": "jit"}
+    return raw
+
+
+def test_native_offload_on_sglang_is_refused():
+    raw = sglang_config()
     assert problems(offload(raw)) == ["Pulumi.dev.yaml: llm-serving:models[0].kvCacheOffload.backend = 'native': is a "
                                       "vllm backend; engine 'sglang' offloads with 'hicache'"]
 
@@ -226,14 +232,7 @@ def test_both_sglang_releases_refuse_a_hicache_size_for_deepseek_v4(version):
 
 
 def test_hicache_is_refused_because_sglang_refuses_its_size_for_deepseek_v4():
-    from test_config import SGLANG_IMAGE
-    raw = raw_config()
-    m = raw["models"][0]
-    m.update(engine="sglang", orchestrator="rolebasedgroup", startupBudgetSeconds=2700)
-    m.pop("vllm")
-    m.pop("rollout")
-    raw["images"]["sglang"] = SGLANG_IMAGE
-    raw["compileCache"] = {"kind": "existingClaim", "claimName": "jit"}
+    raw = sglang_config()
     lines = problems(offload(raw, backend="hicache", size=24))
     assert len(lines) == 1 and lines[0].startswith(
         "Pulumi.dev.yaml: llm-serving:models[0].kvCacheOffload.backend = 'hicache': is not offered: ")
