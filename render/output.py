@@ -11,7 +11,7 @@ import yaml
 
 from components.engines import COLD_START_ESTIMATE_SECONDS
 from components.time_to_serving import IMAGE_PULL_SECONDS, SYNC_MIB_PER_SECOND, minutes, time_to_serving
-from policy.manifests import quantity_gib
+from policy.manifests import flag_value, quantity_gib
 from policy.stack_rules import PODAUTOSCALER
 from policy.workloads import containers, gpu_count, pod_templates
 from render.runtime import Recorded, Rendered
@@ -394,18 +394,14 @@ def _topology_section(rendered: Rendered) -> list[str]:
     return lines
 
 
-def _flag(argv: list[str], name: str) -> str | None:
-    return argv[argv.index(name) + 1] if name in argv[:-1] else None
-
-
 def kv_offload_of(container: dict) -> str:
     """The KV offload an engine container runs, read back from its argv (components/engines.py)."""
     argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
-    if (size := _flag(argv, "--kv-offloading-size")) is not None:
-        return f"vLLM {_flag(argv, '--kv-offloading-backend') or 'native'}, {size} GiB per engine (all TP ranks)"
+    if (size := flag_value(argv, "--kv-offloading-size")) is not None:
+        return f"vLLM {flag_value(argv, '--kv-offloading-backend') or 'native'}, {size} GiB per engine (all TP ranks)"
     if "--enable-hierarchical-cache" in argv:
-        ranks = _flag(argv, "--tensor-parallel-size") or "?"
-        return f"SGLang HiCache, {_flag(argv, '--hicache-size')} GB per rank x {ranks} ranks"
+        ranks = flag_value(argv, "--tensor-parallel-size") or "?"
+        return f"SGLang HiCache, {flag_value(argv, '--hicache-size')} GB per rank x {ranks} ranks"
     return "off"
 
 
@@ -446,11 +442,6 @@ def _engine_name(container: dict) -> str | None:
                  if a in ("vllm", "sglang")), None)
 
 
-def _arg(container: dict, flag: str) -> str | None:
-    args = list(container.get("args") or [])
-    return args[args.index(flag) + 1] if flag in args[:-1] else None
-
-
 def _placement(spec: dict) -> tuple:
     return (json.dumps(spec.get("nodeSelector") or {}, sort_keys=True),
             json.dumps(spec.get("tolerations") or [], sort_keys=True))
@@ -488,9 +479,10 @@ def time_to_serving_inputs(rendered: Rendered) -> list[dict[str, Any]]:
             main = [c for g, c in containers(ref.template) if g == "containers"]
             engines = [c for c in main if max(gpu_count(c))]
             gate = next(c for g, c in containers(ref.template) if c.get("name") == "model-gate")
+            model_dir = flag_value([str(a) for a in gate.get("args") or []], "--model-dir")
             row = models.setdefault(name, {"served": (meta.get("labels") or {}).get("model.aibrix.ai/name"),
                                            "engine": _engine_name(engines[0]), "gpus": 0, "images": set(),
-                                           "sizeGiB": sizes.get(_arg(gate, "--model-dir")), "preloaded": True})
+                                           "sizeGiB": sizes.get(model_dir), "preloaded": True})
             row["gpus"] += ref.replicas * sum(max(gpu_count(c)) for c in main)
             images = {c.get("image") for c in engines}
             row["images"] |= images
@@ -536,16 +528,13 @@ def _sync_section(rendered: Rendered) -> list[str]:
         if obj.get("kind") != "Job" or not obj["metadata"]["name"].startswith("sync-"):
             continue
         verify = next(c for c in obj["spec"]["template"]["spec"]["containers"] if c["name"] == "verify")
-        args = verify.get("args") or []
-
-        def arg(flag: str) -> str | None:
-            return args[args.index(flag) + 1] if flag in args else None
-        pin = arg("--manifest-sha256")
+        args = [str(a) for a in verify.get("args") or []]
+        pin = flag_value(args, "--manifest-sha256")
         unpinned = unpinned or pin is None
         in_use = [args[i + 1] for i, a in enumerate(args) if a == "--in-use"]
-        lines.append(f"| {obj['metadata']['name']} | `{arg('--model-dir')}` | "
+        lines.append(f"| {obj['metadata']['name']} | `{flag_value(args, '--model-dir')}` | "
                      + (f"pinned `{pin}`" if pin else "**unset: any SHA256SUMS the bucket holds is accepted**")
-                     + f" | {arg('--keep-revisions')} | {', '.join(f'`{r}`' for r in in_use)} | {arg('--workers')} |")
+                     + f" | {flag_value(args, '--keep-revisions')} | {', '.join(f'`{r}`' for r in in_use)} | {flag_value(args, '--workers')} |")
     if unpinned:
         lines += ["", "A model without `manifestSha256` serves whatever the bucket holds under its revision: "
                   "the same revision with other content passes. Pin it (README, \"Pinning the manifest\")."]
