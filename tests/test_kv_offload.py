@@ -140,14 +140,19 @@ def test_offload_needs_the_node_memory():
         "offloads KV cache to host memory, and only the node's allocatable memory says whether the grown pods still fit"]
 
 
+def too_big_for_a_node_of(node_gib: int) -> str:
+    """dev with 600 GiB of offload: one TP=8 pod of 512 + 600 GiB and the pre-pull pod on an 8-GPU node."""
+    return ("Pulumi.dev.yaml: llm-serving:models[0].kvCacheOffload.sizeGiB = 600: one node of gpuPool.gpusPerNode 8 "
+            "GPUs may hold engine pods whose memory limits sum to 1112 GiB (deepseek-v4-flash 1112 GiB: "
+            "gpuPool.memoryLimitGiB 512 per pod plus the KV offload; the Memory /dev/shm emptyDir is charged within "
+            "these limits) and 1 pre-pull DaemonSet pod (operations.imagePrePull) with 32Mi, more than "
+            f"gpuPool.nodeMemoryGiB {node_gib}")
+
+
 def test_offload_that_does_not_fit_the_node_is_refused():
     # dev: one TP=8 pod per 8-GPU node with a 512 GiB limit; 600 GiB of offload makes it 1112 GiB.
     lines = problems(offload(raw_config(), size=600, node=1024))
-    assert lines == [
-        "Pulumi.dev.yaml: llm-serving:models[0].kvCacheOffload.sizeGiB = 600: one node of gpuPool.gpusPerNode 8 GPUs "
-        "may hold engine pods whose memory limits sum to 1112 GiB (deepseek-v4-flash 1112 GiB: gpuPool.memoryLimitGiB "
-        "512 per pod plus the KV offload; the Memory /dev/shm emptyDir is charged within these limits) and 1 pre-pull "
-        "DaemonSet pod (operations.imagePrePull) with 32Mi, more than gpuPool.nodeMemoryGiB 1024"]
+    assert lines == [too_big_for_a_node_of(1024)]
     # The same offload fits a node with the memory for it, the pre-pull DaemonSet's pod included.
     loader.validate(offload(raw_config(), size=600, node=1113), "dev", {k: True for k in loader.SECRET_KEYS})
 
@@ -157,11 +162,7 @@ def test_the_pre_pull_pod_on_every_gpu_node_is_counted_too():
     # every GPU node beside the engine pods (components/prepull.py): 1112 GiB of engine limits leave it no room
     # on a 1112 GiB node.
     lines = problems(offload(raw_config(), size=600, node=1112))
-    assert lines == [
-        "Pulumi.dev.yaml: llm-serving:models[0].kvCacheOffload.sizeGiB = 600: one node of gpuPool.gpusPerNode 8 GPUs "
-        "may hold engine pods whose memory limits sum to 1112 GiB (deepseek-v4-flash 1112 GiB: gpuPool.memoryLimitGiB "
-        "512 per pod plus the KV offload; the Memory /dev/shm emptyDir is charged within these limits) and 1 pre-pull "
-        "DaemonSet pod (operations.imagePrePull) with 32Mi, more than gpuPool.nodeMemoryGiB 1112"]
+    assert lines == [too_big_for_a_node_of(1112)]
     raw = offload(raw_config(), size=600, node=1112)
     raw.setdefault("operations", {})["imagePrePull"] = {"enabled": False}
     loader.validate(raw, "dev", {k: True for k in loader.SECRET_KEYS})
