@@ -219,12 +219,11 @@ OFFLOAD_ENGINE = {"native": "vllm", "hicache": "sglang"}
 
 def kv_offload_args(model: ServedModel) -> list[str]:
     """The engine flags of models[].kvCacheOffload; none when it is off. vLLM's size is GiB over all TP
-    ranks of one engine (vllm/config/cache.py kv_offloading_size); SGLang's is per rank."""
+    ranks of one engine (vllm/config/cache.py kv_offloading_size). Only native renders: stacks/rules.py
+    refuses lmcache and, for DeepSeek-V4, SGLang's hicache."""
     offload = model.kv_cache_offload
     if offload.backend == "native":
         return ["--kv-offloading-backend", "native", "--kv-offloading-size", str(offload.size_gib)]
-    if offload.backend == "hicache":
-        return ["--enable-hierarchical-cache", "--hicache-size", str(offload.size_gib)]
     return []
 
 

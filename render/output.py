@@ -399,9 +399,6 @@ def kv_offload_of(container: dict) -> str:
     argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
     if (size := flag_value(argv, "--kv-offloading-size")) is not None:
         return f"vLLM {flag_value(argv, '--kv-offloading-backend') or 'native'}, {size} GiB per engine (all TP ranks)"
-    if "--enable-hierarchical-cache" in argv:
-        ranks = flag_value(argv, "--tensor-parallel-size") or "?"
-        return f"SGLang HiCache, {flag_value(argv, '--hicache-size')} GB per rank x {ranks} ranks"
     return "off"
 
 
