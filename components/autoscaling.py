@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.base import Component, metadata
+from components.base import AIBRIX_ORCHESTRATION_API, Component, metadata
 from components.routing import metric_port
 from config_model import ServedModel
 
@@ -91,15 +91,12 @@ def _number(value: float) -> str:
     return format(value, "g")
 
 
-STORMSERVICE_API_VERSION = "orchestration.aibrix.ai/v1alpha1"
-
-
 def scale_target(model: ServedModel) -> dict:
     """The workload the autoscaler scales: the model's Deployment or StormService (components/combined.py
     names it after the model), in the autoscaler's own namespace. For a StormService the reference is
     the whole object: without subTargetSelector v0.7.0 scales its top-level spec.replicas."""
     if model.orchestrator == "stormservice":
-        return {"apiVersion": STORMSERVICE_API_VERSION, "kind": "StormService", "name": model.name}
+        return {"apiVersion": AIBRIX_ORCHESTRATION_API, "kind": "StormService", "name": model.name}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "name": model.name}
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pulumi
 
+# The API group/version of AIBrix's StormService and RayClusterFleet (CRDs in ../shared/crds/aibrix).
+AIBRIX_ORCHESTRATION_API = "orchestration.aibrix.ai/v1alpha1"
+
 PART_OF = "llm-serving"
 
 

@@ -17,7 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.autoscaling import IGNORE_REPLICAS
-from components.base import Component, labels, metadata
+from components.base import AIBRIX_ORCHESTRATION_API, Component, labels, metadata
 from components.engines import (
     API_KEY_ENV,
     ENGINE_PORT,
@@ -258,7 +258,7 @@ class CombinedEngine(Component):
                 opts=self.child_opts(custom_timeouts=wait,
                                      ignore_changes=IGNORE_REPLICAS if m.autoscaling.enabled else None))
         else:
-            api, kind, spec = (("orchestration.aibrix.ai/v1alpha1", "StormService", stormservice_spec(m, template))
+            api, kind, spec = ((AIBRIX_ORCHESTRATION_API, "StormService", stormservice_spec(m, template))
                                if m.orchestrator == "stormservice" else
                                ("workloads.x-k8s.io/v1alpha2", "RoleBasedGroup", rolebasedgroup_spec(m, template)))
             wait_for = ((stormservice_replica_wait_for() if replica_mode(m) else stormservice_wait_for())

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.base import Component, metadata
+from components.base import AIBRIX_ORCHESTRATION_API, Component, metadata
 from components.combined import (
     CombinedEngineArgs,
     aibrix_labels,
@@ -180,7 +180,7 @@ class DisaggregatedEngine(Component):
             if side == "prefill":
                 annotations[ANN_OVERSHOOT] = str(m.pd.rollout_overshoot_pods)
             k8s.apiextensions.CustomResource(
-                f"{name}-{side}", api_version="orchestration.aibrix.ai/v1alpha1", kind="RayClusterFleet",
+                f"{name}-{side}", api_version=AIBRIX_ORCHESTRATION_API, kind="RayClusterFleet",
                 # No model label here: AIBrix would make a route both fleets share (11.2).
                 metadata={**metadata(fleet, base.namespace, "engine"), "annotations": annotations},
                 spec=fleet_manifest_spec(base, side, args.hybrid, ray_version),
