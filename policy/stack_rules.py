@@ -64,14 +64,19 @@ def autoscaler_target(resource_type: str, props: dict) -> tuple[WorkloadKey, Any
     return (str(ref.get("kind")), str(namespace), str(ref.get("name"))), spec.get("maxReplicas")
 
 
+def grown_to(props: dict, max_replicas: Any) -> dict:
+    """The workload as its autoscaler may grow it: spec.replicas raised to maxReplicas. Raises
+    UnknownTouched when either count is unknown."""
+    spec = mapping(props.get("spec"))
+    return {**props, "spec": {**spec, "replicas": max(int(spec.get("replicas", 1)), int(max_replicas))}}
+
+
 def workload_gpus(resource_type: str, props: dict, max_replicas: Any = None) -> Any:
     """GPUs a workload holds at peak, rollout surge and known overshoot included; with an autoscaler's
     maxReplicas, as the autoscaler may grow it (spec.replicas raised to that). UNKNOWN when a count it
     depends on is unknown (preview)."""
     if max_replicas is not None:
-        props = known_or_unknown(lambda: {**props, "spec": {
-            **mapping(props.get("spec")), "replicas": max(int(mapping(props.get("spec")).get("replicas", 1)),
-                                                          int(max_replicas))}})
+        props = known_or_unknown(lambda: grown_to(props, max_replicas))
         if is_unknown(props):
             return props
     total: Any = 0

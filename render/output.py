@@ -12,7 +12,7 @@ import yaml
 from components.engines import COLD_START_ESTIMATE_SECONDS
 from components.time_to_serving import IMAGE_PULL_SECONDS, SYNC_MIB_PER_SECOND, minutes, time_to_serving
 from policy.manifests import flag_value, quantity_gib
-from policy.stack_rules import PODAUTOSCALER
+from policy.stack_rules import PODAUTOSCALER, grown_to
 from policy.workloads import containers, gpu_count, pod_templates
 from render.runtime import Recorded, Rendered
 from render.stackfile import MASK
@@ -103,10 +103,7 @@ def _as_scaled(obj: dict, scaled: dict) -> dict:
     """The workload as its autoscaler may grow it: spec.replicas at maxReplicas (what the budget counts)."""
     meta = obj.get("metadata") or {}
     pa = scaled.get((obj.get("kind"), meta.get("namespace"), meta.get("name")))
-    if pa is None:
-        return obj
-    spec = obj.get("spec") or {}
-    return {**obj, "spec": {**spec, "replicas": max(int(spec.get("replicas", 1)), int(pa["spec"]["maxReplicas"]))}}
+    return obj if pa is None else grown_to(obj, pa["spec"]["maxReplicas"])
 
 
 def workload_rows(rendered: Rendered) -> list[dict[str, Any]]:
