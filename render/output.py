@@ -295,9 +295,12 @@ def _dashboards_section(rendered: Rendered) -> list[str]:
 
 
 def served_model_gpus(rendered: Rendered) -> list[dict[str, Any]]:
-    """Per served model: its topology, workloads and GPUs (steady and peak), from the manifests."""
+    """Per served model: its topology, workloads and GPUs (steady and peak: rollouts included, and an
+    autoscaled workload at its maxReplicas, as the budget counts it), from the manifests."""
     models: dict[str, dict[str, Any]] = {}
+    scaled = autoscalers(rendered)
     for obj in kubernetes_objects(rendered):
+        peak = {r.path: r for r in pod_templates(obj.get("kind", ""), _as_scaled(obj, scaled))}
         for ref in pod_templates(obj.get("kind", ""), obj):
             meta = ref.template.get("metadata") or {}
             name = (meta.get("labels") or {}).get("llm-serving.io/model")
@@ -309,7 +312,7 @@ def served_model_gpus(rendered: Rendered) -> list[dict[str, Any]]:
                                            "workloads": [], "gpus": 0, "peakGpus": 0})
             row["workloads"].append(f"{obj['kind']} {obj['metadata']['name']}")
             row["gpus"] += ref.replicas * gpus
-            row["peakGpus"] += (ref.replicas + ref.extra_pods) * gpus
+            row["peakGpus"] += (peak[ref.path].replicas + peak[ref.path].extra_pods) * gpus
     return [models[k] for k in sorted(models)]
 
 

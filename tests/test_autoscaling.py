@@ -304,6 +304,15 @@ def test_the_budget_counts_max_replicas_plus_rollout_extra_pods():
     assert rules.gpu_demand(loader.validate(off, "prod", SECRETS)) == [("deepseek-v4-flash", 8)]
 
 
+def test_plan_counts_each_autoscaled_model_at_its_max_replicas_where_it_shows_peak_gpus():
+    """staging's arms start at one 8-GPU pod and may grow to two: every peak in plan.md says 16."""
+    rendered = render_stack("staging")
+    workloads = {r["name"]: r["peakGpus"] for r in output.workload_rows(rendered) if r["kind"] == "StormService"}
+    served = {r["model"]: (r["gpus"], r["peakGpus"]) for r in output.served_model_gpus(rendered)}
+    assert workloads == {"deepseek-v4-flash": 16, "deepseek-v4-flash-dspark": 16}
+    assert served == {"deepseek-v4-flash": (8, 16), "deepseek-v4-flash-dspark": (8, 16)}
+
+
 # ---- routing ----
 
 def test_an_autoscaler_makes_the_default_routing_prefix_cache_aware():
