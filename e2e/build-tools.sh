@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Builds the real tools the e2e runs from their Go modules into .e2e/bin/ (make e2e-tools).
+#
+# One wrapper module per program under e2e/tools/<name>/ names what to build: `go install X@version` is
+# refused for most of them because their go.mod files carry replace directives. Only the Go module proxy
+# is used. A binary is rebuilt when its wrapper's go.mod, go.sum or this script changes (a stamp beside
+# it), so a second run with the Go caches warm only checks stamps, and a fresh clone with warm caches
+# only links. Nothing built here is committed.
+#
+#   e2e/build-tools.sh [name ...]   names: etcd kubernetes kwok pulumi pulumi-kubernetes (default: all)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BIN="${E2E_BIN:-$ROOT/.e2e/bin}"
+TOOLS="$ROOT/e2e/tools"
+mkdir -p "$BIN"
+export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false} -mod=mod"
+# -pgo=off: kube-apiserver, controller-manager and scheduler ship default.pgo profiles; without it each
+# compiles the shared packages again under its own profile.
+GO_BUILD=(go build -trimpath -pgo=off)
+
+log() { printf '[e2e-tools %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+# The stamp: what the binaries of one wrapper were built from.
+stamp_of() {
+	find "$TOOLS/$1" -maxdepth 1 -type f \( -name 'go.*' -o -name '*.go' -o -name VERSION -o -name RELEASE \) |
+		sort | xargs cat "$ROOT/e2e/build-tools.sh" | sha256sum | cut -d' ' -f1
+}
+
+fresh() { # name binary...
+	local name=$1 want; shift
+	want=$(stamp_of "$name")
+	for b in "$@"; do
+		[[ -x "$BIN/$b" && "$(cat "$BIN/.$b.stamp" 2>/dev/null)" == "$want" ]] || return 1
+	done
+}
+
+stamp() { # name binary...
+	local name=$1 want; shift
+	want=$(stamp_of "$name")
+	for b in "$@"; do echo "$want" >"$BIN/.$b.stamp"; done
+}
+
+module_version() { (cd "$TOOLS/$1" && go list -m -f '{{.Version}}' "$2"); }
+module_dir() { (cd "$TOOLS/$1" && go list -m -f '{{.Dir}}' "$2"); }
+
+build_etcd() {
+	fresh etcd etcd && return
+	(cd "$TOOLS/etcd" && "${GO_BUILD[@]}" -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3)
+	stamp etcd etcd
+}
+
+build_kwok() {
+	fresh kwok kwok && return
+	local v
+	v=$(module_version kwok sigs.k8s.io/kwok)
+	(cd "$TOOLS/kwok" && "${GO_BUILD[@]}" -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$v" \
+		-o "$BIN/kwok" sigs.k8s.io/kwok/cmd/kwok)
+	stamp kwok kwok
+}
+
+build_kubernetes() {
+	local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+	fresh kubernetes "${cmds[@]}" && return
+	local v major minor flags pkgs=()
+	v=$(cat "$TOOLS/kubernetes/VERSION")
+	major=${v#v}; major=${major%%.*}
+	minor=${v#v*.}; minor=${minor%%.*}
+	# `kubectl version` and the provider read /version: without these the binaries report v0.0.0.
+	flags="-s -w"
+	for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		flags="$flags -X $p.gitVersion=$v -X $p.gitMajor=$major -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+	done
+	for c in "${cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+	(cd "$TOOLS/kubernetes" && "${GO_BUILD[@]}" -ldflags "$flags" -o "$BIN/" "${pkgs[@]}")
+	stamp kubernetes "${cmds[@]}"
+}
+
+build_pulumi() {
+	local cmds=(pulumi pulumi-language-python pulumi-language-python-exec)
+	fresh pulumi "${cmds[@]}" && return
+	local v sdk_dir
+	v=$(module_version pulumi github.com/pulumi/pulumi/pkg/v3)
+	# Without the version ldflag `pulumi version` prints nothing and the Automation API refuses the CLI.
+	(cd "$TOOLS/pulumi" && "${GO_BUILD[@]}" \
+		-ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$v" \
+		-o "$BIN/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
+	(cd "$TOOLS/pulumi" && "${GO_BUILD[@]}" \
+		-ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$v" \
+		-o "$BIN/pulumi-language-python" github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3)
+	# The host runs programs through this shim, which lives in the SDK module, not the host's.
+	sdk_dir=$(module_dir pulumi github.com/pulumi/pulumi/sdk/v3)
+	install -m 0755 "$sdk_dir/python/cmd/pulumi-language-python-exec" "$BIN/pulumi-language-python-exec"
+	stamp pulumi "${cmds[@]}"
+}
+
+build_pulumi_kubernetes() {
+	fresh pulumi-kubernetes pulumi-resource-kubernetes && return
+	local dir src release
+	dir="$TOOLS/pulumi-kubernetes"
+	src="$(module_dir pulumi-kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4)/cmd/pulumi-resource-kubernetes"
+	release=$(cat "$dir/RELEASE")
+	# What the module's generate.go does: the schema with its version set, both files re-serialised.
+	python3 - "$src" "$dir" "${release#v}" <<-'EOF'
+		import json, sys
+		src, dst, version = sys.argv[1:]
+		schema = json.load(open(f"{src}/schema.json"))
+		schema["version"] = version
+		json.dump(schema, open(f"{dst}/schema-embed.json", "w"), separators=(",", ":"))
+		mapping = json.load(open(f"{src}/terraform-mapping.json"))
+		json.dump(mapping, open(f"{dst}/terraform-mapping-embed.json", "w"), separators=(",", ":"))
+	EOF
+	(cd "$dir" && "${GO_BUILD[@]}" -ldflags "-s -w -X main.providerVersion=${release#v}" \
+		-o "$BIN/pulumi-resource-kubernetes" .)
+	stamp pulumi-kubernetes pulumi-resource-kubernetes
+}
+
+check_kubernetes_replaces() {
+	# The replace lines must be the ones generate-go-mod.sh derives from the release's go.mod.
+	local v upstream want have
+	v=$(cat "$TOOLS/kubernetes/VERSION")
+	upstream=$(cd "$TOOLS/kubernetes" && go mod download -json "k8s.io/kubernetes@$v" |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)["GoMod"])')
+	want=$(awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" {print $1}' "$upstream" | sort -u)
+	have=$(cd "$TOOLS/kubernetes" && go mod edit -json |
+		python3 -c 'import json, sys; print("\n".join(sorted(r["Old"]["Path"] for r in json.load(sys.stdin).get("Replace") or [])))')
+	if [[ "$want" != "$have" ]]; then
+		echo "e2e/tools/kubernetes/go.mod: replace lines differ from k8s.io/kubernetes@$v's staging modules;" \
+			"run e2e/tools/kubernetes/generate-go-mod.sh $v" >&2
+		exit 2
+	fi
+}
+
+ALL=(etcd kwok kubernetes pulumi pulumi-kubernetes)
+WANT=("$@")
+[[ ${#WANT[@]} -gt 0 ]] || WANT=("${ALL[@]}")
+command -v go >/dev/null || { echo "go not found: the e2e tools build with Go 1.26 from the Go module proxy" >&2; exit 2; }
+start=$(date +%s)
+i=0
+for name in "${WANT[@]}"; do
+	i=$((i + 1))
+	case "$name" in
+	etcd | kwok | kubernetes | pulumi | pulumi-kubernetes) ;;
+	*) echo "unknown tool '$name' (one of: ${ALL[*]})" >&2; exit 2 ;;
+	esac
+	t0=$(date +%s)
+	log "($i/${#WANT[@]}) $name ..."
+	[[ "$name" == kubernetes ]] && check_kubernetes_replaces
+	"build_${name//-/_}"
+	log "($i/${#WANT[@]}) $name done in $(($(date +%s) - t0)) s"
+done
+log "all done in $(($(date +%s) - start)) s; binaries in ${BIN#"$ROOT"/}"
