@@ -31,7 +31,7 @@ PYTEST_WORKERS ?= --numprocesses=auto --maxprocesses=4
 STACK  ?= dev
 STACKS := dev staging prod
 
-.PHONY: render render-all test bench snapshots clean
+.PHONY: render render-all test bench snapshots clean e2e-tools cluster-up cluster-down e2e
 
 $(UV_STAMP): requirements-uv.txt
 	$(PYTHON) -m venv $(UV_VENV)
@@ -83,6 +83,21 @@ snapshots: $(STAMP)
 ## bench: render timings against the bare mock runtime
 bench: $(STAMP) $(S3_STAMP)
 	S3_VENV=$(abspath $(S3_VENV)) $(BIN)/python tools/bench.py
+
+## e2e-tools: build the real CLI, provider, etcd, Kubernetes and kwok from their Go modules into .e2e/bin/
+e2e-tools:
+	bash e2e/build-tools.sh
+
+## cluster-up: the local control plane on loopback (kubeconfig .e2e/kubeconfig); cluster-down stops it
+cluster-up: $(STAMP)
+	$(BIN)/python e2e/cluster.py up
+
+cluster-down:
+	$(PYTHON) e2e/cluster.py down
+
+## e2e: the real Pulumi CLI against the local control plane (builds its tools once)
+e2e: $(STAMP) e2e-tools
+	$(BIN)/python -m pytest -p no:cacheprovider -x -v --rootdir=e2e -c /dev/null e2e
 
 clean:
 	rm -rf build .pytest_cache

@@ -15,10 +15,21 @@ from config_model import StackConfig
 @dataclass(frozen=True)
 class Providers:
     kubernetes: k8s.Provider
-    aws: aws.Provider
+    # None when the stack manages nothing on AWS (an adopted bucket with keys from secret config and no
+    # ECR mirror): a provider resource alone makes every `pulumi up` load and configure the AWS plugin.
+    aws: aws.Provider | None
 
     def opts(self) -> pulumi.ResourceOptions:
-        return pulumi.ResourceOptions(providers={"kubernetes": self.kubernetes, "aws": self.aws})
+        providers: dict[str, pulumi.ProviderResource] = {"kubernetes": self.kubernetes}
+        if self.aws is not None:
+            providers["aws"] = self.aws
+        return pulumi.ResourceOptions(providers=providers)
+
+
+def manages_aws(cfg: StackConfig) -> bool:
+    """Whether the stack registers any AWS resource: the bucket, its read-only IAM user, or ECR mirrors."""
+    store = cfg.object_store
+    return store.create or store.create_credentials or cfg.images.mirror.kind == "ecr"
 
 
 def make_providers(cfg: StackConfig, kubeconfig: pulumi.Output[str] | None,
@@ -33,6 +44,8 @@ def make_providers(cfg: StackConfig, kubeconfig: pulumi.Output[str] | None,
         # Rotating kubeconfig credentials must not replace the provider (and with it every object).
         cluster_identifier=f"{cluster.context or 'default'}",
     )
+    if not manages_aws(cfg):
+        return Providers(kubernetes=k8s_provider, aws=None)
     store = cfg.object_store
     aws_args: dict = {"region": store.region, "s3_use_path_style": store.addressing_style == "path"}
     if store.endpoint:

@@ -7,7 +7,8 @@
 # it), so a second run with the Go caches warm only checks stamps, and a fresh clone with warm caches
 # only links. Nothing built here is committed.
 #
-#   e2e/build-tools.sh [name ...]   names: etcd kubernetes kwok pulumi pulumi-kubernetes (default: all)
+#   e2e/build-tools.sh [name ...]   names: etcd kubernetes kwok pulumi pulumi-kubernetes aibrix kuberay rbg
+#                                   (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -77,21 +78,16 @@ build_kubernetes() {
 }
 
 build_pulumi() {
-	local cmds=(pulumi pulumi-language-python pulumi-language-python-exec)
-	fresh pulumi "${cmds[@]}" && return
-	local v sdk_dir
+	fresh pulumi pulumi && return
+	local v
 	v=$(module_version pulumi github.com/pulumi/pulumi/pkg/v3)
 	# Without the version ldflag `pulumi version` prints nothing and the Automation API refuses the CLI.
 	(cd "$TOOLS/pulumi" && "${GO_BUILD[@]}" \
 		-ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$v" \
 		-o "$BIN/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
-	(cd "$TOOLS/pulumi" && "${GO_BUILD[@]}" \
-		-ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$v" \
-		-o "$BIN/pulumi-language-python" github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3)
-	# The host runs programs through this shim, which lives in the SDK module, not the host's.
-	sdk_dir=$(module_dir pulumi github.com/pulumi/pulumi/sdk/v3)
-	install -m 0755 "$sdk_dir/python/cmd/pulumi-language-python-exec" "$BIN/pulumi-language-python-exec"
-	stamp pulumi "${cmds[@]}"
+	# No Python language host: its module (sdk/python/cmd/pulumi-language-python/v3) is not served here;
+	# e2e/pulumi_client.py runs the program for the CLI and e2e/shims/run-policy-pack the policy pack.
+	stamp pulumi pulumi
 }
 
 build_pulumi_kubernetes() {
@@ -115,6 +111,46 @@ build_pulumi_kubernetes() {
 	stamp pulumi-kubernetes pulumi-resource-kubernetes
 }
 
+# The controllers (run as e2e/controllers.py says). Their go.mod files carry replace directives, which the
+# wrappers copy (check_replaces).
+build_aibrix() {
+	fresh aibrix aibrix-controller-manager && return
+	# Upstream's `make build-controller-manager`: no cgo, no ZMQ KV-event client (built only with -tags zmq).
+	(cd "$TOOLS/aibrix" && "${GO_BUILD[@]}" -tags nozmq -ldflags "-s -w" \
+		-o "$BIN/aibrix-controller-manager" github.com/vllm-project/aibrix/cmd/controllers)
+	stamp aibrix aibrix-controller-manager
+}
+
+build_kuberay() {
+	fresh kuberay kuberay-operator && return
+	(cd "$TOOLS/kuberay" && "${GO_BUILD[@]}" -ldflags "-s -w" \
+		-o "$BIN/kuberay-operator" github.com/ray-project/kuberay/ray-operator)
+	stamp kuberay kuberay-operator
+}
+
+build_rbg() {
+	# The version the stacks deploy (platform.rbgVersion) is not served under either path, so there is no
+	# wrapper: RoleBasedGroup kinds stay at the CRD level (schema, CEL, defaulting by the real API server).
+	log "rbg: not built: the Go module proxy refuses sigs.k8s.io/rbgs@v0.7.0 and github.com/sgl-project/rbg@v0.7.0"
+}
+
+check_replaces() { # name module: the wrapper carries exactly the replace lines of the module's own go.mod
+	local name=$1 module=$2 v upstream want have
+	local lines='import json, sys
+for r in json.load(sys.stdin).get("Replace") or []:
+    print(" ".join(x["Path"] + ("@" + x["Version"] if x.get("Version") else "") for x in (r["Old"], r["New"])))'
+	v=$(module_version "$name" "$module")
+	upstream=$(cd "$TOOLS/$name" && go mod download -json "$module@$v" |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)["GoMod"])')
+	want=$(go mod edit -json "$upstream" | python3 -c "$lines" | sort)
+	have=$(cd "$TOOLS/$name" && go mod edit -json | python3 -c "$lines" | sort)
+	if [[ "$want" != "$have" ]]; then
+		printf 'e2e/tools/%s/go.mod: replace lines differ from %s@%s'"'"'s go.mod; want:\n%s\n' \
+			"$name" "$module" "$v" "$want" >&2
+		exit 2
+	fi
+}
+
 check_kubernetes_replaces() {
 	# The replace lines must be the ones generate-go-mod.sh derives from the release's go.mod.
 	local v upstream want have
@@ -131,7 +167,7 @@ check_kubernetes_replaces() {
 	fi
 }
 
-ALL=(etcd kwok kubernetes pulumi pulumi-kubernetes)
+ALL=(etcd kwok kubernetes pulumi pulumi-kubernetes aibrix kuberay rbg)
 WANT=("$@")
 [[ ${#WANT[@]} -gt 0 ]] || WANT=("${ALL[@]}")
 command -v go >/dev/null || { echo "go not found: the e2e tools build with Go 1.26 from the Go module proxy" >&2; exit 2; }
@@ -140,12 +176,14 @@ i=0
 for name in "${WANT[@]}"; do
 	i=$((i + 1))
 	case "$name" in
-	etcd | kwok | kubernetes | pulumi | pulumi-kubernetes) ;;
+	etcd | kwok | kubernetes | pulumi | pulumi-kubernetes | aibrix | kuberay | rbg) ;;
 	*) echo "unknown tool '$name' (one of: ${ALL[*]})" >&2; exit 2 ;;
 	esac
 	t0=$(date +%s)
 	log "($i/${#WANT[@]}) $name ..."
 	[[ "$name" == kubernetes ]] && check_kubernetes_replaces
+	[[ "$name" == aibrix ]] && check_replaces aibrix github.com/vllm-project/aibrix
+	[[ "$name" == kuberay ]] && check_replaces kuberay github.com/ray-project/kuberay/ray-operator
 	"build_${name//-/_}"
 	log "($i/${#WANT[@]}) $name done in $(($(date +%s) - t0)) s"
 done

@@ -359,17 +359,34 @@ def test_scripts_config_map_ships_the_tested_scripts_verbatim():
         assert text == (SCRIPTS_DIR / name).read_text()
 
 
-def providers_run(store: ObjectStore, kubeconfig=None):
+def providers_run(store: ObjectStore, kubeconfig=None, images=None):
     from components.providers import make_providers
-    from config_model import Cluster, StackConfig
-    cfg = StackConfig.model_construct(namespace="ns", cluster=Cluster(context="gpu"), object_store=store)
+    from config_model import Cluster, Images, StackConfig
+    cfg = StackConfig.model_construct(namespace="ns", cluster=Cluster(context="gpu"), object_store=store,
+                                      images=images or Images.model_construct())
     s = pulumi.Output.secret
     return record("test", lambda: make_providers(cfg, kubeconfig, s("id"), s("key")) and {})
 
 
-def test_cos_provider_skips_aws_only_checks_and_keeps_keys_secret():
+def test_adopted_bucket_without_ecr_registers_no_aws_provider():
+    # dev's COS bucket: adopted, keys from secret config, no ECR. A provider resource alone would make
+    # every `pulumi up` load and configure the AWS plugin for nothing.
     r = providers_run(ObjectStore(bucket_name="bkt", region="ap-shanghai", endpoint="https://cos.ap-shanghai.myqcloud.com",
                                   create=False, create_credentials=False))
+    assert by_type(r, "pulumi:providers:aws") == [] and len(by_type(r, "pulumi:providers:kubernetes")) == 1
+
+
+def test_ecr_mirror_alone_needs_the_aws_provider():
+    from config_model import EcrMirror, Images, Mirror
+    r = providers_run(ObjectStore(bucket_name="bkt", create=False, create_credentials=False),
+                      images=Images.model_construct(mirror=Mirror(kind="ecr", ecr=EcrMirror())))
+    assert len(by_type(r, "pulumi:providers:aws")) == 1
+
+
+def test_cos_provider_skips_aws_only_checks_and_keeps_keys_secret():
+    # A bucket created through the S3 API of a compatible service.
+    r = providers_run(ObjectStore(bucket_name="bkt", region="ap-shanghai", endpoint="https://cos.ap-shanghai.myqcloud.com",
+                                  create=True, create_credentials=False))
     (aws_p,) = by_type(r, "pulumi:providers:aws")
     for flag in ("skipCredentialsValidation", "skipRequestingAccountId", "skipMetadataApiCheck", "skipRegionValidation"):
         assert aws_p.inputs[flag] in (True, "true"), flag

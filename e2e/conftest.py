@@ -1,0 +1,44 @@
+"""Fixtures of `make e2e`: the tools, the local control plane and the real Pulumi CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import harness  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tools() -> None:
+    missing = harness.missing_binaries()
+    if missing:
+        pytest.fail(f"missing in .e2e/bin: {', '.join(missing)}; build them with `make e2e-tools`", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def cluster(tools) -> Path:
+    """The local control plane, started once for the session and always stopped after it."""
+    if os.environ.get("E2E_CLUSTER_RUNNING") == "1":
+        yield harness.KUBECONFIG
+        return
+    cluster_py = [sys.executable, str(harness.ROOT / "e2e" / "cluster.py")]
+    up = subprocess.run([*cluster_py, "up"], timeout=180)
+    try:
+        if up.returncode != 0:
+            pytest.fail(f"e2e/cluster.py up exited {up.returncode}", pytrace=False)
+        yield harness.KUBECONFIG
+    finally:
+        subprocess.run([*cluster_py, "down"], timeout=120)
+
+
+@pytest.fixture(scope="session")
+def pulumi(cluster) -> harness.Pulumi:
+    cli = harness.Pulumi(harness.E2E / "work")
+    cli.prepare()
+    return cli

@@ -1,0 +1,81 @@
+"""The dev stack through the real Pulumi CLI, engine, Kubernetes provider and API server.
+
+In order, as a platform engineer runs it: stack init, secrets, a preview with the policy pack, `pulumi
+up` to completion, a second preview that must find nothing to change, and `pulumi destroy`. Each step
+depends on the one before (pytest -x stops at the first failure).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import pytest
+from harness import POLICY_LAUNCHER, Pulumi, kubectl, log
+
+STACK = "dev"
+NAMESPACE = "llm-serving-dev"
+POLICY = ("--policy-pack", POLICY_LAUNCHER, "--policy-pack-config", "policy/config.dev.json")
+# Every secret the dev stack reads (Pulumi.dev.yaml's header), with a value made for this run.
+SECRET_VALUES = {key: secrets.token_hex(16) for key in
+                 ("apiKey", "objectStoreAccessKeyId", "objectStoreSecretAccessKey", "cephUserKey")}
+
+
+def _no_plaintext_secret(text: str, where: str) -> None:
+    for key, value in SECRET_VALUES.items():
+        assert value not in text, f"the value of llm-serving:{key} appears in plaintext in {where}"
+
+
+@pytest.fixture(scope="module")
+def dev(pulumi: Pulumi) -> Pulumi:
+    pulumi.run("stack", "init", STACK, "--secrets-provider", "passphrase")
+    for key, value in SECRET_VALUES.items():
+        pulumi.run("config", "set", "--secret", f"llm-serving:{key}", value, stack=STACK)
+    return pulumi
+
+
+def test_secrets_are_stored_encrypted(dev: Pulumi):
+    stack_file = (dev.project / f"Pulumi.{STACK}.yaml").read_text()
+    _no_plaintext_secret(stack_file, f"Pulumi.{STACK}.yaml")
+    for key in SECRET_VALUES:
+        assert f"llm-serving:{key}:\n    secure: " in stack_file, key
+
+
+def test_preview_with_the_policy_pack(dev: Pulumi):
+    result = dev.run("preview", *POLICY, stack=STACK)
+    log(f"preview: {result.seconds:.1f} s")
+    assert "llm-serving-policies" in result.output or "Policies:" in result.output, result
+    assert "mandatory" not in result.output.lower() or "violation" not in result.output.lower(), result
+
+
+def test_up_completes(dev: Pulumi):
+    result = dev.run("up", "--yes", "--skip-preview", *POLICY, stack=STACK, timeout=1200)
+    log(f"up: {result.seconds:.1f} s")
+    deployment = json.loads(kubectl("get", "deployment", "-n", NAMESPACE, "-o", "json").stdout)["items"]
+    engines = [d for d in deployment if d["metadata"]["name"].startswith("deepseek-v4-flash")]
+    assert engines and all(d["status"].get("readyReplicas") == d["spec"]["replicas"] for d in engines), engines
+    jobs = json.loads(kubectl("get", "jobs", "-n", NAMESPACE, "-o", "json").stdout)["items"]
+    assert jobs and all(j["status"].get("succeeded") == 1 for j in jobs), [j["metadata"]["name"] for j in jobs]
+    outputs = json.loads(dev.run("stack", "output", "--json", stack=STACK).output.split("\n", 1)[1])
+    assert outputs, "the stack exports nothing"
+    _no_plaintext_secret(json.dumps(outputs), "the stack outputs")
+
+
+def test_secrets_never_in_plaintext_in_state_or_cli_output(dev: Pulumi):
+    for path in dev.state.rglob("*"):
+        if path.is_file():
+            _no_plaintext_secret(path.read_text(errors="replace"), f"state file {path.name}")
+    for path in dev.logs.glob("*.log"):
+        _no_plaintext_secret(path.read_text(errors="replace"), f"CLI output {path.name}")
+
+
+def test_second_preview_changes_nothing(dev: Pulumi):
+    result = dev.run("preview", "--expect-no-changes", *POLICY, stack=STACK, check=False)
+    assert result.returncode == 0, result
+
+
+def test_destroy(dev: Pulumi):
+    result = dev.run("destroy", "--yes", "--skip-preview", stack=STACK, timeout=900)
+    log(f"destroy: {result.seconds:.1f} s")
+    left = kubectl("get", "namespace", NAMESPACE, check=False)
+    assert left.returncode != 0 or "Terminating" in left.stdout, left.stdout
