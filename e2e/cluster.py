@@ -28,11 +28,14 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import controllers  # noqa: E402  (e2e/, beside this file)
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(os.environ.get("E2E_BIN", ROOT / ".e2e" / "bin")).resolve()  # as e2e/build-tools.sh
-STATE = ROOT / ".e2e" / "cluster"
+# A second cluster beside the first (another clone, a parallel test): its own state dir, kubeconfig and ports.
+STATE = Path(os.environ.get("E2E_CLUSTER_DIR", ROOT / ".e2e" / "cluster")).resolve()
 LOGS, PIDS = STATE / "logs", STATE / "pids"
-KUBECONFIG = ROOT / ".e2e" / "kubeconfig"
+KUBECONFIG = Path(os.environ.get("E2E_KUBECONFIG", ROOT / ".e2e" / "kubeconfig")).resolve()
 ADMIN_KUBECONFIG = STATE / "admin.kubeconfig"  # what the components use: the user's file is theirs to edit
 CERT_DIR = STATE / "apiserver-certs"  # kube-apiserver writes its self-signed apiserver.crt/.key here
 CRDS = Path(os.environ.get("E2E_CRDS", ROOT.parent / "shared" / "crds"))
@@ -41,11 +44,15 @@ CONTEXTS = ("e2e", "gpu-dev", "gpu-staging", "gpu-prod")  # Pulumi.<stack>.yaml 
 
 # 26257 (CockroachDB) and 2379/6443/10257/10259 (a real cluster on this machine) are avoided on purpose.
 PORT_DEFAULTS = {"etcd": 23790, "etcd_peer": 23800, "apiserver": 26443, "controller_manager": 26444,
-                 "scheduler": 26445}
+                 "scheduler": 26445, "kuberay_metrics": 26446, "kuberay_health": 26447,
+                 "aibrix_metrics": 26448, "aibrix_health": 26449}
 PORTS = {k: int(os.environ.get(f"E2E_{k.upper()}_PORT", v)) for k, v in PORT_DEFAULTS.items()}
 # Every wait is bounded; E2E_WAIT_SCALE stretches them all on a slow or busy machine.
 WAIT_SCALE = float(os.environ.get("E2E_WAIT_SCALE", "1"))
 ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")  # start order
+# The workload controllers that could be built (e2e/controllers.py), started once their CRDs are Established:
+# each decides at start-up which of its controllers run. KubeRay first: AIBrix's fleets create RayClusters.
+WORKLOAD_CONTROLLERS = ("kuberay", "aibrix")
 
 # Fake nodes. Pod and node IPs are invented by kwok: they come from RFC 2544/5737 test ranges, routed nowhere,
 # so a stray dial fails instead of reaching a real host. Service IPs are 10.0.0.0/24 (envtest's range).
@@ -78,6 +85,44 @@ CONTROLLERS = [
 ]
 
 
+# Claims without a volume of their own (Open WebUI's data, the load test's results) ask the default
+# StorageClass; no provisioner runs here, so a pool of static volumes in that class stands in for one: the
+# controller-manager's PV binder binds each claim to the smallest that fits (pkg/controller/volume/
+# persistentvolume/index.go findBestMatchForClaim). Retain: a released volume is not handed to another claim.
+STORAGE_CLASS = "e2e-standard"
+STORAGE_POOL = 24
+
+
+# What AIBrix v0.7.0's install leaves that the stacks (platform.install false) refer to: the route of each model
+# lives in aibrix-system and hangs off its Gateway (config/gateway/gateway.yaml, kustomize prefix "aibrix-"); the
+# NetworkPolicies name the Envoy Gateway namespace. No Envoy runs: the objects only have to exist.
+PLATFORM = [
+    ("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "aibrix-system"}}),
+    ("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "envoy-gateway-system"}}),
+    ("/apis/gateway.networking.k8s.io/v1/gatewayclasses", {
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass", "metadata": {"name": "aibrix-eg"},
+        "spec": {"controllerName": "gateway.envoyproxy.io/gatewayclass-controller"}}),
+    ("/apis/gateway.networking.k8s.io/v1/namespaces/aibrix-system/gateways", {
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "aibrix-eg", "namespace": "aibrix-system"},
+        "spec": {"gatewayClassName": "aibrix-eg", "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}]}}),
+]
+
+
+def storage_objects() -> list[dict]:
+    objs: list[dict] = [{
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": STORAGE_CLASS, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "Immediate", "reclaimPolicy": "Retain"}]
+    for i in range(STORAGE_POOL):
+        objs.append({
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"e2e-pool-{i:02d}"},
+            "spec": {"capacity": {"storage": "2Ti"}, "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
+                     "storageClassName": STORAGE_CLASS, "persistentVolumeReclaimPolicy": "Retain",
+                     "hostPath": {"path": f"/e2e/pool/{i:02d}"}}})
+    return objs
+
+
 class Failure(Exception):
     """A step of `up` failed: the message names what and the log to read."""
 
@@ -95,28 +140,32 @@ def rel(p: Path) -> str:
 
 # ---- processes ---------------------------------------------------------------------------------------------
 
-def ours(pid: int) -> bool:
-    """A live process started from .e2e/bin with this clone's state dir in its arguments (pids get reused)."""
+def argv(pid: int) -> list[bytes]:
+    """The process's arguments, none for a zombie or a process that is gone."""
     try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return False
+            return []
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except (OSError, IndexError):
-        return False
-    return argv[0].startswith(str(BIN).encode() + b"/") and any(str(STATE).encode() in a for a in argv[1:])
+        return []
+
+
+def ours(pid: int) -> bool:
+    """One of the components, with this clone's state dir in its arguments (pids get reused, clones coexist)."""
+    args = argv(pid)
+    return bool(args) and Path(args[0].decode(errors="replace")).name in (*ORDER, *controller_binaries()) and \
+        any(str(STATE).encode() in a for a in args[1:])
+
+
+def controller_binaries() -> tuple[str, ...]:
+    return tuple(str(controllers.CONTROLLERS[n]["binary"]) for n in WORKLOAD_CONTROLLERS)
 
 
 def our_processes() -> dict[int, str]:
     """pid -> component name: the pid files, plus a /proc sweep so a lost pid file leaves nothing behind."""
-    found = {}
-    for f in PIDS.glob("*.pid") if PIDS.is_dir() else []:
-        pid = int(f.read_text().strip() or 0)
-        if pid and ours(pid):
-            found[pid] = f.stem
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit() and int(d.name) not in found and ours(int(d.name)):
-            found[int(d.name)] = Path(Path(f"/proc/{d.name}/cmdline").read_bytes().split(b"\0")[0].decode()).name
-    return found
+    pids = [int(f.read_text().strip() or 0) for f in PIDS.glob("*.pid")] if PIDS.is_dir() else []
+    pids += [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()]
+    return {pid: Path(args[0].decode()).name for pid in dict.fromkeys(pids) if ours(pid) and (args := argv(pid))}
 
 
 def stop(procs: dict[int, str], grace: float = 5.0) -> list[int]:
@@ -141,9 +190,9 @@ def stop(procs: dict[int, str], grace: float = 5.0) -> list[int]:
     return [p for p in procs if ours(p)]
 
 
-def start(name: str, argv: list, env: dict | None = None) -> subprocess.Popen:
+def start(name: str, args: list, env: dict | None = None) -> subprocess.Popen:
     log = open(LOGS / f"{name}.log", "ab")
-    proc = subprocess.Popen([str(a) for a in argv], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen([str(a) for a in args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True, env=env, cwd=STATE)
     log.close()
     (PIDS / f"{name}.pid").write_text(f"{proc.pid}\n")
@@ -224,7 +273,7 @@ def wait_for(what: str, check, seconds: float, log: str, procs: dict[str, subpro
         except (OSError, Failure, ValueError) as e:  # not up yet: connection refused, no cert yet, 404 ...
             last = e
         if time.monotonic() > deadline:
-            raise Failure(f"{what} not within {seconds * WAIT_SCALE:.0f} s{f' ({last})' if last else ''}; "
+            raise Failure(f"{what} not within {seconds * WAIT_SCALE:g} s{f' ({last})' if last else ''}; "
                           f"see {log}")
         time.sleep(0.2)
 
@@ -291,7 +340,8 @@ def component_args(token_file: Path) -> dict[str, list]:
         # nothing in this cluster dials the `kubernetes` Service anyway.
         "kube-apiserver": [
             BIN / "kube-apiserver", f"--etcd-servers={etcd}", "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none", f"--secure-port={p['apiserver']}", f"--cert-dir={CERT_DIR}",
+            "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none", f"--secure-port={p['apiserver']}",
+            f"--cert-dir={CERT_DIR}",
             "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true", "--authorization-mode=RBAC",
             f"--token-auth-file={token_file}", f"--service-account-issuer=https://127.0.0.1:{p['apiserver']}",
             f"--service-account-key-file={STATE / 'sa.pub'}",
@@ -330,15 +380,14 @@ def healthy() -> bool:
 
 
 def up() -> int:
-    if STATE.exists():
+    if STATE.exists() or our_processes():
         if healthy():
             step(f"cluster already up: https://127.0.0.1:{recorded_ports()['apiserver']}, kubeconfig {rel(KUBECONFIG)}")
             return 0
         step("stale state of an earlier cluster: cleaning it up first")
         if down() != 0:
             return 1
-    missing = [n for n in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
-                           "kubectl") if not os.access(BIN / n, os.X_OK)]
+    missing = [n for n in (*ORDER, "kubectl", *controller_binaries()) if not os.access(BIN / n, os.X_OK)]
     if missing:
         print(f"error: missing {', '.join(rel(BIN / n) for n in missing)}: build with `make e2e-tools`",
               file=sys.stderr)
@@ -358,7 +407,7 @@ def up() -> int:
         d.mkdir(parents=True, exist_ok=True)
     (STATE / "ports.json").write_text(json.dumps(PORTS) + "\n")
     procs: dict[str, subprocess.Popen] = {}
-    failed = None
+    apply = failed = None
     try:
         # The service-account key pair (kube-apiserver verifies and signs, controller-manager signs).
         subprocess.run(["openssl", "genrsa", "-out", STATE / "sa.key", "2048"], check=True, capture_output=True)
@@ -441,6 +490,28 @@ def up() -> int:
         wait_for("CRDs Established", crds_established, 20, rel(LOGS / "kube-apiserver.log"), procs)
         step(f"{len(want)} CRDs Established")
 
+        for obj in storage_objects():
+            path = "/apis/storage.k8s.io/v1/storageclasses" if obj["kind"] == "StorageClass" else "/api/v1/persistentvolumes"
+            status, data = http(api.base + path, api.ctx, token, "POST", obj)
+            if status != 201:
+                raise Failure(f"creating {obj['kind']} {obj['metadata']['name']}: HTTP {status} {data[:300]!r}")
+        step(f"default StorageClass {STORAGE_CLASS} with {STORAGE_POOL} volumes")
+        for path, obj in PLATFORM:
+            status, data = http(api.base + path, api.ctx, token, "POST", obj)
+            if status != 201:
+                raise Failure(f"creating {obj['kind']} {obj['metadata']['name']}: HTTP {status} {data[:300]!r}")
+        step("AIBrix's namespace and Gateway as its install leaves them")
+
+        for name in WORKLOAD_CONTROLLERS:
+            procs[name] = start(name, controllers.command(
+                name, BIN, ADMIN_KUBECONFIG, PORTS[f"{name}_metrics"], PORTS[f"{name}_health"]),
+                os.environ | controllers.CONTROLLERS[name]["env"])
+        for name in WORKLOAD_CONTROLLERS:
+            health = f"http://127.0.0.1:{PORTS[f'{name}_health']}{controllers.CONTROLLERS[name]['readyz']}"
+            wait_for(f"{name} {health}", lambda health=health: http(health, insecure())[0] == 200, 20,
+                     rel(LOGS / f"{name}.log"), procs)
+        step(f"workload controllers ready: {', '.join(WORKLOAD_CONTROLLERS)}")
+
         KUBECONFIG.write_text(kubeconfig(PORTS["apiserver"], token))
         KUBECONFIG.chmod(0o600)
     except (Exception, KeyboardInterrupt) as e:  # whatever it is, nothing started may outlive a failed up
@@ -456,6 +527,8 @@ def up() -> int:
         if p.poll() is not None:
             tail = (LOGS / f"{name}.log").read_text(errors="replace").splitlines()[-15:]
             print(f"--- last lines of {rel(LOGS / (name + '.log'))}:", *tail, sep="\n", file=sys.stderr)
+    if apply and apply.poll() is None:
+        apply.kill()
     left = stop(our_processes())
     shutil.rmtree(PIDS, ignore_errors=True)
     KUBECONFIG.unlink(missing_ok=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 E2E = ROOT / ".e2e"
 BIN = E2E / "bin"
-KUBECONFIG = E2E / "kubeconfig"
+KUBECONFIG = Path(os.environ.get("E2E_KUBECONFIG", E2E / "kubeconfig")).resolve()
 VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 # The version the Python SDK registers its resources with (pulumi_kubernetes/pulumi-plugin.json): the
@@ -82,6 +82,10 @@ class Pulumi:
         self.run("plugin", "install", "resource", KUBERNETES_PLUGIN, version,
                  "--file", str(BIN / "pulumi-resource-kubernetes"))
 
+    def set_secret(self, key: str, value: str, stack: str) -> Result:
+        # From standard input, as `pulumi config set --secret KEY` reads it: never on a command line.
+        return self.run("config", "set", "--secret", key, stack=stack, stdin=value)
+
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(
@@ -99,7 +103,8 @@ class Pulumi:
         env.pop("PULUMI_ACCESS_TOKEN", None)
         return env
 
-    def run(self, *args: str, stack: str | None = None, check: bool = True, timeout: float = 900) -> Result:
+    def run(self, *args: str, stack: str | None = None, check: bool = True, timeout: float = 900,
+            env: dict[str, str] | None = None, stdin: str | None = None) -> Result:
         argv = [*args, "--non-interactive"]
         if stack:
             argv += ["--stack", stack]
@@ -111,8 +116,9 @@ class Pulumi:
             out.write(f"$ pulumi {' '.join(argv)}\n")
             out.flush()
             proc = subprocess.run([str(PYTHON), str(ROOT / "e2e" / "pulumi_client.py"), *argv],
-                                  cwd=self.project, env=self.env(), stdout=out, stderr=subprocess.STDOUT,
-                                  timeout=timeout, stdin=subprocess.DEVNULL)
+                                  cwd=self.project, env={**self.env(), **(env or {})}, stdout=out, stderr=subprocess.STDOUT,
+                                  timeout=timeout, text=True,
+                                  **({"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}))
         result = Result(list(argv), proc.returncode, log.read_text(), time.monotonic() - start)
         if check and proc.returncode != 0:
             raise AssertionError(f"{result}\n(log: {log})")

@@ -44,6 +44,10 @@ def _program(project_dir: Path):
         # As `python __main__.py` would: the project directory first on sys.path, __name__ "__main__".
         if str(project_dir) not in sys.path:
             sys.path.insert(0, str(project_dir))
+        if os.environ.get("E2E_BREAK"):
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            import breakers
+            breakers.install(os.environ["E2E_BREAK"])
         runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
     return run
 

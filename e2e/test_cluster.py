@@ -1,7 +1,8 @@
 """e2e/cluster.py for real: the control plane comes up, kwok's nodes and pods behave, nothing listens beyond
 loopback, and `down` leaves no process. Runs under `make e2e` (not `make test`: it needs .e2e/bin).
 
-With E2E_CLUSTER_RUNNING=1 the tests use the cluster that is up and leave it running (the down tests skip).
+A cluster that is already up (E2E_CLUSTER_RUNNING=1, or conftest.py's session cluster) is used and left running,
+and the tests that take it down skip; otherwise the module starts its own and ends with `down`.
 """
 import json
 import os
@@ -66,13 +67,14 @@ def eventually(check, seconds: float = 30):
 
 @pytest.fixture(scope="module")
 def up():
-    if REUSE:
+    """True when this module started the cluster (and so may take it down)."""
+    if REUSE or cluster.healthy():
         assert cluster.healthy(), "E2E_CLUSTER_RUNNING=1 but no healthy cluster: python3 e2e/cluster.py up"
-        yield
+        yield False
         return
     r = run_cluster("up")
     assert r.returncode == 0, r.stdout + r.stderr
-    yield
+    yield True
     run_cluster("down")
 
 
@@ -83,7 +85,7 @@ def ns(up):
     # Pods need the namespace's default ServiceAccount (ServiceAccount admission): the controller makes it.
     eventually(lambda: "default" in kubectl("get", "serviceaccounts", "-n", name, "-o", "name"), 20)
     yield name
-    if REUSE:
+    if not up:
         kubectl("delete", "namespace", name, "--wait=false")
 
 
@@ -166,7 +168,7 @@ def test_crds_established_at_the_files_versions(up):
     files = cluster.crd_files()
     assert any("kuberay/v1.2.1" in str(f) for f in files), "AIBrix v0.7.0 needs KubeRay v1.2.1's CRDs"
     for f in files:
-        want = yaml.safe_load(f.read_text())
+        want = yaml.load(f.read_text(), Loader=yaml.CSafeLoader)  # the pure-Python loader takes 30 s here
         crd = served.get(want["metadata"]["name"])
         assert crd, f"{f} not installed"
         assert condition(crd, "Established").get("status") == "True", f
@@ -228,8 +230,9 @@ def test_kwok_stages_are_the_pinned_modules(up):
         assert text.split("\n", 2)[2] == Path(kwok_dir, upstream).read_text(), copy
 
 
-@pytest.mark.skipif(REUSE, reason="the running cluster belongs to whoever started it")
 def test_down_leaves_no_process(up):
+    if not up:
+        pytest.skip("the running cluster belongs to whoever started it")
     pids = cluster.our_processes()
     r = run_cluster("down")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -250,8 +253,9 @@ def test_down_leaves_no_process(up):
     assert again.returncode == 0 and "not running" in again.stdout
 
 
-@pytest.mark.skipif(REUSE, reason="needs the cluster down")
 def test_up_refuses_a_taken_port_and_a_missing_binary(up):
+    if not up:
+        pytest.skip("needs the cluster down")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()

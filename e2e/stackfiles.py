@@ -1,0 +1,56 @@
+"""Stack files for the topology variants the unit tests render (tests/variants.py, tests/test_pd.py),
+written as `Pulumi.<name>.yaml` for the real CLI: the same config, each value as the CLI would store it
+(structured values as YAML, text as text), secrets left out for `pulumi config set --secret`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+for p in (ROOT, ROOT / "tests"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+# name -> (builder, what `pulumi up` can wait for here). The unit tests' variants, one per workload
+# kind and topology; the RoleBasedGroup controller cannot be built here (README), so that variant's
+# custom resource never reports Ready and stops at preview and a server-side dry run.
+VARIANTS = ("vllm-stormservice", "pd-rayclusterfleet", "pd-same-pod-deployment", "hybrid-stormservice",
+            "sglang-rolebasedgroup")
+NEEDS_CONTROLLER_WE_LACK = {"sglang-rolebasedgroup": "RoleBasedGroup (sgl-project/rbg v0.7.0 is not served)"}
+
+
+def _variant(name: str):
+    from test_pd import stack as pd_stack
+    from variants import model, sglang_stack, variant_file
+    if name == "vllm-stormservice":
+        m = model(orchestrator="stormservice")
+        m.pop("rollout")
+        return variant_file(models=[m])
+    return {"pd-rayclusterfleet": lambda: pd_stack("pd", "rayclusterfleet", 24),
+            "pd-same-pod-deployment": lambda: pd_stack("pd-same-pod", "deployment", 8),
+            "hybrid-stormservice": lambda: pd_stack("hybrid", "stormservice", 32),
+            "sglang-rolebasedgroup": sglang_stack}[name]()
+
+
+def _as_stored(key: str, text: str):
+    from stacks import loader
+    return loader.decode(key.split(":", 1)[1], text) if key.startswith("llm-serving:") else text
+
+
+def write(name: str, project_dir: Path, namespace: str) -> tuple[Path, list[str]]:
+    """Writes Pulumi.<name>.yaml into the project copy; returns it and the secret keys to set."""
+    sf = _variant(name)
+    config = {}
+    for key, text in sf.config.items():
+        # Secrets are set with the CLI; pulumi:* settings come from Pulumi.yaml.
+        if key in sf.secret_keys or key.startswith("pulumi:"):
+            continue
+        config[key] = _as_stored(key, text)
+    # Its own namespace: variants share the cluster, and a destroyed namespace takes a while to go.
+    config["llm-serving:namespace"] = namespace
+    path = project_dir / f"Pulumi.{name}.yaml"
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    return path, [k for k in sf.secret_keys if k != "llm-serving:registryDockerConfigJson"]
