@@ -4,15 +4,14 @@ written as `Pulumi.<name>.yaml` for the real CLI: the same config, each value as
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-for p in (ROOT, ROOT / "tests"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
 
 # name -> (builder, what `pulumi up` can wait for here). The unit tests' variants, one per workload
 # kind and topology; the RoleBasedGroup controller cannot be built here (README), so that variant's
@@ -40,8 +39,7 @@ def _as_stored(key: str, text: str):
     return loader.decode(key.split(":", 1)[1], text) if key.startswith("llm-serving:") else text
 
 
-def write(name: str, project_dir: Path, namespace: str) -> tuple[Path, list[str]]:
-    """Writes Pulumi.<name>.yaml into the project copy; returns it and the secret keys to set."""
+def _stored_config(name: str) -> tuple[dict, list[str]]:
     sf = _variant(name)
     config = {}
     for key, text in sf.config.items():
@@ -49,8 +47,23 @@ def write(name: str, project_dir: Path, namespace: str) -> tuple[Path, list[str]
         if key in sf.secret_keys or key.startswith("pulumi:"):
             continue
         config[key] = _as_stored(key, text)
+    return config, list(sf.secret_keys)
+
+
+def write(name: str, project_dir: Path, namespace: str) -> tuple[Path, list[str]]:
+    """Writes Pulumi.<name>.yaml into the project copy; returns it and the secret keys to set."""
+    # Built in a process of its own: tests/variants.py imports tests/conftest.py, which the e2e's
+    # conftest would shadow under the same module name.
+    out = subprocess.run([sys.executable, __file__, name], capture_output=True, text=True, check=True,
+                         cwd=ROOT, timeout=120).stdout
+    config, secret_keys = json.loads(out)
     # Its own namespace: variants share the cluster, and a destroyed namespace takes a while to go.
     config["llm-serving:namespace"] = namespace
     path = project_dir / f"Pulumi.{name}.yaml"
     path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
-    return path, [k for k in sf.secret_keys if k != "llm-serving:registryDockerConfigJson"]
+    return path, [k for k in secret_keys if k != "llm-serving:registryDockerConfigJson"]
+
+
+if __name__ == "__main__":
+    sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
+    print(json.dumps(_stored_config(sys.argv[1])))
