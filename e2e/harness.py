@@ -7,6 +7,7 @@ stack files), and a log of every CLI call with its output.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -36,7 +37,6 @@ PASSPHRASE = "e2e-local-passphrase"
 
 
 def sdk_plugin_version(package: str) -> str:
-    import json
     site = next((VENV / "lib").glob("python3*/site-packages"))
     return json.loads((site / package / "pulumi-plugin.json").read_text())["version"]
 
@@ -82,9 +82,14 @@ class Pulumi:
         self.run("plugin", "install", "resource", KUBERNETES_PLUGIN, version,
                  "--file", str(BIN / "pulumi-resource-kubernetes"))
 
-    def set_secret(self, key: str, value: str, stack: str) -> Result:
+    def set_secret(self, key: str, value: str, stack: str, cwd: Path | None = None) -> Result:
         # From standard input, as `pulumi config set --secret KEY` reads it: never on a command line.
-        return self.run("config", "set", "--secret", key, stack=stack, stdin=value)
+        return self.run("config", "set", "--secret", key, stack=stack, stdin=value, cwd=cwd)
+
+    def outputs(self, stack: str, cwd: Path | None = None) -> dict:
+        # The first line of the log is the command itself.
+        text = self.run("stack", "output", "--json", stack=stack, cwd=cwd).output.split("\n", 1)[1]
+        return json.loads(text)
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -104,7 +109,7 @@ class Pulumi:
         return env
 
     def run(self, *args: str, stack: str | None = None, check: bool = True, timeout: float = 900,
-            env: dict[str, str] | None = None, stdin: str | None = None) -> Result:
+            env: dict[str, str] | None = None, stdin: str | None = None, cwd: Path | None = None) -> Result:
         argv = [*args, "--non-interactive"]
         if stack:
             argv += ["--stack", stack]
@@ -116,7 +121,7 @@ class Pulumi:
             out.write(f"$ pulumi {' '.join(argv)}\n")
             out.flush()
             proc = subprocess.run([str(PYTHON), str(ROOT / "e2e" / "pulumi_client.py"), *argv],
-                                  cwd=self.project, env={**self.env(), **(env or {})}, stdout=out, stderr=subprocess.STDOUT,
+                                  cwd=cwd or self.project, env={**self.env(), **(env or {})}, stdout=out, stderr=subprocess.STDOUT,
                                   timeout=timeout, text=True,
                                   **({"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}))
         result = Result(list(argv), proc.returncode, log.read_text(), time.monotonic() - start)

@@ -65,7 +65,7 @@ def test_up_completes(dev: Pulumi):
     assert engines and all(d["status"].get("readyReplicas") == d["spec"]["replicas"] for d in engines), engines
     jobs = json.loads(kubectl("get", "jobs", "-n", NAMESPACE, "-o", "json").stdout)["items"]
     assert jobs and all(j["status"].get("succeeded") == 1 for j in jobs), [j["metadata"]["name"] for j in jobs]
-    outputs = json.loads(dev.run("stack", "output", "--json", stack=STACK).output.split("\n", 1)[1])
+    outputs = dev.outputs(STACK)
     assert outputs, "the stack exports nothing"
     _no_plaintext_secret(json.dumps(outputs), "the stack outputs")
 
@@ -81,6 +81,19 @@ def test_secrets_never_in_plaintext_in_state_or_cli_output(dev: Pulumi):
 def test_second_preview_changes_nothing(dev: Pulumi):
     result = dev.run("preview", "--expect-no-changes", *POLICY, stack=STACK, check=False)
     assert result.returncode == 0, result
+
+
+def test_the_consumer_reads_the_outputs_through_a_stack_reference(dev: Pulumi):
+    # examples/consumer as another team runs it: its own project and stack, the contract read from
+    # this stack's state through a real StackReference (the file backend's org is "organization").
+    consumer = dev.project / "examples" / "consumer"
+    dev.run("stack", "init", "consumer", "--secrets-provider", "passphrase", cwd=consumer)
+    dev.run("config", "set", "servingStack", f"organization/llm-serving/{STACK}", stack="consumer", cwd=consumer)
+    dev.run("up", "--yes", "--skip-preview", stack="consumer", cwd=consumer)
+    got, serving = dev.outputs("consumer", cwd=consumer), dev.outputs(STACK)
+    assert got["openaiBaseUrl"] == (serving["externalEndpoint"] or serving["endpoint"])
+    assert got["model"] == serving["servedModelName"] and got["gpuTotal"] == serving["gpuTotal"]
+    dev.run("destroy", "--yes", "--skip-preview", stack="consumer", cwd=consumer)
 
 
 def test_destroy(dev: Pulumi):

@@ -1,0 +1,212 @@
+"""Differential (issue 17): every Kubernetes object of every render, and of the hostile stack files and
+refused objects the unit tests keep, goes to the real kube-apiserver as a server-side dry run; the
+server's verdict must be apivalidation's (the render's refusal rule, render/__main__.py api_problems).
+
+The objects and apivalidation's verdicts come from e2e/differential_cases.py (its docstring lists them).
+Namespaced objects need their namespace: the cluster-scoped objects are dry-run first (a Namespace as a
+create), then each namespace is created for real, then the namespaced objects are dry-run, and the
+namespaces this test created are deleted at the end. Each object is one apply patch with dryRun=All on
+one keep-alive connection (e2e/dryrun.py), what `kubectl apply --server-side --dry-run=server` sends;
+the server's Status names every field it refuses.
+
+For each object: accepted by both, refused by both (the fields compared), or a disagreement, which
+fails the test with the object, the fields and both messages. Where the server accepts what
+apivalidation refuses on purpose, the rule is in DELIBERATELY_STRICTER with the reason, and each of
+those must still be met by some case, so the list stays exactly the cases that need it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import pytest
+from dryrun import Api, Verdict
+from harness import KUBECONFIG, ROOT, log
+
+# apivalidation's rules that this server (kube-apiserver v1.37.2, under server-side apply) does not apply, on
+# purpose: an offline problem of one of these that the server does not name is agreement. Each is a rule of
+# apivalidation, matched by the rule marker its message ends with (or, for the last, by where it applies).
+DELIBERATELY_STRICTER = {
+    "kubelet expansion (expansion.Expand)":
+        "the server accepts any text in command, args and env values; the kubelet later expands $(NAME) inside "
+        "them, or leaves an undefined reference as text, so a stack-file value would change in the pod "
+        "(apivalidation/apiserver.py _expansions)",
+    "env var names (V core ValidateEnv)":
+        "the strict IsEnvVarName of the clusters we support back to 1.29; since 1.34 the server takes any printable "
+        "ASCII but '=' (IsRelaxedEnvVarName), so this 1.37 server accepts `1BAD`",
+    "Service names (V core ValidateServiceName = NameIsDNS1035Label)":
+        "the DNS-1035 label of the clusters we support back to 1.29; a 1.37 server takes any DNS-1123 label "
+        "(RelaxedServiceNameValidation), so it accepts `1-model`",
+    "int overflow (Go type of the field; a create refuses it, server-side apply wraps it around)":
+        "a create refuses it (encoding/json into the int32 field), but server-side apply, which pulumi-kubernetes "
+        "sends, converts the unstructured object and wraps the number around (2**40 becomes 0): accepted, and not "
+        "the value written (apivalidation/ranges.py)",
+    "custom-resource pod templates":
+        "apivalidation applies the core pod rules to the pod templates inside custom resources; the server "
+        "validates those pods only when the operator creates them (V core ValidatePodCreate), after `pulumi up` "
+        "has returned, and the CRD's schema does not carry the core rules",
+}
+BUILTIN_KINDS = {"Namespace", "Secret", "ConfigMap", "PersistentVolume", "PersistentVolumeClaim", "ServiceAccount",
+                 "Job", "Deployment", "StatefulSet", "DaemonSet", "Service", "NetworkPolicy", "PodDisruptionBudget"}
+
+
+def stricter_rule(problem: dict, obj: dict) -> str | None:
+    """The DELIBERATELY_STRICTER entry that covers this offline problem, if any."""
+    rule = problem["rule"]
+    for name in DELIBERATELY_STRICTER:
+        marker = name[name.index("("):] if "(" in name else None
+        if marker and rule.endswith(marker):
+            return name
+    if (obj.get("kind") not in BUILTIN_KINDS and ".template" in problem["field"]
+            and "CRD x-kubernetes-validations" not in rule and "Go type of the field" not in rule):
+        return "custom-resource pod templates"
+    return None
+
+
+@pytest.fixture(scope="module")
+def cases() -> dict:
+    proc = subprocess.run([sys.executable, str(ROOT / "e2e" / "differential_cases.py")], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def api(cluster):
+    client = Api(KUBECONFIG)
+    yield client
+    client.close()
+
+
+@dataclass
+class Outcome:
+    group: str
+    render: str
+    obj: dict
+    offline: list[dict]
+    server: Verdict
+
+    def where(self) -> str:
+        meta = self.obj.get("metadata") or {}
+        ns = f"{meta.get('namespace')}/" if meta.get("namespace") else ""
+        return f"[{self.group}] {self.render}: {self.obj.get('kind')} {ns}{meta.get('name')}"
+
+
+def _bare(path: str) -> str:
+    """A field path without map keys or list indexes: metadata.labels[a/b] and spec.x[0].y compare by shape."""
+    return re.sub(r"\[[^\]]*\]", "", path.lstrip("."))
+
+
+def matches(ours: str, theirs: str) -> bool:
+    """The same field, up to map keys and indexes (the server names metadata.labels for a bad label key,
+    volumeMounts.subPath without the mount's index). Not a parent and its child: a CEL rule on spec.roles[0]
+    says nothing of a field inside it."""
+    return _bare(ours) == _bare(theirs)
+
+
+def compare(o: "Outcome") -> tuple[str, list[str], list[dict], list[dict]]:
+    """(verdict, stricter rules used, offline problems the server does not name, server causes apivalidation
+    does not name). Verdicts: both-accept, both-refuse, stricter (allowed), disagree."""
+    v = o.server
+    fields = [c for c in v.causes if c.get("field")]
+    used, unexplained = [], []
+    for p in o.offline:
+        if v.accepted or (fields and not any(matches(p["field"], c["field"]) for c in fields)):
+            rule = stricter_rule(p, o.obj)
+            if rule is None:
+                unexplained.append(p)
+            else:
+                used.append(rule)
+    # A refusal without fields (a decode or server-side-apply error, before validation) names nothing to compare.
+    missed = [c for c in fields if not any(matches(p["field"], c["field"]) for p in o.offline)]
+    if v.accepted and not o.offline:
+        return "both-accept", used, [], []
+    if unexplained or missed or (not v.accepted and not o.offline):
+        return "disagree", used, unexplained, missed
+    if v.accepted:
+        return "stricter", used, [], []
+    return "both-refuse", used, [], []
+
+
+def server_text(v: Verdict) -> str:
+    if not v.causes:
+        return f"HTTP {v.code} {v.reason}: {v.message}"
+    return f"HTTP {v.code} {v.reason}: " + "; ".join(f"{c.get('field')}: {c.get('message')}" for c in v.causes)
+
+
+def offline_text(problems: list[dict]) -> str:
+    return "; ".join(f"{p['field']} = {p['value']}: {p['rule']}" for p in problems) or "accepted"
+
+
+def run_all(api: Api, cases: dict) -> tuple[list[Outcome], list[str]]:
+    items = [(r["group"], r["name"], c) for r in cases["renders"] for c in r["cases"]]
+    located = [(g, n, c, api.collection(c["object"])) for g, n, c in items]
+    verdicts: dict[int, Verdict] = {}
+    # Cluster-scoped first (a Namespace is dry-run as the create it is), then namespaces for real.
+    for i, (_, _, c, where) in enumerate(located):
+        if where is None or not where[1]:
+            verdicts[i] = api.dry_run(c["object"])
+    namespaces = sorted({(c["object"].get("metadata") or {}).get("namespace") or "default"
+                         for _, _, c, where in located if where is not None and where[1]})
+    created = []
+    for ns in namespaces:
+        try:
+            if api.ensure_namespace(ns):
+                created.append(ns)
+        except RuntimeError as err:  # a name the server refuses: the objects in it are refused below
+            log(f"differential: {err}")
+    for i, (_, _, c, where) in enumerate(located):
+        if i not in verdicts:
+            verdicts[i] = api.dry_run(c["object"])
+    outcomes = [Outcome(g, n, c["object"], c["offline"], verdicts[i]) for i, (g, n, c, _) in enumerate(located)]
+    return outcomes, created
+
+
+def test_the_api_server_agrees_with_apivalidation_on_every_object(api: Api, cases: dict):
+    started = time.monotonic()
+    outcomes, created = run_all(api, cases)
+    sent = time.monotonic() - started
+    try:
+        disagreements, used = [], Counter()
+        tally: dict[str, Counter] = {}
+        for o in outcomes:
+            verdict, rules, unexplained, missed = compare(o)
+            used.update(rules)
+            t = tally.setdefault(o.render if o.group == "stack" else o.group, Counter())
+            t["objects"] += 1
+            t["refused offline"] += bool(o.offline)
+            t["refused by the server"] += not o.server.accepted
+            t[verdict] += 1
+            if verdict == "disagree":
+                lines = [o.where()]
+                if not o.offline:
+                    lines.append("    apivalidation accepts it")
+                if unexplained:
+                    lines.append(f"    apivalidation refuses, the server {'accepts it' if o.server.accepted else 'does not name the field'}: "
+                                 f"{offline_text(unexplained)}")
+                if missed or (not o.server.accepted and not o.offline):
+                    lines.append(f"    the server refuses: {server_text(o.server)}")
+                    if missed and o.offline:
+                        lines.append(f"      (fields apivalidation does not name: {', '.join(c['field'] for c in missed)}; "
+                                     f"it names: {offline_text(o.offline)})")
+                disagreements.append("\n".join(lines))
+        renders = Counter(r["group"] for r in cases["renders"])
+        log(f"differential: {len(outcomes)} objects from {dict(renders)} renders and rule tests; hostile stack "
+            f"files {cases['hostile']}; built in {cases['seconds']} s, dry-run in {sent:.1f} s")
+        for name, t in tally.items():
+            log(f"differential: {name}: " + ", ".join(f"{k} {n}" for k, n in t.items()))
+        log(f"differential: deliberately stricter rules met: {dict(used)}")
+        assert not disagreements, (f"{len(disagreements)} objects where apivalidation and the API server disagree "
+                                   "(the server is right: fix the rule in apivalidation/ and keep the case in tests/):\n"
+                                   + "\n".join(disagreements))
+        stale = sorted(set(DELIBERATELY_STRICTER) - set(used))
+        assert not stale, f"DELIBERATELY_STRICTER entries no case needs any more (remove them): {stale}"
+    finally:
+        left = api.delete_namespaces(created)
+        assert not left, f"namespaces still there after 60 s: {left}"
