@@ -14,8 +14,12 @@ was too large to fetch at the v1.37 tag, so re-read these functions at the tag w
   H = pkg/apis/core/helper/helpers.go
   V = pkg/apis/{core,apps,batch,networking,policy}/validation/validation.go
 
-Where the server accepts something older supported versions (1.29) refuse, the older rule is kept
-(env var names). Create-time rules only: no update, status or ratcheting rules.
+Where the server accepts something older supported versions (1.29) refuse, the older rule is kept:
+env var names (IsRelaxedEnvVarName since 1.34) and Service names (RelaxedServiceNameValidation: a
+1.37 server takes any DNS-1123 label, `1-model` too; 1.29 wants a DNS-1035 label). Create-time rules
+only: no update, status or ratcheting rules. e2e/test_differential.py sends every rendered object
+and every refused one the tests build to a real kube-apiserver (v1.37.2) and lists these older rules
+(DELIBERATELY_STRICTER) as the only cases where it may accept what this module refuses.
 """
 
 from __future__ import annotations
@@ -88,12 +92,14 @@ def label_key(value: str) -> list[str]:
     errs = []
     if len(parts) == 2:
         prefix = parts[0]
-        errs += ["prefix part must be non-empty"] if not prefix else [f"prefix part {m}" for m in dns1123_subdomain(prefix)]
+        # 1.37 words the prefix's length in bytes, unlike a name's (content/kube.go IsLabelKey)
+        errs += ["prefix part must be non-empty"] if not prefix else [
+            f"prefix part {m.replace('253 characters', '253 bytes')}" for m in dns1123_subdomain(prefix)]
     name = parts[-1]
     if not name:
         errs.append("name part must be non-empty")
-    elif len(name) > 63:
-        errs.append("name part must be no more than 63 characters")
+    elif len(name.encode()) > 63:
+        errs.append("name part must be no more than 63 bytes")
     if not _full(LABEL_KEY_NAME, name):
         errs.append("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
                     "with an alphanumeric character")
@@ -101,8 +107,8 @@ def label_key(value: str) -> list[str]:
 
 
 def label_value(value: str) -> list[str]:
-    """C: IsLabelValue: empty, or at most 63 of [-A-Za-z0-9_.] starting and ending alphanumeric."""
-    errs = ["must be no more than 63 characters"] if len(value) > 63 else []
+    """C: IsLabelValue: empty, or at most 63 bytes of [-A-Za-z0-9_.] starting and ending alphanumeric."""
+    errs = ["must be no more than 63 bytes"] if len(value.encode()) > 63 else []
     if value and not _full(LABEL_KEY_NAME, value):
         errs.append("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
                     "and must start and end with an alphanumeric character")
@@ -161,7 +167,7 @@ def annotations(values: dict) -> list[tuple[str, str]]:
     errs = [(k, m) for k in values for m in label_key(k.lower())]
     total = sum(len(k.encode()) + len(str(v).encode()) for k, v in values.items())
     if total > 256 * 1024:
-        errs.append(("", f"annotations size {total} is larger than limit {256 * 1024}"))
+        errs.append(("", f"Too long: may not be more than {256 * 1024} bytes"))
     return errs
 
 
@@ -237,6 +243,7 @@ class Check:
 def _name_rule(kind: str):
     """The name function each kind's Validate<Kind> passes to ValidateObjectMeta."""
     if kind == "Service":
+        # The 1.29 rule; 1.37 relaxed it to a DNS-1123 label (module docstring).
         return dns1035_label, "V core ValidateServiceName = NameIsDNS1035Label"
     if kind == "Namespace":
         return dns1123_label, "V core ValidateNamespaceName = NameIsDNSLabel"
@@ -471,7 +478,17 @@ def _container(c: Check, path: str, ctr: dict, volumes: set[str], init: bool) ->
         for sub in ("subPath", "subPathExpr"):
             if m.get(sub):
                 c.add(f"{p}.{sub}", m[sub], local_descending_path(m[sub]), "V core validateLocalDescendingPath")
+    # V core validateInitContainers: only a restartable init container (a sidecar, restartPolicy
+    # Always) may have probes or lifecycle hooks; the others run to completion before the pod starts.
+    sidecar = ctr.get("restartPolicy") == "Always"
+    if init and not sidecar:
+        for f in ("lifecycle", "livenessProbe", "readinessProbe", "startupProbe"):
+            if ctr.get(f) is not None:
+                c.add(f"{path}.{f}", ctr[f], ["may not be set for init containers without restartPolicy=Always"],
+                      "V core validateInitContainers")
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        if init and not sidecar and ctr.get(probe) is not None:
+            continue  # forbidden above; upstream validates no further
         _probe(c, f"{path}.{probe}", ctr.get(probe), probe != "readinessProbe")
     _resources(c, f"{path}.resources", ctr.get("resources"))
 
@@ -571,7 +588,9 @@ def pod_template(c: Check, path: str, template: dict, restart_policies: tuple[st
             if parse_quantity(vol["emptyDir"]["sizeLimit"]) is None:
                 c.add(f"{sp}.volumes[{i}].emptyDir.sizeLimit", vol["emptyDir"]["sizeLimit"], ["not a quantity"], "R ParseQuantity")
     names: set[str] = set()
-    for group in ("initContainers", "containers"):
+    # V core validateContainers runs first; validateInitContainers then checks each init container's
+    # name against every name before it, so a clash is reported at initContainers[i].name.
+    for group in ("containers", "initContainers"):
         for i, ctr in enumerate(spec.get(group) or []):
             _container(c, f"{sp}.{group}[{i}]", ctr, volumes, group == "initContainers")
             if ctr.get("name") in names:
@@ -674,8 +693,10 @@ def _daemonset(c: Check, spec: dict) -> None:
 def _job(c: Check, name: str, spec: dict) -> None:
     """V batch ValidateJob / validateJobSpec. The Job strategy (pkg/registry/batch/job/strategy.go,
     generateSelector) labels the pod template with batch.kubernetes.io/job-name=<name> before
-    validation, so a Job name must also be a label value (at most 63 characters)."""
-    c.add("metadata.name", name, label_value(name), "batch job strategy generateSelector + ValidateLabels")
+    validation, so a Job name must also be a label value (at most 63 bytes); the server reports it
+    there, at spec.template.labels (kube-apiserver v1.37.2, e2e/test_differential.py)."""
+    c.add("spec.template.labels[batch.kubernetes.io/job-name]", name, label_value(name),
+          "batch job strategy generateSelector labels the pod template with metadata.name + ValidateLabels")
     for f in ("parallelism", "completions", "backoffLimit", "ttlSecondsAfterFinished"):
         non_negative(c, f"spec.{f}", spec.get(f), "V batch validateJobSpec")
     deadline = spec.get("activeDeadlineSeconds")
@@ -709,7 +730,11 @@ def _data(c: Check, obj: dict) -> None:
     total = 0
     for part in ("data", "stringData", "binaryData"):
         for key, value in (obj.get(part) or {}).items():
-            c.add(f"{part}[{key}]", key, config_map_key(key), "V core ValidateSecret/ValidateConfigMap")
+            # The v1 conversion merges a Secret's stringData into data before validation: the server
+            # names data[key] (kube-apiserver v1.37.2, e2e/test_differential.py).
+            where = "data" if part == "stringData" else part
+            c.add(f"{where}[{key}]", key, config_map_key(key),
+                  "V core ValidateSecret/ValidateConfigMap" + (" (stringData merged into data)" if part == "stringData" else ""))
             if part == "binaryData" and key in keys:
                 c.add(f"{part}[{key}]", key, ["duplicate of key present in data"], "V core ValidateConfigMap")
             keys.add(key)

@@ -154,7 +154,7 @@ def ours(pid: int) -> bool:
     """One of the components, with this clone's state dir in its arguments (pids get reused, clones coexist)."""
     args = argv(pid)
     return bool(args) and Path(args[0].decode(errors="replace")).name in (*ORDER, *controller_binaries()) and \
-        any(str(STATE).encode() in a for a in args[1:])
+        any(f"{STATE}/".encode() in a for a in args[1:])  # the whole directory: not .e2e/cluster-2
 
 
 def controller_binaries() -> tuple[str, ...]:

@@ -1,6 +1,9 @@
 """The objects of e2e/test_differential.py, each with apivalidation's verdict on it, as JSON on stdout:
 
-    python e2e/differential_cases.py > cases.json
+    python e2e/differential_cases.py [renders|hostile] > cases.json
+
+(`renders` is the stacks, variants and rule tests' objects, `hostile` the hostile stack files, neither
+argument both: e2e/test_differential.py runs the two halves side by side.)
 
 Run in a process of its own (as e2e/stackfiles.py is): it imports the unit tests' helpers
 (tests/conftest.py, tests/variants.py, tests/test_pd.py ...), and tests/conftest.py would clash with
@@ -36,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # How many hostile stack files each field of tests/test_hostile_names.py gets, and how many stack-file
 # edits of tests/test_bad_input.py are drawn: the unit tests' own counts are 3 and 40.
-HOSTILE_PER_FIELD = int(os.environ.get("E2E_DIFF_HOSTILE_PER_FIELD", "3"))
+HOSTILE_PER_FIELD = int(os.environ.get("E2E_DIFF_HOSTILE_PER_FIELD", "6"))
 YAML_EDITS = int(os.environ.get("E2E_DIFF_YAML_EDITS", "40"))
 # What a masked secret stands in for: a Docker config must be JSON (ValidateSecret), the rest is text.
 STAND_INS = {".dockerconfigjson": '{"auths": {}}'}
@@ -220,13 +223,16 @@ def _call_with_params(fn) -> list[tuple]:
     return [tuple(r) if isinstance(r, (tuple, list)) else (r,) for r in rows]
 
 
-def refused(v: Verdicts) -> list[dict]:
-    """Every object the rule tests hand to their checking helper, as it was at that call."""
+def refused(v: Verdicts) -> tuple[list[dict], list[str]]:
+    """Every object the rule tests hand to their checking helper, as it was at that call; and the tests
+    whose own assertions failed on the way (`make test` reports those; the objects seen until then
+    still go to the server, and test_apiserver_rules's `refused` does not assert here at all)."""
     import test_apiserver_rules
     import test_cel_rules
-    out = []
+    out, failed = [], []
     for module, helper in ((test_apiserver_rules, "problems"), (test_cel_rules, "messages")):
         original = getattr(module, helper)
+        original_refused = getattr(module, "refused", None)
         for name, fn in sorted(vars(module).items()):
             if not name.startswith("test_") or not callable(fn):
                 continue
@@ -236,11 +242,20 @@ def refused(v: Verdicts) -> list[dict]:
                 def spy(o, _original=original, _seen=seen):
                     _seen.append(copy.deepcopy(o))
                     return _original(o)
+
+                def refused_spy(o, *fragments, _module=module):
+                    _module.problems(o)
                 setattr(module, helper, spy)
+                if original_refused is not None:
+                    setattr(module, "refused", refused_spy)
                 try:
                     fn(*args)
+                except AssertionError as err:
+                    failed.append(f"{module.__name__}::{name}: {str(err)[:300]}")
                 finally:
                     setattr(module, helper, original)
+                    if original_refused is not None:
+                        setattr(module, "refused", original_refused)
                 unique = []
                 for o in seen:
                     if o not in unique:
@@ -249,18 +264,25 @@ def refused(v: Verdicts) -> list[dict]:
                 if unique:
                     out.append({"group": "refused", "name": label,
                                 "cases": [v.case(o, call=j) for j, o in enumerate(unique)]})
-    return out
+    return out, failed
 
 
-def build() -> dict:
+def build(part: str = "all") -> dict:
     _setup()
     started = time.monotonic()
     v = Verdicts()
-    renders = stacks(v) + variants(v)
-    hostile_renders, hostile_counts = hostile(v)
-    renders += hostile_renders + refused(v)
-    return {"renders": renders, "hostile": hostile_counts, "seconds": round(time.monotonic() - started, 1)}
+    renders, hostile_counts, failed = [], {"files": 0, "refused by the config": 0}, []
+    if part in ("all", "renders"):
+        renders += stacks(v) + variants(v)
+    if part in ("all", "hostile"):
+        hostile_renders, hostile_counts = hostile(v)
+        renders += hostile_renders
+    if part in ("all", "renders"):
+        built, failed = refused(v)
+        renders += built
+    return {"renders": renders, "hostile": hostile_counts, "unit_test_failures": failed,
+            "seconds": round(time.monotonic() - started, 1)}
 
 
 if __name__ == "__main__":
-    json.dump(build(), sys.stdout)
+    json.dump(build(*sys.argv[1:2]), sys.stdout)

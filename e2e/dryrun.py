@@ -36,7 +36,8 @@ class Verdict:
 
 class Api:
     def __init__(self, kubeconfig: Path):
-        config = json.loads(kubeconfig.read_text()) if kubeconfig.read_text().lstrip().startswith("{") else _yaml(kubeconfig)
+        text = kubeconfig.read_text()
+        config = json.loads(text) if text.lstrip().startswith("{") else _yaml(text)
         cluster = config["clusters"][0]["cluster"]
         url = urllib.parse.urlsplit(cluster["server"])
         self.host, self.port = url.hostname, url.port or 443
@@ -96,6 +97,14 @@ class Api:
             ns = (obj.get("metadata") or {}).get("namespace") or "default"
             return f"{prefix}/namespaces/{urllib.parse.quote(ns, safe='')}/{plural}", True
         return f"{prefix}/{plural}", False
+
+    def exists(self, obj: dict) -> bool:
+        """Whether the cluster holds the object already (then a dry-run apply is an update, not a create)."""
+        where = self.collection(obj)
+        name = (obj.get("metadata") or {}).get("name") or ""
+        if where is None or not name or name in (".", "..") or any(c in name for c in "/%"):
+            return False
+        return self.request("GET", f"{where[0]}/{urllib.parse.quote(name, safe='')}")[0] == 200
 
     # ---- the dry run ----
 
@@ -157,6 +166,6 @@ class Api:
         return left
 
 
-def _yaml(path: Path) -> dict:
-    import yaml
-    return yaml.safe_load(path.read_text())
+def _yaml(text: str) -> dict:
+    import yaml  # a kubeconfig kubectl rewrote is YAML; e2e/cluster.py writes JSON
+    return yaml.safe_load(text)

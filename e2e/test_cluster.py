@@ -202,7 +202,7 @@ def host(addr: str) -> str:
 
 def test_only_loopback_listeners_and_peers(up):
     ours = cluster.our_processes()
-    assert set(ours.values()) == set(cluster.ORDER)
+    assert set(ours.values()) == {*cluster.ORDER, *cluster.controller_binaries()}
     listening = [(local, pids & ours.keys()) for local, _, pids in sockets("l") if pids & ours.keys()]
     assert listening
     bad = [(local, [ours[p] for p in pids]) for local, pids in listening if host(local) not in ("127.0.0.1", "::1")]
@@ -236,7 +236,7 @@ def test_down_leaves_no_process(up):
     pids = cluster.our_processes()
     r = run_cluster("down")
     assert r.returncode == 0, r.stdout + r.stderr
-    names = set(cluster.ORDER) | {"kubectl"}  # the binaries are named as the components
+    names = {*cluster.ORDER, *cluster.controller_binaries(), "kubectl"}  # the binaries are named as the components
     left = []
     for d in Path("/proc").iterdir():
         try:
