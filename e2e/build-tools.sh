@@ -43,7 +43,8 @@ stamp() { # name binary...
 }
 
 module_version() { (cd "$TOOLS/$1" && go list -m -f '{{.Version}}' "$2"); }
-module_dir() { (cd "$TOOLS/$1" && go list -m -f '{{.Dir}}' "$2"); }
+# `go list -m` leaves Dir empty until the module is downloaded, as it is on a new machine: download it.
+module_dir() { (cd "$TOOLS/$1" && go mod download -json "$2" | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])'); }
 
 build_etcd() {
 	fresh etcd etcd && return
