@@ -109,17 +109,18 @@ PLATFORM = [
 ]
 
 
-def storage_objects() -> list[dict]:
-    objs: list[dict] = [{
+def storage_objects() -> list[tuple[str, dict]]:
+    """(collection path, object), as PLATFORM."""
+    objs: list[tuple[str, dict]] = [("/apis/storage.k8s.io/v1/storageclasses", {
         "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
         "metadata": {"name": STORAGE_CLASS, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
-        "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "Immediate", "reclaimPolicy": "Retain"}]
+        "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "Immediate", "reclaimPolicy": "Retain"})]
     for i in range(STORAGE_POOL):
-        objs.append({
+        objs.append(("/api/v1/persistentvolumes", {
             "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"e2e-pool-{i:02d}"},
             "spec": {"capacity": {"storage": "2Ti"}, "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
                      "storageClassName": STORAGE_CLASS, "persistentVolumeReclaimPolicy": "Retain",
-                     "hostPath": {"path": f"/e2e/pool/{i:02d}"}}})
+                     "hostPath": {"path": f"/e2e/pool/{i:02d}"}}}))
     return objs
 
 
@@ -250,6 +251,11 @@ class Api:
         if status != 200:
             raise Failure(f"GET {path}: HTTP {status} {data[:200]!r}")
         return json.loads(data)
+
+    def create(self, path: str, obj: dict) -> None:
+        status, data = http(self.base + path, self.ctx, self.token, "POST", obj)
+        if status != 201:
+            raise Failure(f"creating {obj['kind']} {obj['metadata']['name']}: HTTP {status} {data[:300]!r}")
 
     def ready(self) -> bool:
         return http(self.base + "/readyz", self.ctx, self.token)[0] == 200
@@ -453,9 +459,7 @@ def up() -> int:
              *(a for f in crds for a in ("-f", f))],
             stdout=subprocess.DEVNULL, stderr=open(LOGS / "kubectl-apply-crds.log", "wb"))
         for i, n in enumerate(NODES):
-            status, data = http(api.base + "/api/v1/nodes", api.ctx, token, "POST", node(*n, i))
-            if status != 201:
-                raise Failure(f"creating node {n[0]}: HTTP {status} {data[:300]!r}")
+            api.create("/api/v1/nodes", node(*n, i))
         step(f"{len(procs) - 2} components started, {len(NODES)} nodes registered, {len(crds)} CRDs applying")
 
         for name, port in (("kube-controller-manager", "controller_manager"), ("kube-scheduler", "scheduler")):
@@ -490,16 +494,11 @@ def up() -> int:
         wait_for("CRDs Established", crds_established, 20, rel(LOGS / "kube-apiserver.log"), procs)
         step(f"{len(want)} CRDs Established")
 
-        for obj in storage_objects():
-            path = "/apis/storage.k8s.io/v1/storageclasses" if obj["kind"] == "StorageClass" else "/api/v1/persistentvolumes"
-            status, data = http(api.base + path, api.ctx, token, "POST", obj)
-            if status != 201:
-                raise Failure(f"creating {obj['kind']} {obj['metadata']['name']}: HTTP {status} {data[:300]!r}")
+        for path, obj in storage_objects():
+            api.create(path, obj)
         step(f"default StorageClass {STORAGE_CLASS} with {STORAGE_POOL} volumes")
         for path, obj in PLATFORM:
-            status, data = http(api.base + path, api.ctx, token, "POST", obj)
-            if status != 201:
-                raise Failure(f"creating {obj['kind']} {obj['metadata']['name']}: HTTP {status} {data[:300]!r}")
+            api.create(path, obj)
         step("AIBrix's namespace and Gateway as its install leaves them")
 
         for name in WORKLOAD_CONTROLLERS:

@@ -22,23 +22,22 @@ BIN = E2E / "bin"
 KUBECONFIG = Path(os.environ.get("E2E_KUBECONFIG", E2E / "kubeconfig")).resolve()
 VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
-# The version the Python SDK registers its resources with (pulumi_kubernetes/pulumi-plugin.json): the
-# engine loads the plugin registered under it.
 KUBERNETES_PLUGIN = "kubernetes"
-BINARIES = ("pulumi", "pulumi-resource-kubernetes", "etcd", "kube-apiserver", "kube-controller-manager",
-            "kube-scheduler", "kubectl", "kwok")
+# What the CLI side needs; e2e/cluster.py up names the control plane's own missing binaries.
+BINARIES = ("pulumi", "pulumi-resource-kubernetes")
 # The repository's files a project copy needs: the program, its stack files and the policy pack.
 PROJECT_IGNORE = shutil.ignore_patterns(".git", ".venv*", ".e2e", "build", "__pycache__", ".pytest_cache",
                                         ".hypothesis", "tests", "e2e", "docs", "venv")
-# Dummy values for the stacks' secrets: the e2e has no real key, and each must still be a secret.
 # `--policy-pack policy` as the README has it needs the language host; this starts the same pack.
 POLICY_LAUNCHER = "policy/run-policy-pack"
 PASSPHRASE = "e2e-local-passphrase"
 
 
 def sdk_plugin_version(package: str) -> str:
-    site = next((VENV / "lib").glob("python3*/site-packages"))
-    return json.loads((site / package / "pulumi-plugin.json").read_text())["version"]
+    """The version the Python SDK registers its resources with: the engine loads the plugin under it."""
+    import importlib.util
+    spec = importlib.util.find_spec(package)
+    return json.loads((Path(spec.origin).parent / "pulumi-plugin.json").read_text())["version"]
 
 
 def missing_binaries() -> list[str]:

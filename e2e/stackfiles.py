@@ -13,8 +13,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# name -> (builder, what `pulumi up` can wait for here). The unit tests' variants, one per workload
-# kind and topology; the RoleBasedGroup controller cannot be built here (README), so that variant's
+# The unit tests' variants, one per workload kind and topology; the RoleBasedGroup controller cannot be built here (README), so that variant's
 # custom resource never reports Ready and stops at preview and a server-side dry run.
 VARIANTS = ("vllm-stormservice", "pd-rayclusterfleet", "pd-same-pod-deployment", "hybrid-stormservice",
             "sglang-rolebasedgroup")
