@@ -191,10 +191,7 @@ def hostile(v: Verdicts) -> tuple[list[dict], dict]:
             for index, scalar in change:
                 lines[index] = f"{lines[index].split(': ', 1)[0]}: {scalar}"
             counts["files"] += 1
-            try:
-                rendered = _render_file(project, "\n".join(lines) + "\n")
-            except Exception:  # noqa: BLE001 - the YAML reader's refusals of a malformed file
-                rendered = None
+            rendered = _render_file(project, "\n".join(lines) + "\n")
             if rendered is None:
                 counts["refused by the config"] += 1
                 continue
