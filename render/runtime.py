@@ -29,6 +29,7 @@ from config_model import required_secret_keys
 from render.stackfile import MASK, PROJECT, StackFile
 from stacks import loader
 from stacks.rules import Problem
+from stacks.transitions import SELF_STATE
 
 # How the Pulumi wire format marks a secret value.
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -123,8 +124,9 @@ class MockResources(pulumi.runtime.Mocks):
     """Gives each resource a stable id and the outputs the program reads, shaped like the real ones
     (a mock AWS account id makes them recognisable in the render)."""
 
-    def __init__(self, aws_region: str = "us-east-1"):
+    def __init__(self, aws_region: str = "us-east-1", previous: dict[str, dict] | None = None):
         self.aws_region = aws_region
+        self.previous = previous or {}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         state = dict(args.inputs)
@@ -143,7 +145,16 @@ class MockResources(pulumi.runtime.Mocks):
         return f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs):
+        if args.token == SELF_STATE:
+            # The stack's last deployment, as the engine's builtin provider answers it
+            # (stacks/transitions.py): a previous render's resources, their inputs as outputs.
+            return {"name": args.args.get("stackName"), "outputs": self.previous}
         return {}
+
+
+def previous_state(records: list[dict]) -> dict[str, dict]:
+    """URN -> {type, outputs} from a render's resources.json (`python -m render --previous DIR`)."""
+    return {r["urn"]: {"type": r["type"], "outputs": r.get("inputs") or {}} for r in records if r.get("custom", True)}
 
 
 class PreviewMocks(pulumi.runtime.Mocks):
@@ -229,7 +240,9 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             # pkg/resource/deploy/source_eval.go: deleteBeforeReplace counts only when the SDK defines it.
             "deleteBeforeReplace": request.deleteBeforeReplace if request.deleteBeforeReplaceDefined else None,
             "additionalSecretOutputs": list(request.additionalSecretOutputs),
-            "aliases": list(request.aliasURNs),
+            # The SDK sends alias specs (request.aliases) to a monitor that supports them, as this one does.
+            "aliases": list(request.aliasURNs) + [a.urn for a in request.aliases if a.urn],
+            "replaceOnChanges": list(request.replaceOnChanges),
             "customTimeouts": {k: _go_duration_seconds(getattr(timeouts, k)) for k in ("create", "update", "delete")
                                if timeouts is not None and getattr(timeouts, k)},
         }
@@ -254,6 +267,9 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             "customTimeouts": {k: getattr(timeouts, k) for k in ("create", "update", "delete")
                                if timeouts is not None and getattr(timeouts, k)},
             "dependsOn": sorted(_short(u) for u in request.dependencies),
+            "aliases": engine_options["aliases"],
+            "replaceOnChanges": engine_options["replaceOnChanges"],
+            "ignoreChanges": engine_options["ignoreChanges"],
         }
         recorded.inputs = normalize(wire)
         self.recorded.append(recorded)
@@ -283,10 +299,10 @@ class Rendered:
 
 
 def _start(stack: str, config: dict[str, str], secret_keys: list[str], aws_region: str = "us-east-1",
-           preview: bool = False) -> RecordingMonitor:
+           preview: bool = False, previous: dict[str, dict] | None = None) -> RecordingMonitor:
     settings.ROOT.set(None)  # a fresh root stack per run, so several renders share a process
     pulumi.runtime.set_all_config(config, secret_keys)
-    mocks = MockResources(aws_region)
+    mocks = MockResources(aws_region, previous)
     monitor = RecordingMonitor(PreviewMocks(mocks) if preview else mocks)
     pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
     return monitor
@@ -309,10 +325,10 @@ def _without_cycle_collection():
 
 def record(stack: str, program: Callable[[], dict[str, pulumi.Input]],
            config: dict[str, str] | None = None, secret_keys: list[str] | None = None,
-           aws_region: str = "us-east-1", preview: bool = False) -> Rendered:
+           aws_region: str = "us-east-1", preview: bool = False, previous: dict[str, dict] | None = None) -> Rendered:
     """Run `program` under the mock runtime; return what it registered and its resolved outputs.
     Raises DuplicateURNError (a loader.ConfigError) where the engine would refuse the program."""
-    monitor = _start(stack, config or {}, secret_keys or [], aws_region, preview)
+    monitor = _start(stack, config or {}, secret_keys or [], aws_region, preview, previous)
     resolved: dict[str, Any] = {}
     secret_outputs: set[str] = set()
     stack_outputs: dict[str, Any] = {}
@@ -338,9 +354,10 @@ def record(stack: str, program: Callable[[], dict[str, pulumi.Input]],
                     registered=list(monitor.recorded), root=monitor.root, preview=preview)
 
 
-def render(stack_file: StackFile, preview: bool = False) -> Rendered:
+def render(stack_file: StackFile, preview: bool = False, previous: dict[str, dict] | None = None) -> Rendered:
     """Validate, then run the program. Raises loader.ConfigError before anything is registered.
-    `preview=True` records what `pulumi preview` of a new stack registers (see PreviewMocks)."""
+    `preview=True` records what `pulumi preview` of a new stack registers (see PreviewMocks);
+    `previous` is the stack's last deployment (previous_state of an earlier render), {} for a new one."""
     from stacks import program
 
     config, secret_keys = dict(stack_file.config), list(stack_file.secret_keys)
@@ -352,6 +369,6 @@ def render(stack_file: StackFile, preview: bool = False) -> Rendered:
     for key in missing:
         config[f"{loader.NAMESPACE}:{key}"] = MASK
         secret_keys.append(f"{loader.NAMESPACE}:{key}")
-    rendered = record(stack_file.stack, program.run, config, secret_keys, cfg.object_store.region, preview)
+    rendered = record(stack_file.stack, program.run, config, secret_keys, cfg.object_store.region, preview, previous)
     rendered.missing_secrets = missing
     return rendered

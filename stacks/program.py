@@ -38,7 +38,7 @@ from components.sync_job import ModelSyncArgs, ModelSyncJob
 from components.sync_job import job_name as sync_job_name
 from components.volume import ModelVolumeArgs, ModelVolumeClaims
 from config_model import Environment, ServedModel, StackConfig, derived
-from stacks import loader, rules
+from stacks import loader, rules, transitions
 
 
 def engine_models(cfg: StackConfig) -> list[ServedModel]:
@@ -308,4 +308,22 @@ def run() -> dict[str, pulumi.Input]:
     """Validate the running stack's config (raising loader.ConfigError before any resource is
     registered), then build it."""
     cfg = loader.from_pulumi()
-    return build(cfg, read_secrets())
+    transition = plan_transition(cfg)
+    secrets = read_secrets()
+    for note in transition.notes():
+        pulumi.log.warn(note)
+    transitions.install(transition)
+    return build(cfg, secrets)
+
+
+def plan_transition(cfg: StackConfig) -> transitions.Transition:
+    """How this update's GPU workloads take over from the last deployment's (stacks/transitions.py).
+    Raises loader.ConfigError, before any resource is registered, when one update cannot do it."""
+    stack_file = loader.stack_file_name(pulumi.get_stack())
+    transition = transitions.plan(
+        transitions.gpu_workloads_of(transitions.read_previous()),
+        transitions.planned_workloads(cfg, engine_models(cfg)), cfg.gpu_budget, rules.gpu_total(cfg))
+    if transition.refusals:
+        raise loader.ConfigError(stack_file, [loader.FileProblem(path=f"{loader.NAMESPACE}:models", value=None,
+                                                                 allowed=r) for r in transition.refusals])
+    return transition

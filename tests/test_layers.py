@@ -48,9 +48,10 @@ def test_imports_run_one_way():
 
 
 def test_stacks_holds_only_loading_rules_and_composition():
-    """The config model lives in config_model/; stacks/ reads, checks and composes it."""
+    """The config model lives in config_model/; stacks/ reads, checks and composes it, and plans how an
+    update takes over from the stack's last deployment (transitions.py)."""
     assert {p.name for p in (PROJECT_DIR / "stacks").glob("*.py")} == {"__init__.py", "loader.py", "rules.py",
-                                                                        "program.py"}
+                                                                        "program.py", "transitions.py"}
 
 
 def test_the_walk_sees_nested_and_dotted_imports(tmp_path):

@@ -1,0 +1,158 @@
+"""Identity changes on day 2 (issue 18, case 1): renaming a model, switching its orchestrator, its
+topology or the namespace. The engine creates new resources before it deletes dropped ones
+(pulumi/pulumi v3.259.0 pkg/resource/deploy/step_generator.go GenerateDeletes runs after the program;
+a replacement deletes its old copy first only with deleteBeforeReplace, generateStepsFromDiff), so
+without room in the budget the new GPU pods would wait for GPUs the old ones never give back.
+These pairs render the stack before and after the change, hand the first render to the second as the
+stack's last deployment (what the engine's readStackResourceOutputs invoke answers), and check the
+options the engine then acts on; e2e/test_day2.py applies the same pairs to a real cluster."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import render_stack
+from test_pd import images
+from variants import model, variant_file
+
+from render import runtime
+from stacks import loader, transitions
+from stacks.transitions import Planned, Workload
+
+GPU_KINDS = ("Deployment", "StormService", "RayClusterFleet", "RoleBasedGroup")
+
+
+def previous_of(rendered: runtime.Rendered) -> dict[str, dict]:
+    return runtime.previous_state([{"urn": r.urn, "type": r.type, "inputs": r.inputs, "custom": r.custom}
+                                   for r in rendered.resources])
+
+
+def gpu_workloads(rendered: runtime.Rendered) -> dict[str, dict]:
+    """metadata.name -> the recorded resource's options, for the GPU workloads."""
+    state = previous_of(rendered)
+    names = {w.urn for w in transitions.gpu_workloads_of(state)}
+    return {r.inputs["metadata"]["name"]: r.options for r in rendered.resources if r.urn in names}
+
+
+def old(name: str, gpus: int = 8, kind: str = "Deployment", ns: str = "ns") -> Workload:
+    return Workload(urn=f"urn:pulumi:dev::p::t$kubernetes:x:{kind}::{name}", kind=kind, namespace=ns, name=name,
+                    gpus=gpus)
+
+
+# --- the plan, pure ---------------------------------------------------------------------------
+
+def test_a_new_stack_has_nothing_to_take_over_from():
+    t = transitions.plan([], [Planned("ns", "m", 8)], budget=8, planned_total=8)
+    assert t.takes_place_of == {} and t.refusals == [] and t.notes() == []
+
+
+def test_with_room_for_both_the_new_workload_starts_beside_the_old_one():
+    """Create-before-delete: no downtime, the old fleet goes at the end."""
+    t = transitions.plan([old("a")], [Planned("ns", "b", 8)], budget=16, planned_total=8)
+    assert t.takes_place_of == {} and t.refusals == []
+
+
+def test_without_room_the_added_workload_takes_the_dropped_ones_place():
+    t = transitions.plan([old("a")], [Planned("ns", "b", 8)], budget=8, planned_total=8)
+    assert t.takes_place_of == {("ns", "b"): old("a")}
+    assert t.refusals == []
+    assert "deleted before ns/b starts" in t.notes()[0]
+
+
+def test_combined_to_pd_frees_the_deployment_for_the_first_fleet():
+    """One dropped, two added: the prefill fleet replaces the Deployment delete-first; the decode
+    fleet's pods wait for the GPUs that delete frees (it happens during the update, not after it)."""
+    t = transitions.plan([old("m")], [Planned("ns", "m-prefill", 8), Planned("ns", "m-decode", 8)], budget=16,
+                         planned_total=16)
+    assert list(t.takes_place_of) == [("ns", "m-prefill")] and t.refusals == []
+
+
+def test_more_dropped_than_added_is_refused_with_the_commands_that_work():
+    """pd -> combined: the Deployment can take one fleet's place; the other holds its GPUs until the
+    update ends, after the Deployment's create has timed out."""
+    t = transitions.plan([old("m-prefill"), old("m-decode")], [Planned("ns", "m", 8)], budget=8, planned_total=8)
+    (refusal,) = t.refusals
+    assert "16 of gpuBudget 8" in refusal
+    assert "pulumi destroy --target-dependents --target 'urn:pulumi:dev::p::t$kubernetes:x:Deployment::m-decode'" in refusal
+    assert refusal.endswith("then `pulumi up`")
+
+
+def test_a_kept_workload_is_deleted_first_only_where_the_budget_has_no_room_for_a_second_copy():
+    tight = transitions.plan([old("m")], [Planned("ns", "m", 8)], budget=8, planned_total=8)
+    roomy = transitions.plan([old("m")], [Planned("ns", "m", 8)], budget=16, planned_total=8)
+    assert not tight.room_for(8) and roomy.room_for(8)
+
+
+def test_the_state_is_read_with_the_policy_packs_gpu_count():
+    """Only GPU workloads count, and they count as the pack counts them: the dev Deployment's 8."""
+    found = transitions.gpu_workloads_of(previous_of(render_stack("dev")))
+    assert [(w.kind, w.namespace, w.name, w.gpus) for w in found] == [
+        ("Deployment", "llm-serving-dev", "deepseek-v4-flash", 8)]
+
+
+def test_the_type_of_a_urn_is_its_last_qualified_segment():
+    urn = "urn:pulumi:dev::llm-serving::llm-serving:combined:CombinedEngine$kubernetes:apps/v1:Deployment::m-deployment"
+    assert transitions.resource_type_of(urn) == "kubernetes:apps/v1:Deployment"
+
+
+# --- rendered pairs -----------------------------------------------------------------------------
+
+def _pair(before, after):
+    first = runtime.render(before)
+    return first, runtime.render(after, previous=previous_of(first))
+
+
+def test_renaming_the_model_replaces_its_deployment_delete_first():
+    first, second = _pair(variant_file(), variant_file(models=[model(name="dsv4")]))
+    (old_urn,) = [r.urn for r in first.resources if r.name == "deepseek-v4-flash-deployment"]
+    options = gpu_workloads(second)["dsv4"]
+    assert options["aliases"] == [old_urn]
+    assert options["deleteBeforeReplace"] is True
+    assert options["replaceOnChanges"] == ["*"]
+
+
+def test_switching_the_orchestrator_replaces_the_deployment_with_the_stormservice_delete_first():
+    """Same object name, another kind and URN: without the alias the Deployment would be deleted
+    only after the StormService's create had waited for its GPUs."""
+    m = model(orchestrator="stormservice")
+    m.pop("rollout")
+    first, second = _pair(variant_file(), variant_file(models=[m]))
+    (old_urn,) = [r.urn for r in first.resources if r.name == "deepseek-v4-flash-deployment"]
+    (storm,) = [r for r in second.resources if r.type.endswith("StormService")]
+    assert storm.options["aliases"] == [old_urn] and storm.options["deleteBeforeReplace"] is True
+
+
+def test_switching_the_namespace_replaces_the_workload_delete_first():
+    first, second = _pair(variant_file(), variant_file(namespace="llm-serving-dev2"))
+    options = gpu_workloads(second)["deepseek-v4-flash"]
+    assert options["deleteBeforeReplace"] is True
+
+
+def test_with_room_for_both_nothing_is_aliased():
+    first, second = _pair(variant_file(gpuBudget=16), variant_file(gpuBudget=16, models=[model(name="dsv4")]))
+    assert gpu_workloads(second)["dsv4"]["aliases"] == []
+
+
+def test_combined_to_pd_on_the_same_budget_frees_the_deployment_for_a_fleet():
+    before = variant_file(images=images(), gpuBudget=24)
+    pd = model(topology="pd", orchestrator="rayclusterfleet")
+    pd.pop("rollout")
+    first, second = _pair(before, variant_file(images=images(), models=[pd], gpuBudget=24))
+    workloads = gpu_workloads(second)
+    aliased = {name for name, o in workloads.items() if o["aliases"]}
+    assert aliased == {"deepseek-v4-flash-prefill"}
+
+
+def test_pd_to_combined_without_room_is_refused_before_anything_is_registered():
+    pd = model(topology="pd", orchestrator="rayclusterfleet")
+    pd.pop("rollout")
+    first = runtime.render(variant_file(images=images(), models=[pd], gpuBudget=24))
+    with pytest.raises(loader.ConfigError) as refused:
+        runtime.render(variant_file(images=images(), gpuBudget=8), previous=previous_of(first))
+    text = str(refused.value)
+    assert text.startswith("Pulumi.variant.yaml: llm-serving:models: this update starts 8 GPUs")
+    assert "pulumi destroy --target-dependents --target" in text
+
+
+def test_an_unchanged_stack_gets_no_alias():
+    first, second = _pair(variant_file(), variant_file())
+    assert all(o["aliases"] == [] for o in gpu_workloads(second).values())
