@@ -1,0 +1,98 @@
+"""Day 2 for real (issue 18): a dev stack deployed with the real CLI, then changed with `pulumi config
+set` the way a platform engineer changes it, each change applied with one `pulumi up` on a cluster whose
+GPUs are exactly the stack's budget: every GPU node but one is cordoned, so a new GPU workload that
+started beside the old one would stay Pending until its await timed out (the engine deletes the old
+one only after every create, pulumi/pulumi pkg/resource/deploy/step_generator.go)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+
+import stackfiles
+from harness import POLICY_LAUNCHER, Pulumi, kubectl, log
+
+POLICY = ("--policy-pack", POLICY_LAUNCHER, "--policy-pack-config", "policy/config.dev.json")
+GPU = "nvidia.com/gpu"
+
+
+def _init(pulumi: Pulumi, name: str) -> str:
+    namespace = f"e2e-{name}"[:63]
+    _, secret_keys = stackfiles.write(name, pulumi.project, namespace)
+    pulumi.run("stack", "init", name, "--secrets-provider", "passphrase")
+    for key in secret_keys:
+        pulumi.set_secret(key, secrets.token_hex(16), stack=name)
+    return namespace
+
+
+def _gpu_pods_by_node() -> dict[str, int]:
+    pods = json.loads(kubectl("get", "pods", "-A", "-o", "json").stdout)["items"]
+    used: dict[str, int] = {}
+    for p in pods:
+        node = p["spec"].get("nodeName")
+        gpus = sum(int((c.get("resources", {}).get("limits") or {}).get(GPU, 0)) for c in p["spec"]["containers"])
+        if node and gpus and p["status"].get("phase") not in ("Succeeded", "Failed"):
+            used[node] = used.get(node, 0) + gpus
+    return used
+
+
+@contextlib.contextmanager
+def one_gpu_node():
+    """Every GPU node but a free one cordoned for the duration: 8 schedulable GPUs, the dev budget."""
+    nodes = json.loads(kubectl("get", "nodes", "-l", "nvidia.com/gpu.present=true", "-o", "json").stdout)["items"]
+    used = _gpu_pods_by_node()
+    names = sorted(n["metadata"]["name"] for n in nodes)
+    free = next(n for n in names if not used.get(n))
+    others = [n for n in names if n != free]
+    kubectl("cordon", *others)
+    try:
+        yield free
+    finally:
+        kubectl("uncordon", *others)
+
+
+def _objects(kind: str, namespace: str) -> dict[str, dict]:
+    items = json.loads(kubectl("get", kind, "-n", namespace, "-o", "json").stdout)["items"]
+    return {o["metadata"]["name"]: o for o in items if not o["metadata"].get("deletionTimestamp")}
+
+
+def _engine_pods(namespace: str) -> list[dict]:
+    pods = json.loads(kubectl("get", "pods", "-n", namespace, "-l", "app.kubernetes.io/component=engine",
+                              "-o", "json").stdout)["items"]
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def test_identity_changes_apply_in_one_up_within_the_budget(pulumi: Pulumi):
+    name = "day2-identity"
+    namespace = _init(pulumi, name)
+    with one_gpu_node() as node:
+        up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+        log(f"{name}: first up {up.seconds:.1f} s on {node}")
+        assert set(_objects("deployments", namespace)) >= {"deepseek-v4-flash"}
+
+        # Rename: a new Deployment under a new name. It takes the old one's place, delete first.
+        pulumi.run("config", "set", "--path", "llm-serving:models[0].name", "dsv4", stack=name)
+        preview = pulumi.run("preview", *POLICY, stack=name)
+        assert "is deleted before" in preview.output, preview
+        up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+        log(f"{name}: rename up {up.seconds:.1f} s")
+        deployments = _objects("deployments", namespace)
+        assert "dsv4" in deployments and "deepseek-v4-flash" not in deployments, sorted(deployments)
+        pods = _engine_pods(namespace)
+        assert [p["spec"].get("nodeName") for p in pods] == [node], [p["metadata"]["name"] for p in pods]
+        assert all(p["status"].get("phase") == "Running" for p in pods)
+
+        # Orchestrator switch under the same name: the StormService takes the Deployment's place.
+        pulumi.run("config", "set", "--path", "llm-serving:models[0].orchestrator", "stormservice", stack=name)
+        pulumi.run("config", "rm", "--path", "llm-serving:models[0].rollout", stack=name)
+        up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+        log(f"{name}: orchestrator up {up.seconds:.1f} s")
+        assert "dsv4" not in _objects("deployments", namespace)
+        assert "dsv4" in _objects("stormservices.orchestration.aibrix.ai", namespace)
+        pods = _engine_pods(namespace)
+        assert pods and all(p["spec"].get("nodeName") == node for p in pods)
+
+        again = pulumi.run("preview", "--expect-no-changes", *POLICY, stack=name, check=False)
+        assert again.returncode == 0, again
+    pulumi.run("destroy", "--yes", "--skip-preview", stack=name, timeout=900)
