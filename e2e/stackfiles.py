@@ -27,6 +27,8 @@ def _variant(name: str):
         m = model(orchestrator="stormservice")
         m.pop("rollout")
         return variant_file(models=[m])
+    if name == "day2-pd":
+        return pd_stack("pd", "rayclusterfleet", 24)
     if name.startswith("day2-"):
         # The dev stack as it is: e2e/test_day2.py changes it with `pulumi config set`, as a user would.
         return variant_file()

@@ -63,10 +63,20 @@ def _engine_pods(namespace: str) -> list[dict]:
     return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
 
+@contextlib.contextmanager
+def destroyed_after(pulumi: Pulumi, name: str):
+    """The stack is destroyed after the scenario, failed or not: the HTTPRoutes live in the gateway's
+    namespace and the static PVs in none, so a left-over stack would break the next run's creates."""
+    try:
+        yield
+    finally:
+        pulumi.run("destroy", "--yes", "--skip-preview", stack=name, timeout=900, check=False)
+
+
 def test_identity_changes_apply_in_one_up_within_the_budget(pulumi: Pulumi):
     name = "day2-identity"
     namespace = _init(pulumi, name)
-    with one_gpu_node() as node:
+    with destroyed_after(pulumi, name), one_gpu_node() as node:
         up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
         log(f"{name}: first up {up.seconds:.1f} s on {node}")
         assert set(_objects("deployments", namespace)) >= {"deepseek-v4-flash"}
@@ -93,6 +103,47 @@ def test_identity_changes_apply_in_one_up_within_the_budget(pulumi: Pulumi):
         pods = _engine_pods(namespace)
         assert pods and all(p["spec"].get("nodeName") == node for p in pods)
 
+        # Namespace switch: every namespaced object is replaced; the GPU workload goes first.
+        moved = f"{namespace}-moved"
+        pulumi.run("config", "set", "llm-serving:namespace", moved, stack=name)
+        up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+        log(f"{name}: namespace up {up.seconds:.1f} s")
+        assert "dsv4" in _objects("stormservices.orchestration.aibrix.ai", moved)
+        pods = _engine_pods(moved)
+        assert pods and all(p["spec"].get("nodeName") == node for p in pods)
+        assert not _engine_pods(namespace)
+
         again = pulumi.run("preview", "--expect-no-changes", *POLICY, stack=name, check=False)
         assert again.returncode == 0, again
-    pulumi.run("destroy", "--yes", "--skip-preview", stack=name, timeout=900)
+
+
+def test_pd_to_combined_without_room_is_refused_in_preview_and_the_named_commands_work(pulumi: Pulumi):
+    """Two fleets dropped, one Deployment added: the Deployment can take one fleet's place, the other
+    would hold its GPUs until the update ends. The preview refuses before anything is registered and
+    names the commands; running exactly those applies the change."""
+    name = "day2-pd"
+    namespace = _init(pulumi, name)
+    with destroyed_after(pulumi, name):
+        _pd_to_combined(pulumi, name, namespace)
+
+
+def _pd_to_combined(pulumi: Pulumi, name: str, namespace: str) -> None:
+    import shlex
+
+    pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+    assert {"deepseek-v4-flash-prefill", "deepseek-v4-flash-decode"} <= set(
+        _objects("rayclusterfleets.orchestration.aibrix.ai", namespace))
+    for path, value in (("models[0].topology", "combined"), ("models[0].orchestrator", "deployment"),
+                        ("models[0].rollout.strategy", "Recreate"), ("gpuBudget", "8")):
+        pulumi.run("config", "set", "--path", f"llm-serving:{path}", value, stack=name)
+    refused = pulumi.run("preview", *POLICY, stack=name, check=False)
+    assert refused.returncode != 0, refused
+    assert "llm-serving:models: this update starts 8 GPUs" in refused.output, refused
+    command = refused.output.split("Free them first (the model stops serving): `", 1)[1].split("`", 1)[0]
+    words = shlex.split(command)
+    assert words[:3] == ["pulumi", "destroy", "--target-dependents"], words
+    pulumi.run(*words[1:], "--yes", "--skip-preview", stack=name, timeout=900)
+    up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+    log(f"{name}: combined up after the named destroy {up.seconds:.1f} s")
+    assert not _objects("rayclusterfleets.orchestration.aibrix.ai", namespace)
+    assert "deepseek-v4-flash" in _objects("deployments", namespace)

@@ -135,7 +135,7 @@ def plan(previous: list[Workload], planned: list[Planned], budget: int, planned_
         held = sum(w.gpus for w in free)
         out.refusals.append(
             f"this update starts {planned_total} GPUs of workloads while "
-            f"{', '.join(w.describe() for w in free)} keep {held} until it ends: {planned_total + held} of "
+            f"{', '.join(w.describe() for w in free)} would hold {held} more until it ends: {planned_total + held} of "
             f"gpuBudget {budget}; the new pods would stay Pending until `pulumi up` times out. Free them first "
             f"(the model stops serving): `pulumi destroy --target-dependents "
             f"{' '.join('--target ' + repr(w.urn) for w in free)}`, then `pulumi up`")
