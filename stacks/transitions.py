@@ -56,6 +56,9 @@ class Planned:
     namespace: str
     name: str
     gpus: int
+    # From the new pods' scheduling to their first token (components/time_to_serving.py): how long the
+    # model serves nothing when its old workload goes first.
+    downtime_seconds: float = 0.0
 
     @property
     def id(self) -> WorkloadId:
@@ -73,6 +76,7 @@ class Transition:
     dropped_gpus: int = 0
     takes_place_of: dict[WorkloadId, Workload] = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)
+    downtime: dict[WorkloadId, float] = field(default_factory=dict)
 
     def room_for(self, gpus: int) -> bool:
         """Whether the whole new stack, the dropped workloads and `gpus` more fit the budget at once."""
@@ -80,7 +84,8 @@ class Transition:
 
     def notes(self) -> list[str]:
         return [f"{old.describe()} is deleted before {new_id[0]}/{new_id[1]} starts: gpuBudget {self.budget} has no "
-                "room for both, so the model serves nothing until the new pods are ready"
+                f"room for both, so the model serves nothing until the new pods are ready "
+                f"(about {self.downtime.get(new_id, 0) / 60:.0f} min)"
                 for new_id, old in self.takes_place_of.items()]
 
 
@@ -124,7 +129,7 @@ def plan(previous: list[Workload], planned: list[Planned], budget: int, planned_
     previous_ids = {w.id for w in previous}
     dropped = [w for w in previous if w.id not in planned_ids]
     out = Transition(budget=budget, planned_total=planned_total, previous={w.id: w for w in previous},
-                     dropped_gpus=sum(w.gpus for w in dropped))
+                     dropped_gpus=sum(w.gpus for w in dropped), downtime={p.id: p.downtime_seconds for p in planned})
     if out.room_for(0):
         return out
     free = list(dropped)
@@ -183,4 +188,10 @@ def install(transition: Transition) -> None:
 
 def planned_workloads(cfg: StackConfig, models) -> list[Planned]:
     from components.engines import gpu_workloads
-    return [Planned(cfg.namespace, w.name, w.peak_gpus) for m in models for w in gpu_workloads(m)]
+    from components.time_to_serving import time_to_serving
+
+    def downtime(m, gpus: int) -> float:
+        return time_to_serving(m.size_gib, m.engine, gpus, pre_pulled=cfg.operations.image_pre_pull.enabled
+                               ).gpu_wait_seconds
+    return [Planned(cfg.namespace, w.name, w.peak_gpus, downtime(m, w.peak_gpus)) for m in models
+            for w in gpu_workloads(m)]

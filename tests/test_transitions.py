@@ -52,10 +52,23 @@ def test_with_room_for_both_the_new_workload_starts_beside_the_old_one():
 
 
 def test_without_room_the_added_workload_takes_the_dropped_ones_place():
-    t = transitions.plan([old("a")], [Planned("ns", "b", 8)], budget=8, planned_total=8)
+    t = transitions.plan([old("a")], [Planned("ns", "b", 8, downtime_seconds=750)], budget=8, planned_total=8)
     assert t.takes_place_of == {("ns", "b"): old("a")}
     assert t.refusals == []
-    assert "deleted before ns/b starts" in t.notes()[0]
+    assert "deleted before ns/b starts" in t.notes()[0] and t.notes()[0].endswith("(about 12 min)")
+
+
+def test_the_downtime_named_is_the_time_to_serving_estimate():
+    """The vLLM cold start with the image pre-pulled (components/time_to_serving.py), as plan.md prints it."""
+    from test_config import SECRETS, raw_config
+
+    from components.time_to_serving import time_to_serving
+    from stacks.program import engine_models
+
+    cfg = loader.validate(raw_config("dev"), "dev", SECRETS)
+    (planned,) = transitions.planned_workloads(cfg, engine_models(cfg))
+    m = cfg.models[0]
+    assert planned.downtime_seconds == time_to_serving(m.size_gib, m.engine, 8, pre_pulled=True).gpu_wait_seconds
 
 
 def test_combined_to_pd_frees_the_deployment_for_the_first_fleet():
