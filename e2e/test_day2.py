@@ -147,3 +147,94 @@ def _pd_to_combined(pulumi: Pulumi, name: str, namespace: str) -> None:
     log(f"{name}: combined up after the named destroy {up.seconds:.1f} s")
     assert not _objects("rayclusterfleets.orchestration.aibrix.ai", namespace)
     assert "deepseek-v4-flash" in _objects("deployments", namespace)
+
+
+def _uids(pods: list[dict]) -> set[str]:
+    return {p["metadata"]["uid"] for p in pods}
+
+
+def _jobs(namespace: str) -> set[str]:
+    return set(_objects("jobs", namespace))
+
+
+def test_volume_changes_apply_in_one_up(pulumi: Pulumi):
+    """modelVolume.capacityGiB grows (the claims of static PVs are never resized: the API server's
+    PersistentVolumeClaimResize admission refuses it for a class that does not allow expansion), then
+    the CephFS path moves (a PV's volume source is immutable and pv-protection holds a bound PV: the new
+    volume and claim come first, the pods move, the old ones go at the end)."""
+    name = "day2-volume"
+    namespace = _init(pulumi, name)
+    with destroyed_after(pulumi, name):
+        pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+        pulumi.run("config", "set", "--path", "llm-serving:modelVolume.capacityGiB", "800", stack=name)
+        up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+        log(f"{name}: capacity up {up.seconds:.1f} s")
+        pvs = json.loads(kubectl("get", "pv", "-o", "json").stdout)["items"]
+        ours = [p for p in pvs if (p["spec"].get("claimRef") or {}).get("namespace") == namespace]
+        assert ours and all(p["spec"]["capacity"]["storage"] == "800Gi" for p in ours), \
+            [(p["metadata"]["name"], p["spec"]["capacity"]) for p in ours]
+
+        before = {p["metadata"]["name"] for p in ours}
+        pulumi.run("config", "set", "--path", "llm-serving:modelVolume.cephfs.path", "/volumes/llm/models-b", stack=name)
+        up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+        log(f"{name}: storage source up {up.seconds:.1f} s")
+        pvs = json.loads(kubectl("get", "pv", "-o", "json").stdout)["items"]
+        now = [p for p in pvs if (p["spec"].get("claimRef") or {}).get("namespace") == namespace
+               and not p["metadata"].get("deletionTimestamp")]
+        assert {p["spec"]["csi"]["volumeAttributes"]["rootPath"] for p in now} == {"/volumes/llm/models-b"}
+        assert not before & {p["metadata"]["name"] for p in now}
+        claims = {v.get("persistentVolumeClaim", {}).get("claimName") for p in _engine_pods(namespace)
+                  for v in p["spec"].get("volumes", [])} - {None}
+        assert claims and claims <= {(p["spec"]["claimRef"]["name"]) for p in now}, claims
+
+
+def test_autoscaling_off_after_someone_scaled_the_deployment(pulumi: Pulumi):
+    """With autoscaling on, the Deployment's replicas belong to whoever scales it (the autoscaler, or
+    here `kubectl scale`, another field manager); switching autoscaling off must take them back in one
+    `pulumi up`, not end in a server-side apply conflict."""
+    name = "day2-autoscaling"
+    namespace = _init(pulumi, name)
+    with destroyed_after(pulumi, name):
+        for path, value in (("models[0].autoscaling.enabled", "true"), ("models[0].autoscaling.minReplicas", "1"),
+                            ("models[0].autoscaling.maxReplicas", "2"), ("gpuBudget", "16")):
+            pulumi.run("config", "set", "--path", f"llm-serving:{path}", value, stack=name)
+        pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+        kubectl("-n", namespace, "scale", "deployment/deepseek-v4-flash", "--replicas=2")
+        pulumi.run("config", "set", "--path", "llm-serving:models[0].autoscaling.enabled", "false", stack=name)
+        up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+        log(f"{name}: autoscaling off up {up.seconds:.1f} s")
+        deployment = _objects("deployments", namespace)["deepseek-v4-flash"]
+        assert deployment["spec"]["replicas"] == 1
+
+
+def test_scaling_out_keeps_the_serving_pod_and_rotations_roll_and_reverify(pulumi: Pulumi):
+    """Scale 1 -> 2 adds a pod and leaves the serving one alone (no cold start to scale out); rotating
+    apiKey rolls every engine pod (they read the key at start) and re-runs smoke and warm-up; a change
+    that reaches only the pod template (the gateway's request timeout sets the drain) does the same."""
+    name = "day2-rollouts"
+    namespace = _init(pulumi, name)
+    with destroyed_after(pulumi, name):
+        pulumi.run("config", "set", "gpuBudget", "16", "--path", stack=name)
+        pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+        serving = _uids(_engine_pods(namespace))
+        jobs = _jobs(namespace)
+
+        pulumi.run("config", "set", "--path", "llm-serving:models[0].replicas", "2", stack=name)
+        up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+        log(f"{name}: scale-out up {up.seconds:.1f} s")
+        pods = _engine_pods(namespace)
+        assert len(pods) == 2 and serving <= _uids(pods), "scaling out recreated the serving pod"
+
+        serving, jobs = _uids(pods), _jobs(namespace)
+        pulumi.set_secret("llm-serving:apiKey", secrets.token_hex(16), stack=name)
+        up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+        log(f"{name}: apiKey rotation up {up.seconds:.1f} s")
+        assert not serving & _uids(_engine_pods(namespace)), "a pod kept the old key"
+        assert {j for j in _jobs(namespace) - jobs if "smoke" in j}, "no smoke ran after the rotation"
+
+        serving, jobs = _uids(_engine_pods(namespace)), _jobs(namespace)
+        pulumi.run("config", "set", "--path", "llm-serving:gateway.requestTimeoutSeconds", "900", stack=name)
+        up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+        log(f"{name}: pod-template-only up {up.seconds:.1f} s")
+        if not serving & _uids(_engine_pods(namespace)):
+            assert {j for j in _jobs(namespace) - jobs if "smoke" in j}, "the engines rolled without a smoke"
