@@ -214,7 +214,7 @@ def test_scaling_out_keeps_the_serving_pod_and_rotations_roll_and_reverify(pulum
     name = "day2-rollouts"
     namespace = _init(pulumi, name)
     with destroyed_after(pulumi, name):
-        pulumi.run("config", "set", "gpuBudget", "16", "--path", stack=name)
+        pulumi.run("config", "set", "--path", "llm-serving:gpuBudget", "16", stack=name)
         pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
         serving = _uids(_engine_pods(namespace))
         jobs = _jobs(namespace)
@@ -233,7 +233,7 @@ def test_scaling_out_keeps_the_serving_pod_and_rotations_roll_and_reverify(pulum
         assert {j for j in _jobs(namespace) - jobs if "smoke" in j}, "no smoke ran after the rotation"
 
         serving, jobs = _uids(_engine_pods(namespace)), _jobs(namespace)
-        pulumi.run("config", "set", "--path", "llm-serving:gateway.requestTimeoutSeconds", "900", stack=name)
+        pulumi.run("config", "set", "--path", "llm-serving:gateway.requestTimeoutSeconds", "150", stack=name)
         up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
         log(f"{name}: pod-template-only up {up.seconds:.1f} s")
         if not serving & _uids(_engine_pods(namespace)):
