@@ -7,6 +7,8 @@ Ported from k8s.io/kubernetes v1.37.2:
   RecoverVolumeExpansionFailure gate is GA and locked on since 1.34, pkg/features/kube_features.go);
 - plugin/pkg/admission/storage/persistentvolume/resize/admission.go (PersistentVolumeClaimResize,
   on by default), which sees only an increase of spec.resources.requests.storage.
+The update's own object rules (ValidatePersistentVolume(Claim) of the new object) are apiserver.check_object's;
+ValidateObjectMetaUpdate is not ported (a new name or namespace is a replacement, never an update).
 What these rules read that the objects here never carry (the beta storage-class annotation, a PV's
 nodeAffinity or volumeAttributesClassName, a claim's volumeAttributesClassName) is not ported:
 `NotPorted` is raised rather than an answer the server might not give. Problems are
