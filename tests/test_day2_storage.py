@@ -429,6 +429,10 @@ SOURCE_CHANGES = {
 }
 
 
+def keep(vol: dict) -> None:
+    pass
+
+
 def to_in_tree(vol: dict) -> None:
     vol["cephfs"].update(driver="in-tree", monitors=["10.0.0.1:6789"])
 
@@ -472,13 +476,13 @@ def test_a_new_source_creates_the_new_pair_first_and_deletes_the_old_one_last(wh
     assert [(s.action, s.delete_first) for u, s in old_steps.items() if old_after[u].type == PV] == [("replace", True)] * 2
 
 
-@pytest.mark.parametrize("stack_change", [to_in_tree, more_monitors])
-def test_monitors_and_the_driver_are_part_of_the_source(stack_change):
-    """In-tree CephFS (Kubernetes before 1.31): the monitors and the switch from ceph-csi rename the pair."""
+@pytest.mark.parametrize("before_change, after_change", [(keep, to_in_tree), (to_in_tree, more_monitors)],
+                         ids=["csi -> in-tree", "in-tree monitors"])
+def test_monitors_and_the_driver_are_part_of_the_source(before_change, after_change):
+    """In-tree CephFS (Kubernetes before 1.31): the switch from ceph-csi and the monitors rename the pair."""
     old_k8s = nested("kubernetesVersion", value="1.30")
-    base = resources(render_changed("dev", cluster=old_k8s, modelVolume=to_in_tree))
-    before = resources(render_changed("dev", cluster=old_k8s)) if stack_change is to_in_tree else base
-    after = resources(render_changed("dev", cluster=old_k8s, modelVolume=stack_change))
+    before = resources(render_changed("dev", cluster=old_k8s, modelVolume=before_change))
+    after = resources(render_changed("dev", cluster=old_k8s, modelVolume=after_change))
     steps = plan(before, after)
     assert [(steps[r.urn].action, steps[r.urn].delete_first) for r in volume_pair(after).values()] == [("replace", False)] * 4
 
@@ -498,10 +502,6 @@ CEPHFS = {"driver": "csi", "clusterId": "c", "fsName": "f", "path": "/p", "user"
 def to_cephfs(vol: dict, **fields) -> None:
     vol.update(kind="cephfs", cephfs={**CEPHFS, **fields})
     vol.pop("nfs", None)
-
-
-def keep(vol: dict) -> None:
-    pass
 
 
 # (what changes, the staging volume before, after): every field of the model volume section.
