@@ -3,6 +3,10 @@
 CephFS (field report 3.3) and NFS are static PersistentVolumes on the same directory: the serving
 PV is ReadOnlyMany with the driver's readOnly flag set, the sync PV is ReadWriteMany. Both are
 Retain, so deleting them never touches the data. An existing claim is used as is.
+
+Day 2 (docs/day-2/storage.md): the PV and claim names carry a tag of the volume source, so a new
+source is a new PV and claim, created before the old pair goes; the claims never change size, so
+`modelVolume.capacityGiB` updates only the PVs, in place.
 """
 
 from __future__ import annotations
@@ -15,6 +19,18 @@ import pulumi_kubernetes as k8s
 from components.base import Component, labels, metadata
 from config_model import ModelVolume, derived
 from config_model.derived import SERVING_CLAIM, SYNC_CLAIM
+
+# What the claims request, whatever modelVolume.capacityGiB says. A claim's request can only grow, and
+# only through a storage class that allows expansion (k8s.io/kubernetes v1.37.2
+# plugin/pkg/admission/storage/persistentvolume/resize/admission.go refuses any increase of a claim of
+# class ""), and never shrink below status.capacity (pkg/apis/core/validation/validation.go
+# ValidatePersistentVolumeClaimUpdate): a claim sized from the config could never follow it. The
+# request is not what the pair binds on: a PV pre-bound by claimRef binds to its claim without the
+# size check (pkg/controller/volume/persistentvolume/pv_controller.go syncUnboundClaim,
+# IsVolumeBoundToClaim), and the claim's status.capacity is the PV's at binding. So a constant, below
+# any capacity, and never more than status.capacity (a request above it reads as a pending
+# expansion: pkg/controller/volume/expand/expand_controller.go syncHandler).
+CLAIM_REQUEST = "1Gi"
 
 
 @dataclass(frozen=True)
@@ -44,6 +60,12 @@ def volume_source(vol: ModelVolume, namespace: str, ceph_secret: str | None, rea
     }}
 
 
+def shared_source(vol: ModelVolume, namespace: str, ceph_secret: str | None) -> dict:
+    """The source both PVs share: all of it but readOnly (fixed per PV: the serving PV's is set) and
+    the CSI volumeHandle (each PV's own name). Its tag names both PVs and claims."""
+    return volume_source(vol, namespace, ceph_secret, read_only=False, handle="")
+
+
 class ModelVolumeClaims(Component):
     serving_claim_name: str
     sync_claim_name: str
@@ -55,21 +77,28 @@ class ModelVolumeClaims(Component):
             assert vol.existing_claim is not None
             self.serving_claim_name = self.sync_claim_name = vol.existing_claim.claim_name
         else:
-            self.serving_claim_name, self.sync_claim_name = SERVING_CLAIM, SYNC_CLAIM
-            self._pair(name, "ro", SERVING_CLAIM, "ReadOnlyMany", read_only=True, args=args)
-            self._pair(name, "rw", SYNC_CLAIM, "ReadWriteMany", read_only=False, args=args)
+            tag = derived.source_tag(shared_source(vol, args.namespace, args.ceph_secret_name))
+            self.serving_claim_name = derived.claim_name(SERVING_CLAIM, tag)
+            self.sync_claim_name = derived.claim_name(SYNC_CLAIM, tag)
+            self._pair(name, "ro", self.serving_claim_name, "ReadOnlyMany", read_only=True, args=args)
+            self._pair(name, "rw", self.sync_claim_name, "ReadWriteMany", read_only=False, args=args)
         self.register_outputs({"servingClaimName": self.serving_claim_name, "syncClaimName": self.sync_claim_name})
 
     def _pair(self, name: str, suffix: str, claim: str, mode: str, read_only: bool, args: ModelVolumeArgs) -> None:
         ns, vol = args.namespace, args.volume
         pv_name = derived.volume_name(ns, claim)  # PVs are cluster-scoped: the namespace keeps stacks apart.
-        size = f"{vol.capacity_gib}Gi"
+        # Logical names stay: a new source is a replacement of the same resource, created first since
+        # the name differs (pulumi-kubernetes v4.32.0 provider.go Diff: DeleteBeforeReplace only when the
+        # name and namespace stay), its old object deleted after every create (step_generator.go).
         pv = k8s.core.v1.PersistentVolume(
             f"{name}-pv-{suffix}",
             metadata={"name": pv_name, "labels": labels(pv_name, "model-volume")},
             spec={
                 "accessModes": [mode],
-                "capacity": {"storage": size},
+                # No provisioner or resizer acts on a pre-bound static PV's capacity (the claim never asks for
+                # more), and it is mutable: ValidatePersistentVolumeUpdate keeps the volume source and
+                # volumeMode immutable, not the capacity, and diff.go does not replace a PV for it.
+                "capacity": {"storage": f"{vol.capacity_gib}Gi"},
                 "persistentVolumeReclaimPolicy": "Retain",
                 "storageClassName": "",
                 "volumeMode": "Filesystem",
@@ -82,6 +111,6 @@ class ModelVolumeClaims(Component):
             f"{name}-pvc-{suffix}",
             metadata=metadata(claim, ns, "model-volume"),
             spec={"accessModes": [mode], "storageClassName": "", "volumeName": pv_name,
-                  "volumeMode": "Filesystem", "resources": {"requests": {"storage": size}}},
+                  "volumeMode": "Filesystem", "resources": {"requests": {"storage": CLAIM_REQUEST}}},
             opts=self.child_opts(depends_on=[pv]),
         )

@@ -9,6 +9,7 @@ would silently replace the other): `bounded` keeps it readable and unique with a
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Callable, Iterator
 
 from config_model import k8s
@@ -46,13 +47,33 @@ def pd_policy_name(roleset: str) -> str:
 
 
 # The claims of a static model volume, and their PersistentVolumes: cluster-scoped, so named after
-# the namespace to keep stacks apart, and labelled with their own name.
+# the namespace to keep stacks apart, and labelled with their own name. Both carry a tag of the
+# volume source: pulumi-kubernetes v4.32.0 replaces a PV for any change of its source
+# (provider/pkg/provider/diff.go forceNew lists every PV volume source) and deletes it first when the
+# name stays (provider.go Diff, DeleteBeforeReplace), which pv-protection holds while the PV is Bound.
+# Under a new name the new PV and claim are created first, the pods roll onto them, and the engine
+# deletes the old pair only at the end (pulumi/pulumi v3.259.0 pkg/resource/deploy/step_generator.go
+# GenerateDeletes). docs/day-2/storage.md.
 SERVING_CLAIM = "model-store"
 SYNC_CLAIM = "model-store-sync"
+_SOURCE_TAG = 8
+
+
+def source_tag(source: dict) -> str:
+    """8 hex of sha256 over a PV volume source as the PV carries it (components/volume.py
+    volume_source): every field of it, so any change the provider would replace the PV for renames it."""
+    return hashlib.sha256(json.dumps(source, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:_SOURCE_TAG]
+
+
+def claim_name(base: str, tag: str) -> str:
+    """A claim of the model volume: at most 25 characters, a DNS label whatever the tag."""
+    return f"{base}-{tag}"
 
 
 def volume_name(namespace: str, claim: str) -> str:
-    return f"{namespace}-{claim}"
+    """The claim's PV: `<namespace>-<claim>`, kept within a label value (it is also the PV's
+    app.kubernetes.io/name label) by `bounded`, so every valid namespace gives a valid, distinct name."""
+    return bounded(f"{namespace}-{claim}")
 
 
 def iam_user_name(namespace: str, stack: str) -> str:
@@ -86,10 +107,6 @@ def derived_names(cfg: StackConfig, stack: str | None) -> Iterator[Derived]:
         if m.topology == "hybrid":
             yield (f"models[{i}].name", m.name, combined_roleset(m.name), "roleset-name label value of the combined pods",
                    LABEL)
-    if cfg.model_volume.kind != "existingClaim":
-        for claim in (SERVING_CLAIM, SYNC_CLAIM):
-            yield ("namespace", cfg.namespace, volume_name(cfg.namespace, claim),
-                   "PersistentVolume name and app.kubernetes.io/name label value", LABEL)
     store = cfg.object_store
     if stack is not None and store.create_credentials and not store.endpoint:
         yield ("namespace", cfg.namespace, iam_user_name(cfg.namespace, stack), f"IAM user name (stack {stack!r})",

@@ -25,6 +25,7 @@ from config_model import (
     ObjectStore,
     Rollout,
     ServedModel,
+    derived,
 )
 from render.runtime import record
 from render.stackfile import MASK
@@ -120,8 +121,12 @@ def test_cephfs_csi_serving_volume_is_read_only_many_and_read_only():
     assert ro["csi"]["volumeHandle"] != rw["csi"]["volumeHandle"]
     assert all(s["persistentVolumeReclaimPolicy"] == "Retain" for s in spec.values())
     claims = {x.inputs["metadata"]["name"]: x.inputs["spec"] for x in by_type(r, "kubernetes:core/v1:PersistentVolumeClaim")}
-    assert claims["model-store"]["volumeName"] == "ns-model-store" and claims["model-store"]["storageClassName"] == ""
-    assert r.outputs == {"serving": "model-store", "sync": "model-store-sync"}
+    # Named after the volume source (issue 18 case 5): the tag of what both PVs share.
+    tag = derived.source_tag({"csi": {**ro["csi"], "readOnly": False, "volumeHandle": ""}})
+    serving, sync = f"model-store-{tag}", f"model-store-sync-{tag}"
+    assert claims[serving]["volumeName"] == f"ns-{serving}" and claims[serving]["storageClassName"] == ""
+    assert {n: c["resources"]["requests"]["storage"] for n, c in claims.items()} == {serving: "1Gi", sync: "1Gi"}
+    assert r.outputs == {"serving": serving, "sync": sync}
 
 
 def test_in_tree_cephfs_carries_the_report_fields():

@@ -257,6 +257,7 @@ FAKE_AWS = """#!/bin/sh
 echo "$*" >> "$AWS_LOG"
 case "$1" in configure) exit 0;; esac
 case " $* " in *" s3 ls "*) cat "$AWS_LISTING"; exit 0;; esac
+case " $* " in *" --dryrun "*) cat "$AWS_DRYRUN"; exit 0;; esac
 n=$(cat "$AWS_COUNT" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "$AWS_COUNT"
 [ "$n" -ge "$AWS_SUCCEED_ON" ] && exit 0 || exit 1
 """
@@ -270,9 +271,15 @@ FULL_LISTING = """                           PRE extra/
 """
 
 
+# What `sync --dryrun` prints when the bucket differs from the local directory (a verified one, with
+# its marker, is synced only then: sync_model.sh sync_once).
+DIFFERS = "(dryrun) download: s3://b/models/m/config.json to models/m/config.json\n"
+
+
 def run_sync(tmp_path: Path, succeed_on: int, attempts: int = 3, endpoint: str | None = None,
-             listing: str = FULL_LISTING):
+             listing: str = FULL_LISTING, dryrun: str = DIFFERS):
     (tmp_path / "listing").write_text(listing)
+    (tmp_path / "dryrun").write_text(dryrun)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     aws = bin_dir / "aws"
@@ -283,7 +290,7 @@ def run_sync(tmp_path: Path, succeed_on: int, attempts: int = 3, endpoint: str |
     (dest / MARKER).write_text("{}")
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "AWS_LOG": str(tmp_path / "log"),
            "AWS_COUNT": str(tmp_path / "count"), "AWS_SUCCEED_ON": str(succeed_on),
-           "AWS_LISTING": str(tmp_path / "listing"),
+           "AWS_LISTING": str(tmp_path / "listing"), "AWS_DRYRUN": str(tmp_path / "dryrun"),
            "BUCKET": "b", "PREFIX": "models/m", "DEST": str(dest), "MARKER": MARKER, "DIGEST_CACHE": ".digests.json",
            "ADDRESSING_STYLE": "virtual", "MAX_CONCURRENT_REQUESTS": "32", "SYNC_ATTEMPTS": str(attempts),
            "RETRY_DELAY_SECONDS": "0", "AWS_CONFIG_FILE": str(tmp_path / "aws-config")}
@@ -301,22 +308,24 @@ def test_sync_sets_addressing_and_concurrency_and_drops_the_marker(tmp_path):
     assert (tmp_path / "aws-config").read_text() == (
         "[default]\ns3 =\n    addressing_style = virtual\n    max_concurrent_requests = 32\n")
     assert calls[0] == "--endpoint-url https://cos.example.com s3 ls s3://b/models/m/"
-    assert calls[1] == (f"--endpoint-url https://cos.example.com s3 sync s3://b/models/m/ {dest}/ --delete "
-                        f"--exclude {MARKER}* --only-show-errors --exclude .digests.json*")
+    command = (f"--endpoint-url https://cos.example.com s3 sync s3://b/models/m/ {dest}/ --delete "
+               f"--exclude {MARKER}* --only-show-errors --exclude .digests.json*")
+    # The marker of a verified revision goes only once the same command's dry run names a change.
+    assert calls[1:] == [f"{command} --dryrun", command]
     assert not (dest / MARKER).exists()
 
 
 def test_sync_retries_with_backoff_then_succeeds(tmp_path):
     proc, calls, _ = run_sync(tmp_path, succeed_on=3, attempts=3)
     assert proc.returncode == 0
-    assert sum(1 for c in calls if " sync " in f" {c} ") == 3
+    assert sum(1 for c in calls if " sync " in f" {c} " and "--dryrun" not in c) == 3
     assert "sync attempt 2 failed" in proc.stderr
 
 
 def test_sync_gives_up_after_the_configured_attempts(tmp_path):
     proc, calls, _ = run_sync(tmp_path, succeed_on=99, attempts=2)
     assert proc.returncode == 1
-    assert sum(1 for c in calls if " sync " in f" {c} ") == 2
+    assert sum(1 for c in calls if " sync " in f" {c} " and "--dryrun" not in c) == 2
     assert "sync failed after 2 attempts" in proc.stderr
 
 

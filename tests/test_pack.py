@@ -177,6 +177,12 @@ def pod_spec(props: dict) -> dict:
     return template(props)["spec"]
 
 
+def sync_claim_of(spec: dict) -> str:
+    """The sync claim beside the serving claim a pod mounts (both carry the source tag: components/volume.py)."""
+    serving = next(v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if v["name"] == "model")
+    return serving.replace("model-store-", "model-store-sync-", 1)
+
+
 def engine(props: dict) -> dict:
     return next(c for c in pod_spec(props)["containers"] if c["name"] == "engine")
 
@@ -284,7 +290,7 @@ FAILING = [
      without(lambda r: plain(r.outputs).get("metadata", {}).get("name") == "deepseek-v4-flash-decode"), "no decode pods"),
     ("model-writers", "dev", "up",
      deployment(lambda p: pod_spec(p)["volumes"].append(
-         {"name": "weights", "persistentVolumeClaim": {"claimName": "model-store-sync"}}), outputs=True),
+         {"name": "weights", "persistentVolumeClaim": {"claimName": sync_claim_of(pod_spec(p))}}), outputs=True),
      "only the sync Job may write"),
     ("await-timeouts", "dev", "up",
      of_type("kubernetes:apps/v1:Deployment", lambda r: r.options.update(customTimeouts={"create": 600.0})), "create timeout"),

@@ -208,10 +208,12 @@ def test_root_stack_components_and_providers_need_no_provider():
 def test_writable_sync_claim_outside_a_job_is_refused():
     resources = [copy.deepcopy(r) for r in stack_resources(render_stack("dev"))]
     dep = next(r for r in resources if r.props.get("kind") == "Deployment")
+    sync = next(r.props["metadata"]["name"] for r in resources if r.props.get("kind") == "PersistentVolumeClaim"
+                and r.props["spec"]["accessModes"] == ["ReadWriteMany"])
     dep.props["spec"]["template"]["spec"]["volumes"].append(
-        {"name": "weights", "persistentVolumeClaim": {"claimName": "model-store-sync"}})
+        {"name": "weights", "persistentVolumeClaim": {"claimName": sync}})
     assert rules.only_sync_jobs_write_models(resources) == [
-        "Deployment llm-serving-dev/deepseek-v4-flash: mounts model claim model-store-sync writable; "
+        f"Deployment llm-serving-dev/deepseek-v4-flash: mounts model claim {sync} writable; "
         "only the sync Job may write the model path."]
 
 

@@ -86,7 +86,7 @@ def test_plan_reads_as_a_review():
     assert "GPUs at peak, rollouts included: **16 of budget 16**" in plan
     assert "| Deployment | deepseek-v4-flash | 2 (autoscaled 1-2) | 0 | 8 | 16 |" in plan
     assert "engine: startup=tcpSocket, readiness=tcpSocket, liveness=tcpSocket" in plan
-    assert "ro/ro (model-store)" in plan
+    assert f"ro/ro ({render_stack('prod').outputs['modelClaimName']})" in plan
     assert "`aws:s3/bucket:Bucket` model-store-bucket | True | True |" in plan
 
 

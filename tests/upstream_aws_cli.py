@@ -47,6 +47,16 @@ SOURCE = (
     Line("awscli", "customizations/s3/s3handler.py",
          "# The result subscriber class should always be the last registered",
          "the utime subscriber runs before the result is reported, in subscriber order"),
+    # A dry run (sync_model.sh, on a verified revision) transfers and deletes nothing, and reports each
+    # operation on stdout as "(dryrun) <type>: <location>"; --only-show-errors silences successes and
+    # progress, not those (OnlyShowErrorsResultPrinter overrides _print_success and _print_progress only;
+    # tests/test_day2_storage.py sees the line for a changed file through --only-show-errors).
+    Line("awscli", "customizations/s3/s3handler.py", "self._submit_dryrun(fileinfo)",
+         "BaseTransferRequestSubmitter._submit: with --dryrun, no transfer request is submitted"),
+    Line("awscli", "customizations/s3/results.py", "DRY_RUN_FORMAT = u'(dryrun) ' + SUCCESS_FORMAT",
+         "ResultPrinter: the dry-run line"),
+    Line("awscli", "customizations/s3/results.py", "DryRunResult: self._print_dry_run,",
+         "ResultPrinter._result_handler_map: dry-run results print through _print_dry_run, to the out file"),
 )
 
 
@@ -70,4 +80,9 @@ V2_READ = (
     "awscli/customizations/s3/subscribers.py ProvideLastModifiedTimeSubscriber._on_success: "
     "utils.set_file_utime(filename, int(mod_timestamp)); added by s3handler.py "
     "DownloadRequestSubmitter._add_additional_subscribers",
+    # --dryrun (read in awscli/customizations/s3/results.py of the v2 style, commit 037f1c8a218f, not at
+    # V2_TAG): DryRunResult is printed by _print_dry_run to stdout as "(dryrun) {transfer_type}:
+    # {transfer_location}"; OnlyShowErrorsResultPrinter overrides _print_progress and _print_success only.
+    "awscli/customizations/s3/results.py ResultPrinter._print_dry_run: DRY_RUN_FORMAT to the out file; "
+    "OnlyShowErrorsResultPrinter keeps it",
 )

@@ -67,6 +67,31 @@ if [ -n "${DIGEST_CACHE:-}" ]; then
   set -- "$@" --exclude "$DIGEST_CACHE*"
 fi
 
+# One attempt: 0 when the directory holds what the bucket lists.
+# A verified revision (its marker is there) keeps its marker unless this sync is about to change one
+# of its files: a re-run of the Job after a settings change (its template is immutable, so the Job is
+# replaced: components/sync_job.py) must not take the revision away from the pods that gate on it.
+# `--dryrun` reports, one "(dryrun) <operation>: ..." line on stdout each, every download and delete
+# the same command would do, and does none (awscli customizations/s3/results.py DRY_RUN_FORMAT;
+# OnlyShowErrorsResultPrinter keeps those lines: tests/upstream_aws_cli.py). Nothing to do: the
+# download touches nothing and the verifier replaces the marker after its full pass.
+sync_once() {
+  if [ -f "$DEST/$MARKER" ]; then
+    changes=$(store "$@" --dryrun) || return 1
+    if [ -z "$changes" ]; then
+      echo "verified revision in $DEST/ already matches s3://$BUCKET/$PREFIX/: nothing downloaded, its ready marker stays"
+      return 0
+    fi
+    printf 's3://%s/%s/ differs from the verified revision in %s/ (%s changes); its ready marker goes until the new files verify:\n' \
+      "$BUCKET" "$PREFIX" "$DEST" "$(printf '%s\n' "$changes" | awk 'END {print NR}')" >&2
+    printf '%s\n' "$changes" | awk 'NR <= 20' >&2
+  fi
+  # A directory being changed is never "ready": drop the marker before touching any file, so a pod
+  # that starts mid-sync fails its gate instead of loading a mix of two revisions.
+  rm -f "$DEST/$MARKER"
+  store "$@"
+}
+
 attempt=1
 delay="$RETRY_DELAY_SECONDS"
 while :; do
@@ -80,10 +105,7 @@ while :; do
     # The bucket holds the new revision: the verify container may now prune revisions beyond
     # keepRevisions, before this download fills the volume (verify_model.py, on "listed").
     if [ -n "${STATUS_DIR:-}" ]; then : > "$STATUS_DIR/listed"; fi
-    # A directory being changed is never "ready": drop the marker before touching any file, so a pod
-    # that starts mid-sync fails its gate instead of loading a mix of two revisions.
-    rm -f "$DEST/$MARKER"
-    if store "$@"; then
+    if sync_once "$@"; then
       echo "sync complete"
       exit 0
     fi

@@ -184,7 +184,8 @@ def manifest_problems(model_dir: str, pinned: str) -> tuple[dict[str, str], list
 
 
 def checksum_problems(model_dir: str, workers: int, pinned: str = "", cache_file: str = "",
-                      digests: Digests | None = None) -> list[str]:
+                      digests: Digests | None = None, removed: list[str] | None = None) -> list[str]:
+    """What fails the manifest; every file that failed its digest is removed (and named in `removed`)."""
     manifest, problems = manifest_problems(model_dir, pinned)
     if problems:
         return problems
@@ -204,6 +205,8 @@ def checksum_problems(model_dir: str, workers: int, pinned: str = "", cache_file
         # `aws s3 sync` skips a local file of the object's size, so a same-size corrupt copy would
         # fail every retry; removed, the next attempt downloads it again.
         os.remove(os.path.join(model_dir, n))
+        if removed is not None:
+            removed.append(n)
         problems.append(f"sha256 mismatch for {n}: removed, so the next sync downloads it again"
                         if n in actual else f"{n} changed while it was verified: removed, so the next sync "
                         "downloads it again")
@@ -416,14 +419,22 @@ def main(argv: list[str] | None = None) -> int:
             how = "ended without an exit status (killed)" if code is None else f"exited {code}"
             print(f"model at {a.model_dir} is NOT ready: the download {how}; nothing verified", file=sys.stderr)
             return 1
-    # Verification is the only source of the marker: one already there (an earlier run's, or one
-    # `aws s3 sync` copied from a bucket someone re-uploaded a verified directory to) goes first, so
-    # a failed verification leaves no marker for the gate to trust.
-    drop_marker(a.model_dir, a.marker)
+    # A marker here is this revision's from an earlier verification (the sync never fetches one), and
+    # no file it vouches for changed since: the download drops it before it changes any (sync_model.sh).
+    # It stays through this pass, so pods that start meanwhile pass their gate (issue 18, case 8), and
+    # is replaced in one rename (write_json) only after the whole pass succeeded. A pass that fails
+    # removes it only with a file that failed its digest: then it vouches for what is gone. Otherwise
+    # the files are the ones it recorded, and the gate checks the current settings itself (revision,
+    # pin, shard count, sizes, manifest digest), so it lets no pod pass that this pass would refuse.
+    removed: list[str] = []
     problems = missing_files(a.model_dir, a.expected_shards) or checksum_problems(
-        a.model_dir, a.workers, a.manifest_sha256, a.digest_cache, digests)
+        a.model_dir, a.workers, a.manifest_sha256, a.digest_cache, digests, removed)
     digests.save()
     if report_problems(f"model at {a.model_dir} is NOT ready:", problems):
+        if removed:
+            drop_marker(a.model_dir, a.marker)
+        elif os.path.isfile(os.path.join(a.model_dir, a.marker)):
+            print(f"the ready marker of {a.model_dir} stays: no file it vouches for changed", file=sys.stderr)
         return 1
     write_marker(a.model_dir, a.marker, a.revision, a.expected_shards)
     print(f"model at {a.model_dir} verified: revision {a.revision}, {a.expected_shards} shards")
