@@ -255,6 +255,18 @@ def test_a_changed_ciphertext_in_the_stack_file_is_a_rotation_offline(tmp_path, 
                    for n, o in by_name(before).items() if n in changed(before, after))
 
 
+def test_the_render_cli_writes_no_ciphertext_or_stand_in(tmp_path, capsys):
+    from render.__main__ import main as render_main
+    cipher = "v1:Y2lwaGVydGV4dA=="
+    sf = write_project(tmp_path, stack_text("dev", {"apiKey": cipher}))
+    out = tmp_path / "out"
+    assert render_main(["--stack", "rot", "--project-dir", str(tmp_path), "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    written = "".join(p.read_text() for p in out.iterdir()) + printed.out + printed.err
+    assert "deepseek" in written
+    assert cipher not in written and sf.config["llm-serving:apiKey"] not in written
+
+
 def test_object_store_rotation_replaces_the_sync_job_and_nothing_else(tmp_path):
     """dev reads the bucket keys from secret config: rotating them changes the Secret and the sync
     Job's template (a new Job, pulumi-kubernetes diff.go .spec.template), never an engine or a day-2 Job."""
