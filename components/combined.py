@@ -10,7 +10,8 @@ Service and route of each served model come from the gateway component.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pulumi
@@ -40,6 +41,7 @@ from components.pod_template import (
     scanner_exceptions,
 )
 from components.routing import ANN_MODEL_CONFIG, metric_port_labels, model_config, routing_strategy
+from components.secrets import secret_tag_annotation
 from config_model import CompileCache, GpuPool, ServedModel
 
 ANN_AB_BASELINE = "llm-serving.io/ab-baseline"
@@ -93,17 +95,31 @@ def aibrix_labels(model: ServedModel) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class EngineImage:
+    """An engine image reference twice: as the pods pull it, and as far as the stack file decides it.
+    They are the same text unless the mirror's reference is an Output (an ECR repository URL is unknown
+    in the preview of its creation); the rollout key reads `known`, so it is known in every preview."""
+
+    reference: Any                # pulumi.Input[str]
+    known: str
+
+    def as_known(self) -> EngineImage:
+        return EngineImage(self.known, self.known)
+
+
+@dataclass(frozen=True)
 class CombinedEngineArgs:
     namespace: str
     model: ServedModel
     gpu_pool: GpuPool
     compile_cache: CompileCache
-    image: Any                    # pulumi.Input[str]
+    image: EngineImage
     image_digest: str
     image_cuda_version: str | None
     model_claim_name: str
     model_mount_path: str
     api_key_secret: str
+    api_key_tag: str              # content_tag of that Secret: a rotation rolls the pods (issue 18 case 3)
     scripts_config_map: str
     image_pull_secrets: tuple[str, ...] = ()
     ab_baseline: str | None = None   # name of the target-only workload this one is the DSpark arm of
@@ -156,12 +172,13 @@ def engine_pod_spec(args: CombinedEngineArgs, name: str, engines: list[EngineCon
     m = args.model
     # Every engine pod names its routing strategy: without one the gateway answers 503 (components/routing.py).
     annotations = {"llm-serving.io/model-revision": m.revision, ANN_TOPOLOGY: m.topology,
-                   ANN_MODEL_CONFIG: model_config(routing_strategy(m)), **extra_annotations}
+                   ANN_MODEL_CONFIG: model_config(routing_strategy(m)),
+                   secret_tag_annotation(args.api_key_secret): args.api_key_tag, **extra_annotations}
     if args.ab_baseline:
         annotations[ANN_AB_BASELINE] = args.ab_baseline
     return EnginePodSpec(
         name=name, labels={**labels(name, "engine"), **served_model_selector(m), **extra_labels},
-        image=args.image, image_digest=args.image_digest, cuda_version=args.image_cuda_version,
+        image=args.image.reference, image_digest=args.image_digest, cuda_version=args.image_cuda_version,
         engines=engines, parallel_size=parallel_size(m), gpu_pool=args.gpu_pool, model=model_mount(args),
         compile_cache=args.compile_cache, startup_budget_seconds=startup_budget_seconds(m),
         termination_grace_seconds=m.termination_grace_seconds, api_key_secret=args.api_key_secret,
@@ -179,6 +196,11 @@ def pod_spec(args: CombinedEngineArgs) -> EnginePodSpec:
                              offload_memory_gib=offload_memory_gib(m), offload_shm_gib=offload_shm_gib(m))
     return engine_pod_spec(args, m.name, [engine], {**aibrix_labels(m), **dict(args.extra_pod_labels)},
                            dict(args.extra_pod_annotations))
+
+
+def combined_pod_templates(args: CombinedEngineArgs) -> dict[str, dict]:
+    """The pod template of each workload CombinedEngine registers, by workload name."""
+    return {args.model.name: engine_pod_template(pod_spec(args))}
 
 
 def selector(model: ServedModel) -> dict[str, str]:
@@ -241,6 +263,28 @@ def rolebasedgroup_spec(model: ServedModel, template: dict) -> dict:
         "standalonePattern": {"template": template}}]}
 
 
+@dataclass(frozen=True)
+class TemplateSource:
+    """The pod templates of one engine component as a pure function of its args, so the rollout key
+    can rebuild them with every Output replaced by what is known in preview."""
+
+    build: Callable[[Any], dict[str, dict]]
+    args: Any
+
+    def known_templates(self) -> dict[str, dict]:
+        return self.build(known_args(self.args))
+
+
+def known_args(args: Any) -> Any:
+    """The args with each engine image as the stack file decides it (EngineImage.known)."""
+    if isinstance(args, CombinedEngineArgs):
+        return replace(args, image=args.image.as_known())
+    base = getattr(args, "base", None)
+    if isinstance(base, CombinedEngineArgs):
+        return replace(args, base=known_args(base))
+    raise TypeError(f"no engine args: {type(args).__name__}")
+
+
 class CombinedEngine(Component):
     workload: pulumi.CustomResource
     route_backend: RouteBackend
@@ -248,7 +292,9 @@ class CombinedEngine(Component):
     def __init__(self, name: str, args: CombinedEngineArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:combined:CombinedEngine", name, opts)
         m, ns = args.model, args.namespace
-        template = engine_pod_template(pod_spec(args))
+        # What the rollout key is derived from (components/rollout.py): the same builder, the same args.
+        self.template_source = TemplateSource(combined_pod_templates, args)
+        template = combined_pod_templates(args)[m.name]
         wait = rollout_timeouts(m)
         meta = metadata(m.name, ns, "engine")
         if m.orchestrator == "deployment":

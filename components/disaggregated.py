@@ -26,6 +26,7 @@ import pulumi_kubernetes as k8s
 from components.base import AIBRIX_ORCHESTRATION_API, Component, metadata
 from components.combined import (
     CombinedEngineArgs,
+    TemplateSource,
     aibrix_labels,
     deployment_spec,
     engine_pod_spec,
@@ -162,6 +163,16 @@ def fleet_manifest_spec(base: CombinedEngineArgs, side: str, hybrid: bool, ray_v
     }
 
 
+def fleet_pod_templates(args: DisaggregatedArgs, ray_version: str) -> dict[str, dict]:
+    """What each fleet stamps onto its RayClusters, by fleet name: the whole RayCluster template (head
+    group pod template, rayVersion and all), which the fleet hashes to tell revisions apart and rolls
+    new RayClusters on any change of (aibrix v0.7.0 pkg/controller/rayclusterfleet/sync.go,
+    util/fleet.go ComputeHash)."""
+    return {derived.fleet_name(args.base.model.name, side): fleet_manifest_spec(args.base, side, args.hybrid,
+                                                                               ray_version)["template"]
+            for side in ("prefill", "decode")}
+
+
 class DisaggregatedEngine(Component):
     """Dual RayClusterFleet P/D for one served model."""
 
@@ -172,6 +183,7 @@ class DisaggregatedEngine(Component):
         super().__init__("llm-serving:disaggregated:DisaggregatedEngine", name, opts)
         base = args.base
         m = base.model
+        self.template_source = TemplateSource(lambda a: fleet_pod_templates(a, ray_version), args)
         # The fleets roll their RayClusters one at a time (maxUnavailable 1 in fleet_manifest_spec).
         wait = rollout_timeouts(m, rollout_waves(1 if args.hybrid else m.replicas, 1))
         for side in ("prefill", "decode"):
@@ -213,7 +225,7 @@ def same_pod_template(base: CombinedEngineArgs) -> dict:
     # engines keep their key; the proxy asks clients for the same one and passes it on.
     proxy = {
         "name": "proxy",
-        "image": base.image,
+        "image": base.image.reference,
         "imagePullPolicy": "IfNotPresent",
         "command": ["python3", f"{SCRIPTS_MOUNT}/pd_proxy.py"],
         "args": ["--host", "0.0.0.0", "--port", str(sp.proxy_port),
@@ -243,10 +255,11 @@ class SamePodPdEngine(Component):
     def __init__(self, name: str, base: CombinedEngineArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:disaggregated:SamePodPdEngine", name, opts)
         m = base.model
+        self.template_source = TemplateSource(lambda a: {a.model.name: same_pod_template(a)}, base)
         k8s.apps.v1.Deployment(
             f"{name}-deployment", metadata={**metadata(m.name, base.namespace, "engine"),
                                             "annotations": scanner_exceptions(ENGINE_SCANNER_EXCEPTIONS)},
-            spec=deployment_spec(m, same_pod_template(base)),
+            spec=deployment_spec(m, self.template_source.build(base)[m.name]),
             opts=self.child_opts(custom_timeouts=rollout_timeouts(m)))
         self.route_backend = RouteBackend(
             served_model_name=m.served_model_name, service_name=m.name, selector=served_model_selector(m),

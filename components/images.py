@@ -20,6 +20,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.base import Component, job_metadata, labels
+from components.combined import EngineImage
 from components.image_refs import (
     PULL_THROUGH_UPSTREAMS,
     copy_list,
@@ -42,12 +43,22 @@ class ImageMirrorArgs:
     pull_secret_name: str | None      # dockerconfigjson Secret for the registry mirror
     scripts_config_map: str
     named: dict[str, ImageRef]        # every image the stack runs, by stack-file key
+    aws_region: str = ""              # the aws provider's region: part of an ECR mirror's reference
+
+
+def ecr_repository_name(repository_prefix: str, ref: ImageRef) -> str:
+    up = parse_upstream(ref.upstream)
+    return f"{ecr_prefix(repository_prefix, up.registry)}/{up.repository}"
 
 
 class ImageMirror(Component):
     """References for every configured image, by stack-file key (vllm, sglang, modelSync ...)."""
 
     references: dict[str, Any]
+    # The same references as far as the stack file decides them, known in every preview: the reference
+    # itself, or for ECR its region, repository and digest (the account comes from the provider's
+    # credentials). The rollout key reads these (components/rollout.py).
+    known_references: dict[str, str]
     pull_secrets: list[str]
 
     def __init__(self, name: str, args: ImageMirrorArgs, opts: pulumi.ResourceOptions | None = None):
@@ -58,11 +69,19 @@ class ImageMirror(Component):
         kind = images.mirror.kind
         if kind == "ecr":
             self.references = self._ecr(name, images, named)
+            assert images.mirror.ecr is not None
+            self.known_references = {key: f"ecr:{args.aws_region}/{ecr_repository_name(images.mirror.ecr.repository_prefix, ref)}"
+                                          f"@{ref.digest}" for key, ref in named.items()}
         elif kind == "registry":
             self.references = self._registry(name, args, named)
+            self.known_references = dict(self.references)
         else:
             self.references = {key: upstream_reference(ref) for key, ref in named.items()}
+            self.known_references = dict(self.references)
         self.register_outputs({"references": self.references})
+
+    def engine_image(self, key: str) -> EngineImage:
+        return EngineImage(self.references[key], self.known_references[key])
 
     def _ecr(self, name: str, images: Images, named: dict[str, ImageRef]) -> dict[str, Any]:
         ecr = images.mirror.ecr
@@ -79,7 +98,7 @@ class ImageMirror(Component):
                     f"{name}-cache-{alias}", ecr_repository_prefix=prefix, upstream_registry_url=url,
                     credential_arn=ecr.upstream_credential_arns.get(up.registry), opts=self.child_opts())
             repo = aws.ecr.Repository(
-                f"{name}-{key}", name=f"{prefix}/{up.repository}", image_tag_mutability="MUTABLE",
+                f"{name}-{key}", name=ecr_repository_name(ecr.repository_prefix, ref), image_tag_mutability="MUTABLE",
                 image_scanning_configuration={"scan_on_push": True},
                 encryption_configurations=[{"encryption_type": "AES256"}], opts=self.child_opts())
             aws.ecr.LifecyclePolicy(f"{name}-{key}-lifecycle", repository=repo.name,

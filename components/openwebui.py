@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 from components.base import Component, labels, metadata
 from components.ops_commands import checked_endpoint
 from components.pod_template import container_security, scanner_exceptions
+from components.secrets import secret_tag_annotation
 from config_model import OpenWebUi
 
 NAME = "open-webui"
@@ -32,6 +33,7 @@ class OpenWebUiArgs:
     image: Any                       # pulumi.Input[str]
     endpoint: str                    # OpenAI-compatible base URL (gateway or Service), /v1
     api_key_secret: str
+    api_key_tag: str                 # content_tag of that Secret: a rotation restarts the UI (issue 18 case 3)
     protect: bool
     image_pull_secrets: tuple[str, ...] = ()
 
@@ -62,7 +64,9 @@ def deployment_spec(args: OpenWebUiArgs) -> dict:
         pod["imagePullSecrets"] = [{"name": n} for n in args.image_pull_secrets]
     # One writer of a ReadWriteOnce claim: replace, never overlap.
     return {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selector},
-            "template": {"metadata": {"labels": {**labels(NAME, "ui")}}, "spec": pod}}
+            "template": {"metadata": {"labels": {**labels(NAME, "ui")},
+                                      "annotations": {secret_tag_annotation(args.api_key_secret): args.api_key_tag}},
+                         "spec": pod}}
 
 
 class OpenWebUiApp(Component):

@@ -10,7 +10,6 @@ revision serves."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +38,7 @@ class OperationsArgs:
     gpu_pool: GpuPool
     python_image: Any              # pulumi.Input[str]: stdlib scripts
     bench_image: Any               # pulumi.Input[str]: the vLLM image (vllm bench serve, tokenizer)
-    revision_key: str              # hash of what was rolled out; new rollout, new Jobs
+    revision_key: str              # components/rollout.py rollout_key: a new engine pod template, new Jobs
     api_key_secret: str
     scripts_config_map: str
     model_claim_name: str
@@ -139,10 +138,6 @@ def disruption_budget(m: ServedModel) -> dict[str, int]:
     if pod_controllers(m) <= SCALED_POD_CONTROLLERS:
         return {"maxUnavailable": 1}
     return {"minAvailable": max(0, steady_engine_pods(m) - 1)}
-
-
-def rollout_key(*parts: object) -> str:
-    return hashlib.sha256(repr(parts).encode()).hexdigest()[:8]
 
 
 def job_pod(args: OperationsArgs, name: str, image: Any, command: list[str], cpu: str, memory: str,

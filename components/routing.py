@@ -29,15 +29,20 @@ assert "pd" in ROUTING_STRATEGIES
 
 
 def routing_strategy(model: ServedModel) -> str:
-    """The model's strategy: configured, else pd for P/D topologies, prefix-cache-aware across two or
-    more pods or wherever an autoscaler may add them (what users of this stack ask for: reused system
-    prompts land where their KV is), least-request for a single fixed pod (nothing to choose
-    between; no prefix index to keep)."""
+    """The model's strategy: configured, else pd for P/D topologies and prefix-cache for every other
+    one, whatever the replica count or autoscaler (what users of this stack ask for: reused system
+    prompts land where their KV is). It must not follow the replica count: it is a pod-template
+    annotation, so a strategy that changed with `replicas` recreated the serving pod on a scale-out
+    (issue 18 case 2). With one pod it routes as least-request did: the plugin sends a model with a
+    single routable pod of at most one port straight to it, before any strategy's Route runs, so no
+    prefix index is kept (aibrix v0.7.0 pkg/plugins/gateway/gateway.go selectTargetPod; ported in
+    tests/upstream_aibrix.py picks_without_strategy). From two pods on, prefix-cache falls back to
+    the least-request pick when no pod holds the prefix (algorithms/prefix_cache.go routeOriginal)."""
     if model.routing_strategy is not None:
         return model.routing_strategy
     if model.topology in ("pd", "hybrid"):
         return "pd"
-    return "prefix-cache" if model.replicas >= 2 or model.autoscaling.enabled else "least-request"
+    return "prefix-cache"
 
 
 def model_config(strategy: str, routing_config: dict | None = None) -> str:

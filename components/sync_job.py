@@ -26,6 +26,7 @@ from components.pod_template import (
     pinned_manifest_args,
     revision_path,
 )
+from components.secrets import secret_tag_annotation
 from config_model import GpuPool, ModelSync, ObjectStore, ServedModel
 
 WORK_DIR = "/work"
@@ -49,6 +50,9 @@ class ModelSyncArgs:
     bucket_name: str
     sync_claim_name: str
     credentials_secret: str
+    # content_tag of that Secret (an Output while the stack's IAM access key is created): rotated
+    # credentials replace the Job, which then proves them on the bucket (issue 18 case 3).
+    credentials_tag: Any
     scripts_config_map: str
     sync_image: Any             # pulumi.Input[str], a mirror reference may be an Output
     verify_image: Any
@@ -146,7 +150,8 @@ class ModelSyncJob(Component):
             spec={
                 "backoffLimit": args.sync.backoff_limit,
                 "activeDeadlineSeconds": args.sync.active_deadline_seconds,
-                "template": {"metadata": {"labels": pod_labels}, "spec": sync_pod_spec(args)},
+                "template": {"metadata": {"labels": pod_labels, "annotations": {
+                    secret_tag_annotation(args.credentials_secret): args.credentials_tag}}, "spec": sync_pod_spec(args)},
             },
             # A Job's template is immutable: any change replaces it, and its fixed name means the old
             # one must go first.

@@ -210,5 +210,5 @@ class ServedModel(Model):
     autoscaling: Autoscaling = Field(default_factory=Autoscaling, description="Autoscaling of the engine pods (off by default).")
     routing_strategy: Literal[ROUTING_STRATEGIES] | None = Field(
         None, description="AIBrix gateway routing strategy written into every engine pod's model.aibrix.ai/config "
-        "profile; unset means pd for topologies pd and hybrid, prefix-cache with 2 or more replicas or an "
-        "autoscaler, least-request otherwise. A client's routing-strategy header still overrides it.")
+        "profile; unset means pd for topologies pd and hybrid, prefix-cache otherwise (also with one pod, which the "
+        "gateway picks directly: scaling never changes the pods). A client's routing-strategy header still overrides it.")

@@ -5,12 +5,14 @@ SDK pin is 3.272.0) reads stack files with go-yaml v3 (YAML 1.2 scalars, duplica
 render/yaml12.py. Each top-level value then reaches the program as text
 (sdk/go/common/resource/config/plaintext.go marshalText): strings as they are, everything else as
 JSON text. Values set with `pulumi config set --secret` are `{secure: <ciphertext>}`; the offline
-render never has the key, so they become the mask and their key is listed as secret, as
-`Map.SecureKeys()` lists every key with a secure value anywhere inside it (config/map.go).
+render never has the key, so they become a masked stand-in derived from the ciphertext (placeholder)
+and their key is listed as secret, as `Map.SecureKeys()` lists every key with a secure value
+anywhere inside it (config/map.go).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -23,6 +25,18 @@ from stacks.loader import ConfigError, FileProblem
 
 MASK = "[secret]"
 PROJECT = "llm-serving"
+
+
+def placeholder(ciphertext: str) -> str:
+    """What the offline render hands the program for a secure value: the mask and a digest of the
+    ciphertext. `pulumi config set --secret` writes a new ciphertext for a new value, so a rotation
+    gives the program a new stand-in and every tag derived from it changes offline as it will under
+    `pulumi up` (components/secrets.py content_tag), while neither the ciphertext nor this stand-in
+    reaches the rendered files (secret values are masked there; a tag is a digest of the stand-in).
+    Offline errs on one side: setting the same value again is a new ciphertext, so it shows as a
+    rotation here although the real tags, from the value, stay."""
+    digest = hashlib.sha256(f"llm-serving offline stand-in\0{ciphertext}".encode()).hexdigest()[:16]
+    return f"[secret {digest}]"
 
 
 @dataclass
@@ -52,7 +66,7 @@ def _plain(value: Any, path: str) -> tuple[Any, bool]:
     unmarshalObject and isSecureValue: only a one-key map {secure: <string>} is a secret."""
     if isinstance(value, dict):
         if len(value) == 1 and isinstance(value.get("secure"), str):
-            return MASK, True
+            return placeholder(value["secure"]), True
         pairs = {k: _plain(v, f"{path}.{k}") for k, v in value.items()}
         return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())
     if isinstance(value, list):

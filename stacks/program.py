@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 
 from components.autoscaling import AutoscalerArgs, ModelAutoscaler
 from components.base import labels
-from components.combined import CombinedEngine, CombinedEngineArgs
+from components.combined import CombinedEngine, CombinedEngineArgs, TemplateSource
 from components.dashboards import DashboardArgs, DashboardModel, GrafanaDashboards
 from components.disaggregated import (
     ANN_MODEL_CONFIG,
@@ -25,14 +25,15 @@ from components.images import ImageMirror, ImageMirrorArgs
 from components.monitoring import EngineMonitoring, MonitoringArgs
 from components.network import NetworkArgs, NetworkPolicies
 from components.openwebui import OpenWebUiApp, OpenWebUiArgs
-from components.operations import BenchResults, ModelOperations, OperationsArgs, rollout_key
+from components.operations import BenchResults, ModelOperations, OperationsArgs
 from components.ops_commands import gateway_endpoint
 from components.platform import ClusterPrerequisites, required_versions
 from components.prepull import ImagePrePull, ImagePrePullArgs
 from components.prepull import engine_image_keys as prepull_image_keys
 from components.providers import make_providers
+from components.rollout import engine_templates, rollout_key
 from components.scripts import ModelScripts
-from components.secrets import SecretsArgs, ServingSecrets
+from components.secrets import API_KEY_SECRET, SecretsArgs, ServingSecrets, content_tag
 from components.storage import ModelStore, ModelStoreArgs
 from components.sync_job import ModelSyncArgs, ModelSyncJob
 from components.sync_job import job_name as sync_job_name
@@ -60,6 +61,9 @@ CONTRACT_VERSION = 1
 @dataclass(frozen=True)
 class StackSecrets:
     api_key: pulumi.Output[str]
+    # content_tag of the API-key Secret, from the plain config value: known in preview (the CLI hands
+    # the program its secret config decrypted), so the Job names it reaches are known too.
+    api_key_tag: str
     kubeconfig: pulumi.Output[str] | None = None
     object_store_access_key_id: pulumi.Output[str] | None = None
     object_store_secret_access_key: pulumi.Output[str] | None = None
@@ -71,6 +75,7 @@ def read_secrets() -> StackSecrets:
     c = pulumi.Config(loader.NAMESPACE)
     return StackSecrets(
         api_key=c.require_secret("apiKey"),
+        api_key_tag=content_tag(pulumi.get_stack(), API_KEY_SECRET, {"api-key": c.require("apiKey")}),
         kubeconfig=c.get_secret("kubeconfig"),
         object_store_access_key_id=c.get_secret("objectStoreAccessKeyId"),
         object_store_secret_access_key=c.get_secret("objectStoreSecretAccessKey"),
@@ -80,21 +85,23 @@ def read_secrets() -> StackSecrets:
 
 
 def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, images: ImageMirror,
-                opts: pulumi.ResourceOptions, workload_images: dict) -> tuple[RouteBackend, list[pulumi.Resource]]:
-    """Register the workloads of one served model by topology; return what its route points at
-    and the components that must be ready before the day-2 Jobs run."""
+                opts: pulumi.ResourceOptions, workload_images: dict
+                ) -> tuple[RouteBackend, list[pulumi.Resource], list[TemplateSource]]:
+    """Register the workloads of one served model by topology; return what its route points at,
+    the components that must be ready before the day-2 Jobs run, and their pod templates' sources."""
     refs = images.references
     if m.topology == "pd":
         assert cfg.images.vllm_ray is not None
         engine = DisaggregatedEngine(m.name, DisaggregatedArgs(base=base), cfg.images.vllm_ray.ray_version, opts)
         for side in ("prefill", "decode"):
             workload_images[derived.fleet_name(m.name, side)] = {"engine": refs["vllmRay"], "model-gate": refs["vllmRay"]}
-        return engine.route_backend, [engine]
+        return engine.route_backend, [engine], [engine.template_source]
     if m.topology == "pd-same-pod":
         same_pod = SamePodPdEngine(m.name, base, opts)
         workload_images[m.name] = {c: refs["vllm"] for c in ("prefill", "decode", "proxy", "model-gate")}
-        return same_pod.route_backend, [same_pod]
+        return same_pod.route_backend, [same_pod], [same_pod.template_source]
     ready: list[pulumi.Resource] = []
+    sources: list[TemplateSource] = []
     if m.topology == "hybrid":
         # Combined pods are the fallback for every prompt length: they need a roleset and a role
         # name, or AIBrix skips them, plus `combined: true` (11.5).
@@ -102,12 +109,13 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
         base = replace(base, extra_pod_labels=(("roleset-name", derived.combined_roleset(m.name)), ("role-name", "combined")),
                        extra_pod_annotations=((ANN_MODEL_CONFIG, model_config({"combined": True})),))
         ray = cfg.images.vllm_ray
-        pd_base = replace(base, image=refs["vllmRay"], image_digest=ray.digest, image_cuda_version=ray.cuda_version,
+        pd_base = replace(base, image=images.engine_image("vllmRay"), image_digest=ray.digest, image_cuda_version=ray.cuda_version,
                           extra_pod_labels=(), extra_pod_annotations=())
         # A '.' cannot occur in a model name (a DNS label), so no other model's components can take
         # this name: `X-pd` here collided with the pd model `X-pd` (three duplicate URNs).
-        ready.append(DisaggregatedEngine(f"{m.name}.pd", DisaggregatedArgs(base=pd_base, hybrid=True),
-                                         ray.ray_version, opts))
+        fleets = DisaggregatedEngine(f"{m.name}.pd", DisaggregatedArgs(base=pd_base, hybrid=True), ray.ray_version, opts)
+        ready.append(fleets)
+        sources.append(fleets.template_source)
         for side in ("prefill", "decode"):
             workload_images[derived.fleet_name(m.name, side)] = {"engine": refs["vllmRay"], "model-gate": refs["vllmRay"]}
     engine = CombinedEngine(m.name, base, opts)
@@ -117,7 +125,7 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
         # After its target: a Deployment, or a StormService in replica mode (stacks/rules.py _autoscaling).
         ModelAutoscaler(f"{m.name}.autoscaler", AutoscalerArgs(namespace=base.namespace, model=m, target=engine.workload),
                         opts)
-    return engine.route_backend, ready + [engine]
+    return engine.route_backend, ready + [engine], sources + [engine.template_source]
 
 
 def engine_image_keys(cfg: StackConfig) -> list[str]:
@@ -157,7 +165,7 @@ def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list
         OpenWebUiApp("open-webui", OpenWebUiArgs(
             namespace=ns, settings=ops.open_webui, image=refs["openWebUI"],
             endpoint=routes.external_endpoint or routes.endpoints[primary],
-            api_key_secret=secrets.api_key_secret_name, protect=protect_data,
+            api_key_secret=secrets.api_key_secret_name, api_key_tag=secrets.api_key_tag, protect=protect_data,
             image_pull_secrets=tuple(images.pull_secrets)), opts)
 
 
@@ -198,7 +206,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     secret_access_key = store.secret_access_key or secrets.object_store_secret_access_key
     assert access_key_id is not None and secret_access_key is not None
     serving_secrets = ServingSecrets("secrets", SecretsArgs(
-        namespace=ns, api_key=secrets.api_key, object_store_access_key_id=access_key_id,
+        namespace=ns, stack=pulumi.get_stack(), api_key=secrets.api_key, api_key_tag=secrets.api_key_tag, object_store_access_key_id=access_key_id,
         object_store_secret_access_key=secret_access_key, ceph=ceph,
         registry_docker_config=secrets.registry_docker_config if cfg.images.mirror.kind == "registry" else None), opts)
 
@@ -209,7 +217,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     images = ImageMirror("images", ImageMirrorArgs(
         images=cfg.images, namespace=ns, gpu_pool=cfg.gpu_pool,
         pull_secret_name=serving_secrets.registry_secret_name, scripts_config_map=scripts.config_map_name,
-        named=cfg.all_images()),
+        named=cfg.all_images(), aws_region=cfg.object_store.region),
         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets, scripts])))
     pull_secrets = images.pull_secrets
 
@@ -236,6 +244,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
                 namespace=ns, model=m, store=cfg.object_store, sync=cfg.model_sync, gpu_pool=cfg.gpu_pool,
                 bucket_name=cfg.object_store.bucket_name, sync_claim_name=volume.sync_claim_name,
                 credentials_secret=serving_secrets.object_store_secret_name,
+                credentials_tag=serving_secrets.object_store_tag,
                 scripts_config_map=scripts.config_map_name,
                 sync_image=images.references["modelSync"], verify_image=images.references["modelVerify"],
                 image_pull_secrets=pull_secrets,
@@ -248,22 +257,20 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         image_ref = cfg.images.named()[image_key]
         base = CombinedEngineArgs(
             namespace=ns, model=m, gpu_pool=cfg.gpu_pool, compile_cache=cfg.compile_cache,
-            image=images.references[image_key], image_digest=image_ref.digest,
+            image=images.engine_image(image_key), image_digest=image_ref.digest,
             image_cuda_version=image_ref.cuda_version, model_claim_name=volume.serving_claim_name,
             model_mount_path=cfg.model_volume.mount_path,
-            api_key_secret=serving_secrets.api_key_secret_name,
+            api_key_secret=serving_secrets.api_key_secret_name, api_key_tag=serving_secrets.api_key_tag,
             scripts_config_map=scripts.config_map_name, image_pull_secrets=tuple(pull_secrets),
             ab_baseline=m.dspark_of, drain_timeout_seconds=cfg.gateway.request_timeout_seconds)
         # GPU pods are created only after the weights are verified: no GPU idles through a download
         # (field report 3.2, optimization 3).
         engine_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory], images]))
-        backend, ready = _engines_of(m, base, cfg, images, engine_opts, workload_images)
+        backend, ready, sources = _engines_of(m, base, cfg, images, engine_opts, workload_images)
         backends.append(backend)
-        # sizeGiB only feeds plan.md's estimate, and a model without KV offload or autoscaling keeps the key it
-        # had before those settings existed: none of them re-runs a day-2 Job when left off.
-        unchanged = {"size_gib"} | ({"kv_cache_offload"} if m.kv_cache_offload.backend == "off" else set()) \
-            | (set() if m.autoscaling.enabled else {"autoscaling"})
-        rolled_out.append((m, ready, rollout_key(m.model_dump_json(exclude=unchanged), image_ref.digest)))
+        # From the pod templates as built (components/rollout.py): whatever reaches one re-runs the
+        # day-2 Jobs, and nothing else does (sizeGiB, replicas, the autoscaler, the update strategy).
+        rolled_out.append((m, ready, rollout_key(ns, engine_templates(sources))))
 
     routes = ModelRoutes("routes", ModelRoutesArgs(namespace=ns, gateway=cfg.gateway, backends=backends), opts)
     if cfg.network_policy.enabled:

@@ -88,12 +88,13 @@ def test_every_served_model_is_routed_by_an_explicit_strategy_never_the_503_bran
 
 @pytest.mark.parametrize("name", ["combined:deployment:1", "combined:deployment:2", "pd:rayclusterfleet:1",
                                   "hybrid:stormservice:1"])
-def test_the_default_strategy_follows_the_topology_and_replicas(name):
+def test_the_default_strategy_follows_the_topology_not_the_replicas(name):
+    """Not the replica count: the strategy is a pod-template annotation (issue 18 case 2)."""
     topology, _, replicas = name.split(":")
     r = variant(name)
     (model,) = served_models(r)
     d = aibrix.handle_request_body(model, engine_pods(r), {}, accepted_routes(r))
-    want = "pd" if topology in ("pd", "hybrid") else "prefix-cache" if int(replicas) >= 2 else "least-request"
+    want = "pd" if topology in ("pd", "hybrid") else "prefix-cache"
     assert d.strategy == want
 
 

@@ -315,9 +315,10 @@ def test_plan_counts_each_autoscaled_model_at_its_max_replicas_where_it_shows_pe
 
 # ---- routing ----
 
-def test_an_autoscaler_makes_the_default_routing_prefix_cache_aware():
+def test_the_default_routing_is_prefix_cache_aware_with_or_without_an_autoscaler():
+    """Switching autoscaling on or off must not change the pods' strategy annotation (issue 18 case 2)."""
     base = loader.validate(raw_config("dev"), "dev", SECRETS).models[0]
-    assert base.replicas == 1 and routing_strategy(base) == "least-request"
+    assert base.replicas == 1 and routing_strategy(base) == "prefix-cache"
     scaled = base.model_copy(update={"autoscaling": base.autoscaling.model_copy(
         update={"enabled": True, "max_replicas": 2})})
     assert routing_strategy(scaled) == "prefix-cache" and "prefix-cache" in aibrix.REGISTERED_STRATEGIES

@@ -8,7 +8,7 @@ import pulumi
 import pytest
 
 from components import pod_template
-from components.combined import CombinedEngine, CombinedEngineArgs
+from components.combined import CombinedEngine, CombinedEngineArgs, EngineImage
 from components.secrets import SecretsArgs, ServingSecrets
 from components.storage import ModelStore, ModelStoreArgs, read_only_policy
 from components.sync_job import ModelSyncArgs, ModelSyncJob, job_name, sync_pod_spec
@@ -154,7 +154,8 @@ def test_existing_claim_is_used_as_is():
 def test_secrets_are_masked_and_shaped_for_the_ceph_driver(driver, keys):
     def program():
         s = pulumi.Output.secret
-        ServingSecrets("sec", SecretsArgs(namespace="ns", api_key=s("k"), object_store_access_key_id=s("i"),
+        ServingSecrets("sec", SecretsArgs(namespace="ns", stack="test", api_key=s("k"), api_key_tag="0" * 8,
+                                          object_store_access_key_id=s("i"),
                                           object_store_secret_access_key=s("x"), ceph=("u", s("c"), driver)))
         return {}
     r = record("test", program)
@@ -169,7 +170,7 @@ def test_secrets_are_masked_and_shaped_for_the_ceph_driver(driver, keys):
 def sync_args(model: ServedModel | None = None, **store) -> ModelSyncArgs:
     return ModelSyncArgs(namespace="ns", model=model or served(), store=ObjectStore(bucket_name="weights", **store),
                          sync=ModelSync(), gpu_pool=GpuPool(), bucket_name="weights", sync_claim_name="model-store-sync",
-                         credentials_secret="creds", scripts_config_map="scripts",
+                         credentials_secret="creds", credentials_tag="0" * 8, scripts_config_map="scripts",
                          sync_image="aws" + DIGEST, verify_image="py" + DIGEST)
 
 
@@ -240,9 +241,9 @@ def test_new_revision_is_a_new_job():
 
 def combined_run(model: ServedModel, cache: CompileCache | None = None):
     args = CombinedEngineArgs(namespace="ns", model=model, gpu_pool=GpuPool(), compile_cache=cache or CompileCache(),
-                              image="vllm" + DIGEST, image_digest=DIGEST[1:], image_cuda_version="12.9",
-                              model_claim_name="model-store", model_mount_path="/models",
-                              api_key_secret="api", scripts_config_map="scripts")
+                              image=EngineImage("vllm" + DIGEST, "vllm" + DIGEST), image_digest=DIGEST[1:],
+                              image_cuda_version="12.9", model_claim_name="model-store", model_mount_path="/models",
+                              api_key_secret="api", api_key_tag="0" * 8, scripts_config_map="scripts")
     return record("test", lambda: {"backend": CombinedEngine(model.name, args).route_backend.service_name})
 
 

@@ -57,11 +57,12 @@ def test_encrypted_values_are_masked_never_decrypted(tmp_path):
                       for k in ("apiKey", "objectStoreAccessKeyId", "objectStoreSecretAccessKey", "cephUserKey"))
     project = bad_project(tmp_path, dev + secrets)
     sf = stackfile.read(project, "bad")
-    assert sf.config["llm-serving:apiKey"] == stackfile.MASK and "llm-serving:apiKey" in sf.secret_keys
+    stand_in = sf.config["llm-serving:apiKey"]
+    assert stand_in == stackfile.placeholder(cipher) and cipher not in stand_in and "llm-serving:apiKey" in sf.secret_keys
     rendered = runtime.render(sf)
     assert rendered.missing_secrets == []
     text = output.kubernetes_yaml(rendered) + output.resources_json(rendered) + output.plan_md(rendered)
-    assert cipher not in text and "Every required secret is set" in text
+    assert cipher not in text and stand_in not in text and "Every required secret is set" in text
 
 
 @pytest.mark.parametrize("stack", STACKS)

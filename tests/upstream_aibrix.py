@@ -281,6 +281,38 @@ def model_port(labels: dict[str, str]) -> int:
         return DEFAULT_METRIC_PORT
 
 
+# pkg/utils/util.go getDataParallelSize: the env variable the plugin reads, by this exact name.
+ENV_DATA_PARALLEL_SIZE = "data-parallel-size"
+
+
+def ports_for_pod(labels: dict[str, str], env: list[tuple[str, str]]) -> list[int]:
+    """pkg/utils/util.go GetPortsForPod: none without a valid model.aibrix.ai/port label (1-65535);
+    the base port alone unless some container's env sets data-parallel-size above 1 (the first such
+    variable in container order counts, a bad number counts as 0); else base .. base + size - 1."""
+    try:
+        base = int(labels.get(LABEL_PORT, ""))
+    except ValueError:
+        return []
+    if not 0 < base <= 65535:
+        return []
+    size = 0
+    for name, value in env:
+        if name == ENV_DATA_PARALLEL_SIZE and value != "":
+            try:
+                size = max(int(value), 0)
+            except ValueError:
+                size = 0
+            break
+    return [base] if size <= 1 else [base + i for i in range(size)]
+
+
+def picks_without_strategy(routable: list[tuple[dict[str, str], list[tuple[str, str]]]]) -> bool:
+    """pkg/plugins/gateway/gateway.go selectTargetPod (lines 424-455): after FilterRoutablePods and the
+    external filter, exactly one pod with at most one port gets the request directly; the strategy's
+    Route (prefix indexing and all) runs only otherwise. Each pod is (labels, its containers' env)."""
+    return len(routable) == 1 and len(ports_for_pod(*routable[0])) <= 1
+
+
 # ---- What a client of the gateway sees (components/scripts/route_evidence.py, openai_client.py) ----
 
 # pkg/plugins/gateway/types.go (HeaderRoutingStrategy, HeaderTargetPod, HeaderTargetPodIP,
