@@ -157,6 +157,11 @@ def _jobs(namespace: str) -> set[str]:
     return set(_objects("jobs", namespace))
 
 
+def _model_volumes(namespace: str) -> list[dict]:
+    pvs = json.loads(kubectl("get", "pv", "-l", "app.kubernetes.io/component=model-volume", "-o", "json").stdout)
+    return [p for p in pvs["items"] if (p["spec"].get("claimRef") or {}).get("namespace") == namespace]
+
+
 def test_volume_changes_apply_in_one_up(pulumi: Pulumi):
     """modelVolume.capacityGiB grows (the claims of static PVs are never resized: the API server's
     PersistentVolumeClaimResize admission refuses it for a class that does not allow expansion), then
@@ -169,8 +174,8 @@ def test_volume_changes_apply_in_one_up(pulumi: Pulumi):
         pulumi.run("config", "set", "--path", "llm-serving:modelVolume.capacityGiB", "800", stack=name)
         up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
         log(f"{name}: capacity up {up.seconds:.1f} s")
-        pvs = json.loads(kubectl("get", "pv", "-o", "json").stdout)["items"]
-        ours = [p for p in pvs if (p["spec"].get("claimRef") or {}).get("namespace") == namespace]
+        pvs = _model_volumes(namespace)
+        ours = pvs
         assert ours and all(p["spec"]["capacity"]["storage"] == "800Gi" for p in ours), \
             [(p["metadata"]["name"], p["spec"]["capacity"]) for p in ours]
 
@@ -178,9 +183,7 @@ def test_volume_changes_apply_in_one_up(pulumi: Pulumi):
         pulumi.run("config", "set", "--path", "llm-serving:modelVolume.cephfs.path", "/volumes/llm/models-b", stack=name)
         up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
         log(f"{name}: storage source up {up.seconds:.1f} s")
-        pvs = json.loads(kubectl("get", "pv", "-o", "json").stdout)["items"]
-        now = [p for p in pvs if (p["spec"].get("claimRef") or {}).get("namespace") == namespace
-               and not p["metadata"].get("deletionTimestamp")]
+        now = [p for p in _model_volumes(namespace) if not p["metadata"].get("deletionTimestamp")]
         assert {p["spec"]["csi"]["volumeAttributes"]["rootPath"] for p in now} == {"/volumes/llm/models-b"}
         assert not before & {p["metadata"]["name"] for p in now}
         claims = {v.get("persistentVolumeClaim", {}).get("claimName") for p in _engine_pods(namespace)
