@@ -422,7 +422,11 @@ def _time_to_serving(new: list[dict], outputs: dict, served: str, image_changed:
     """Seconds from the pods' scheduling to the first token (components/time_to_serving.py): the weights
     are on the volume already; the image is pulled again only when it changed and is not pre-pulled."""
     from render.output import time_to_serving_inputs
-    for row in time_to_serving_inputs(_rendered(new, outputs)):
+    try:
+        rows = time_to_serving_inputs(_rendered(new, outputs))
+    except StopIteration:
+        return None  # an engine pod without the model gate (not one this program renders): no estimate
+    for row in rows:
         if row["served"] == served and row["sizeGiB"] is not None and row["engine"] is not None:
             estimate = time_to_serving(row["sizeGiB"], row["engine"], row["gpus"],
                                        pre_pulled=row["preloaded"] or not image_changed,

@@ -192,7 +192,7 @@ def _alias(alias, engine_urns: dict[str, str]) -> dict:
         return {"urn": alias.urn}
     spec = alias.spec
     out = {k: getattr(spec, k) for k in ("name", "type", "stack", "project") if getattr(spec, k)}
-    if spec.WhichOneof("parent") == "parentUrn":
+    if spec.WhichOneof("parent") == "parentUrn" and spec.parentUrn:
         out["parentUrn"] = engine_urns.get(spec.parentUrn, spec.parentUrn)
     elif spec.WhichOneof("parent") == "noParent" and spec.noParent:
         out["noParent"] = True
