@@ -36,6 +36,12 @@ PAIRS = [
     # The claims of static PVs are resized in place: the PersistentVolumeClaimResize admission refuses.
     Pair("model-volume-capacity", "dev", (("capacityGiB: 400\n", "capacityGiB: 500\n"),), REFUSED,
          "only dynamically provisioned pvc can be resized"),
+    # Issue 18 case 5: a new CephFS path replaces each static PV under its name, delete first, while Bound.
+    Pair("storage-source", "dev", (("path: /volumes/llm/models\n", "path: /volumes/llm/models2\n"),), REFUSED,
+         "kubernetes.io/pv-protection holds the delete"),
+    # Issue 18 case 6: turning the load test off drops the protected bench-results claim.
+    Pair("load-test-off", "staging", (("    loadTest:\n      enabled: true\n", "    loadTest:\n      enabled: false\n"),),
+         REFUSED, "cannot be deleted because it is protected"),
     # Two replicas need 16 GPUs at steady state, so the budget grows with them; the pod template
     # changes (routing annotation), and dev rolls out Recreate: no serving for a cold start.
     Pair("scale-replicas-1-to-2", "dev", (("      replicas: 1\n", "      replicas: 2\n"),
