@@ -31,7 +31,7 @@ from apivalidation.updates import check_update
 from components.time_to_serving import time_to_serving
 from policy.manifests import kind_of, templates
 from policy.stack_rules import StackResource, autoscaled, grown_to, workload_gpus
-from policy.workloads import pod_gpus, rollout_waves
+from policy.workloads import pod_gpus, pod_templates, rollout_waves
 from render import update_rules as rules
 
 CREATE, UPDATE, REPLACE, DELETE, SAME = "create", "update", "replace", "delete", "same"
@@ -169,7 +169,7 @@ def _provider_inputs(records: list[dict]) -> dict[str, dict]:
 
 
 def _template_paths(kind: str, obj: dict) -> list[tuple]:
-    return [rules.property_path(ref.path) for ref in templates(f"kubernetes:x:{kind}", obj)]
+    return [rules.property_path(ref.path) for ref in pod_templates(kind, obj)]
 
 
 def _changed_paths(o: dict, n: dict) -> list[str]:
