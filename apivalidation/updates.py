@@ -1,24 +1,30 @@
-"""What the API server refuses in an update of a PersistentVolume or PersistentVolumeClaim, beyond the
-object's own validation (apiserver.check_object): the day-2 half the render cannot see in one object.
+"""What the Kubernetes API server refuses on an UPDATE of an object that exists: the fields its update
+validation keeps immutable and the admission plugin that refuses a claim's resize, beyond the object's
+own validation (apiserver.check_object). The offline update planner (render/changes.py) asks
+check_update for every step pulumi-kubernetes sends as an in-place update; the storage pairs ask
+pv_update / pvc_update, which also take a claim's status.
 
-Ported from k8s.io/kubernetes v1.37.2:
-- pkg/apis/core/validation/validation.go ValidatePersistentVolumeUpdate and
-  ValidatePersistentVolumeClaimUpdate (with ValidationOptionsForPersistentVolumeClaim: the
-  RecoverVolumeExpansionFailure gate is GA and locked on since 1.34, pkg/features/kube_features.go);
-- plugin/pkg/admission/storage/persistentvolume/resize/admission.go (PersistentVolumeClaimResize,
-  on by default), which sees only an increase of spec.resources.requests.storage.
-The update's own object rules (ValidatePersistentVolume(Claim) of the new object) are apiserver.check_object's;
+Ported from k8s.io/kubernetes v1.37.2 (the Go module in the module cache):
+  V  = pkg/apis/core/validation/validation.go (ValidatePersistentVolumeUpdate,
+       ValidatePersistentVolumeClaimUpdate with ValidationOptionsForPersistentVolumeClaim: the
+       RecoverVolumeExpansionFailure gate is GA and locked on since 1.34, pkg/features/kube_features.go;
+       ValidateServiceUpdate, ValidateSecretUpdate, ValidateConfigMapUpdate)
+  AV = pkg/apis/apps/validation/validation.go
+  BV = pkg/apis/batch/validation/validation.go
+  A  = plugin/pkg/admission/storage/persistentvolume/resize/admission.go (PersistentVolumeClaimResize,
+       on by default), which sees only an increase of spec.resources.requests.storage.
 ValidateObjectMetaUpdate is not ported (a new name or namespace is a replacement, never an update).
-What these rules read that the objects here never carry (the beta storage-class annotation, a PV's
-nodeAffinity or volumeAttributesClassName, a claim's volumeAttributesClassName) is not ported:
-`NotPorted` is raised rather than an answer the server might not give. Problems are
-(field, value, rule) like apiserver.check_object's.
+What the PV and claim rules read that the objects here never carry (the beta storage-class annotation,
+a PV's nodeAffinity or volumeAttributesClassName, a claim's volumeAttributesClassName) is not ported:
+`NotPorted` is raised rather than an answer the server might not give.
 """
+
 
 from __future__ import annotations
 
 import copy
 from decimal import Decimal
+from typing import Any
 
 from apivalidation.apiserver import parse_quantity
 
@@ -149,3 +155,85 @@ def pv_update(old: dict, new: dict) -> list[tuple[str, object, str]]:
     if old_spec.get("volumeMode") != new_spec.get("volumeMode"):
         found.append(("volumeMode", new_spec.get("volumeMode"), "V core ValidatePersistentVolumeUpdate: field is immutable"))
     return found
+
+
+
+
+def _get(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _immutable(old: dict, new: dict, *path: str) -> list[tuple[str, str]]:
+    """V ValidateImmutableField: `field is immutable`."""
+    if _get(old, *path) != _get(new, *path):
+        return [(".".join(path), "field is immutable")]
+    return []
+
+
+def _selector(old: dict, new: dict) -> list[tuple[str, str]]:
+    """AV ValidateDeploymentUpdate / DaemonSet (apps/v1): spec.selector is immutable."""
+    return _immutable(old, new, "spec", "selector")
+
+
+def _statefulset(old: dict, new: dict) -> list[tuple[str, str]]:
+    """AV ValidateStatefulSetUpdate."""
+    return [f for path in (("spec", "selector"), ("spec", "volumeClaimTemplates"), ("spec", "serviceName"),
+                           ("spec", "podManagementPolicy")) for f in _immutable(old, new, *path)]
+
+
+def _job(old: dict, new: dict) -> list[tuple[str, str]]:
+    """BV ValidateJobSpecUpdate: selector, completionMode, podFailurePolicy, backoffLimitPerIndex,
+    managedBy, successPolicy immutable; the pod template too (validatePodTemplateUpdate allows only
+    a suspended Job's scheduling directives, which our Jobs never use)."""
+    found = [f for key in ("selector", "completionMode", "podFailurePolicy", "backoffLimitPerIndex", "managedBy",
+                           "successPolicy", "template") for f in _immutable(old, new, "spec", key)]
+    return found
+
+
+def _service(old: dict, new: dict) -> list[tuple[str, str]]:
+    """V ValidateServiceUpdate: a set clusterIP stays (unless the Service becomes type ExternalName)."""
+    before = _get(old, "spec", "clusterIP")
+    if before and _get(new, "spec", "type") != "ExternalName" and _get(new, "spec", "clusterIP") != before:
+        return [("spec.clusterIP", "field is immutable")]
+    return []
+
+
+def _immutable_data(old: dict, new: dict, keys: tuple[str, ...]) -> list[tuple[str, str]]:
+    """V ValidateSecretUpdate / ValidateConfigMapUpdate: `immutable: true` freezes the data."""
+    found = _immutable(old, new, "type") if old.get("kind") == "Secret" else []
+    if old.get("immutable"):
+        if not new.get("immutable"):
+            found.append(("immutable", "field is immutable when `immutable` is set"))
+        found += [(k, "field is immutable when `immutable` is set") for k in keys if old.get(k) != new.get(k)]
+    return found
+
+
+def check_update(old: dict, new: dict, classes: dict[str, dict] | None = None) -> list[tuple[str, str]]:
+    """(field, server message) for every refusal of updating `old` to `new` in place. `classes`: the
+    StorageClasses the stack renders, by name (a claim's resize needs its class's allowVolumeExpansion)."""
+    kind = new.get("kind")
+    if kind == "PersistentVolume":
+        return [(f, rule.split(": ", 1)[-1]) for f, _, rule in pv_update(old, new)]
+    if kind == "PersistentVolumeClaim":
+        # The live status is not known offline: a claim of a deployed stack is taken as Bound with the
+        # capacity it asked for (a static PV's claimRef binds it at once).
+        expandable = frozenset(n for n, c in (classes or {}).items() if c.get("allowVolumeExpansion"))
+        requested = (((old.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
+        return [(f, rule.split(": ", 1)[-1]) for f, _, rule in pvc_update(old, new, "Bound", requested, expandable)]
+    if kind in ("Deployment", "DaemonSet", "ReplicaSet"):
+        return _selector(old, new)
+    if kind == "StatefulSet":
+        return _statefulset(old, new)
+    if kind == "Job":
+        return _job(old, new)
+    if kind == "Service":
+        return _service(old, new)
+    if kind == "Secret":
+        return _immutable_data(old, new, ("data", "stringData"))
+    if kind == "ConfigMap":
+        return _immutable_data(old, new, ("data", "binaryData"))
+    return []

@@ -57,8 +57,11 @@ def kubernetes_yaml(rendered: Rendered) -> str:
 
 
 def resources_json(rendered: Rendered) -> str:
+    # engineUrn/engineParent: the URNs as the engine builds them, which the update planner matches
+    # old and new state by (render/changes.py); an older render without them is matched by urn.
     rows = [{"urn": r.urn, "type": r.type, "name": r.name, "custom": r.custom, "parent": r.parent,
-             "provider": r.provider, "options": r.options, "inputs": r.inputs} for r in rendered.resources]
+             "provider": r.provider, "options": r.options, "inputs": r.inputs,
+             "engineUrn": r.engine_urn, "engineParent": r.engine_parent} for r in rendered.resources]
     return json.dumps(rows, indent=2, sort_keys=True) + "\n"
 
 

@@ -154,7 +154,10 @@ class MockResources(pulumi.runtime.Mocks):
 
 def previous_state(records: list[dict]) -> dict[str, dict]:
     """URN -> {type, outputs} from a render's resources.json (`python -m render --previous DIR`)."""
-    return {r["urn"]: {"type": r["type"], "outputs": r.get("inputs") or {}} for r in records if r.get("custom", True)}
+    # Keyed as the engine's checkpoint is (engineUrn; an older render has only the mock's urn), so an
+    # alias the program derives from it is the URN the planner (render/changes.py) matches.
+    return {r.get("engineUrn") or r["urn"]: {"type": r["type"], "outputs": r.get("inputs") or {}}
+            for r in records if r.get("custom", True)}
 
 
 class PreviewMocks(pulumi.runtime.Mocks):
@@ -194,6 +197,20 @@ def _go_duration_seconds(text: str) -> float:
 def _urn_parts(urn: str) -> list[str]:
     """urn:pulumi:<stack>::<project>::<qualified type>::<name>; the name may itself contain '::'."""
     return urn.split("::", 3)
+
+
+def _alias(alias, engine_urns: dict[str, str]) -> dict:
+    """One alias_pb2.Alias as a plain record: {"urn"} or its spec's set fields, the parent as the
+    engine's URN. The engine collapses a spec to a URN itself (step_generator.go collapseAliasToUrn)."""
+    if alias.WhichOneof("alias") == "urn":
+        return {"urn": alias.urn}
+    spec = alias.spec
+    out = {k: getattr(spec, k) for k in ("name", "type", "stack", "project") if getattr(spec, k)}
+    if spec.WhichOneof("parent") == "parentUrn" and spec.parentUrn:
+        out["parentUrn"] = engine_urns.get(spec.parentUrn, spec.parentUrn)
+    elif spec.WhichOneof("parent") == "noParent" and spec.noParent:
+        out["noParent"] = True
+    return out
 
 
 class RecordingMonitor(pulumi_mocks.MockMonitor):
@@ -267,9 +284,15 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             "customTimeouts": {k: getattr(timeouts, k) for k in ("create", "update", "delete")
                                if timeouts is not None and getattr(timeouts, k)},
             "dependsOn": sorted(_short(u) for u in request.dependencies),
-            "aliases": engine_options["aliases"],
-            "replaceOnChanges": engine_options["replaceOnChanges"],
-            "ignoreChanges": engine_options["ignoreChanges"],
+            # What the offline update planner (render/changes.py) needs of the engine's goal state
+            # (pulumi/pulumi v3.259.0 pkg/resource/deploy/step_generator.go): whether the program set
+            # deleteBeforeReplace at all (source_eval.go: only a defined value overrides the
+            # provider), the ignoreChanges and replaceOnChanges property paths, and the aliases as
+            # the SDK sends them (alias specs: the mock monitor supports the aliasSpecs feature).
+            "deleteBeforeReplaceDefined": bool(request.deleteBeforeReplaceDefined),
+            "ignoreChanges": list(request.ignoreChanges),
+            "replaceOnChanges": list(request.replaceOnChanges),
+            "aliases": [_alias(a, self._engine_urns) for a in request.aliases] + [{"urn": u} for u in request.aliasURNs],
         }
         recorded.inputs = normalize(wire)
         self.recorded.append(recorded)

@@ -22,15 +22,16 @@ GPU_KINDS = ("Deployment", "StormService", "RayClusterFleet", "RoleBasedGroup")
 
 
 def previous_of(rendered: runtime.Rendered) -> dict[str, dict]:
-    return runtime.previous_state([{"urn": r.urn, "type": r.type, "inputs": r.inputs, "custom": r.custom}
-                                   for r in rendered.resources])
+    return runtime.previous_state([{"urn": r.urn, "engineUrn": r.engine_urn, "type": r.type, "inputs": r.inputs,
+                                    "custom": r.custom} for r in rendered.resources])
 
 
 def gpu_workloads(rendered: runtime.Rendered) -> dict[str, dict]:
     """metadata.name -> the recorded resource's options, for the GPU workloads."""
     state = previous_of(rendered)
     names = {w.urn for w in transitions.gpu_workloads_of(state)}
-    return {r.inputs["metadata"]["name"]: r.options for r in rendered.resources if r.urn in names}
+    return {r.inputs["metadata"]["name"]: {**r.options, "aliases": [a["urn"] for a in r.options["aliases"] if "urn" in a]}
+            for r in rendered.resources if r.engine_urn in names}
 
 
 def old(name: str, gpus: int = 8, kind: str = "Deployment", ns: str = "ns") -> Workload:
@@ -116,7 +117,7 @@ def _pair(before, after):
 
 def test_renaming_the_model_replaces_its_deployment_delete_first():
     first, second = _pair(variant_file(), variant_file(models=[model(name="dsv4")]))
-    (old_urn,) = [r.urn for r in first.resources if r.name == "deepseek-v4-flash-deployment"]
+    (old_urn,) = [r.engine_urn for r in first.resources if r.name == "deepseek-v4-flash-deployment"]
     options = gpu_workloads(second)["dsv4"]
     assert options["aliases"] == [old_urn]
     assert options["deleteBeforeReplace"] is True
@@ -129,9 +130,9 @@ def test_switching_the_orchestrator_replaces_the_deployment_with_the_stormservic
     m = model(orchestrator="stormservice")
     m.pop("rollout")
     first, second = _pair(variant_file(), variant_file(models=[m]))
-    (old_urn,) = [r.urn for r in first.resources if r.name == "deepseek-v4-flash-deployment"]
+    (old_urn,) = [r.engine_urn for r in first.resources if r.name == "deepseek-v4-flash-deployment"]
     (storm,) = [r for r in second.resources if r.type.endswith("StormService")]
-    assert storm.options["aliases"] == [old_urn] and storm.options["deleteBeforeReplace"] is True
+    assert [a for a in storm.options["aliases"] if "urn" in a] == [{"urn": old_urn}] and storm.options["deleteBeforeReplace"] is True
 
 
 def test_switching_the_namespace_replaces_the_workload_delete_first():
