@@ -78,8 +78,13 @@ class ImageMirror(Component):
                 aws.ecr.PullThroughCacheRule(
                     f"{name}-cache-{alias}", ecr_repository_prefix=prefix, upstream_registry_url=url,
                     credential_arn=ecr.upstream_credential_arns.get(up.registry), opts=self.child_opts())
+            # force_delete: the mirror holds copies of public images pinned by digest, which the
+            # pull-through cache rule fetches again on the next pull. Without it ECR refuses to delete
+            # a repository that holds images, so dropping an image or `pulumi destroy` fails
+            # (pulumi_aws 7.51.1 ecr.Repository force_delete: "will delete the repository even if it
+            # contains images").
             repo = aws.ecr.Repository(
-                f"{name}-{key}", name=f"{prefix}/{up.repository}", image_tag_mutability="MUTABLE",
+                f"{name}-{key}", name=f"{prefix}/{up.repository}", force_delete=True, image_tag_mutability="MUTABLE",
                 image_scanning_configuration={"scan_on_push": True},
                 encryption_configurations=[{"encryption_type": "AES256"}], opts=self.child_opts())
             aws.ecr.LifecyclePolicy(f"{name}-{key}-lifecycle", repository=repo.name,

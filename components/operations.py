@@ -22,6 +22,7 @@ from components.combined import rollout_timeouts, served_model_selector
 from components.engines import ENGINE_PORT, max_model_len, tokenizer_mode
 from components.ops_commands import Engines, SmokeRoute, load_test_plan, smoke_args, warmup_args
 from components.pod_template import SCRIPTS_MOUNT, container_security, cpu_job_pod, revision_path
+from components.retention import kept, kept_annotations
 from config_model import GpuPool, Operations, ServedModel, derived
 
 RESULTS_CLAIM = "llm-bench-results"
@@ -241,12 +242,13 @@ class ModelOperations(Component):
 
 
 class BenchResults(Component):
-    """The claim load-test results live on, kept when the stack is destroyed outside dev."""
+    """The claim load-test results live on. Outside dev it is kept (components/retention.py): switching
+    the load test off or destroying the stack leaves it, switching it on again adopts it."""
 
     claim_name: str = RESULTS_CLAIM
 
-    def __init__(self, name: str, namespace: str, size_gib: int, storage_class: str | None, protect: bool,
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, namespace: str, size_gib: int, storage_class: str | None,
+                 retained: k8s.Provider | None, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:operations:BenchResults", name, opts)
         spec: dict = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{size_gib}Gi"}}}
         if storage_class:
@@ -255,6 +257,6 @@ class BenchResults(Component):
         k8s.core.v1.PersistentVolumeClaim(
             f"{name}-claim",
             metadata={**metadata(RESULTS_CLAIM, namespace, "bench-results"),
-                      "annotations": {"pulumi.com/skipAwait": "true"}},
-            spec=spec, opts=self.child_opts(protect=protect, retain_on_delete=protect))
+                      "annotations": {"pulumi.com/skipAwait": "true", **kept_annotations(retained)}},
+            spec=spec, opts=self.child_opts(**kept(retained)))
         self.register_outputs({"claimName": RESULTS_CLAIM})
