@@ -210,8 +210,12 @@ class ModelOperations(Component):
             plan = load_test_plan(user_endpoint, m.served_model_name, model_path, tokenizer_mode(m),
                                   ops.load_test.scenarios, run_id, Engines(host, engine_metric_ports(m), m.engine))
             command = ["python3", f"{SCRIPTS_MOUNT}/load_test.py", "--plan", plan, "--results", RESULTS_MOUNT]
+            # Not awaited (components/base.py NOT_AWAITED): a benchmark is a measurement, not a gate.
+            # Awaited, a failed round (engines busy, a round's error) failed that `pulumi up`, and with
+            # replaceUnready every later one re-ran it; without, every later one failed again at once on
+            # the Job's init error. Its outcome is the Job's status and the results claim.
             self._job("loadtest", args, args.bench_image, command, "4", "8Gi",
-                      deadline=ops.load_test.timeout_seconds, backoff=0, after=[*previous, engines],
+                      deadline=ops.load_test.timeout_seconds, backoff=0, after=[*previous, engines], awaited=False,
                       mounts=[{"name": "results", "mountPath": RESULTS_MOUNT},
                               {"name": "model", "mountPath": args.model_mount_path, "readOnly": True}],
                       volumes=[{"name": "results", "persistentVolumeClaim": {"claimName": args.results_claim}},
@@ -226,14 +230,14 @@ class ModelOperations(Component):
 
     def _job(self, kind: str, args: OperationsArgs, image: Any, command: list[str], cpu: str, memory: str,
              deadline: int, backoff: int, after: list[pulumi.Resource], mounts: list[dict] | None = None,
-             volumes: list[dict] | None = None) -> k8s.batch.v1.Job:
+             volumes: list[dict] | None = None, awaited: bool = True) -> k8s.batch.v1.Job:
         m = args.model
         job_name = f"{kind}-{m.name}"[:54] + f"-{args.revision_key}"
         self.job_names[kind] = job_name
         timeout = f"{deadline + AWAIT_MARGIN_SECONDS}s"
         return k8s.batch.v1.Job(
             f"{self.resource_prefix}-{kind}",
-            metadata=job_metadata(job_name, args.namespace, kind),
+            metadata=job_metadata(job_name, args.namespace, kind, awaited),
             spec={"backoffLimit": backoff, "activeDeadlineSeconds": deadline,
                   "template": {"metadata": {"labels": {**labels(job_name, kind), "llm-serving.io/model": m.name}},
                                "spec": job_pod(args, kind, image, command, cpu, memory, mounts, volumes)}},
