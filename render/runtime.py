@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import gc
 import re
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -139,7 +140,11 @@ class MockResources(pulumi.runtime.Mocks):
             return state.get("bucket", args.name), state
         meta = state.get("metadata") or {}
         if "name" in meta:
-            return "/".join(p for p in (meta.get("namespace"), meta["name"]) if p), state
+            object_id = "/".join(p for p in (meta.get("namespace"), meta["name"]) if p)
+            if args.typ.startswith("kubernetes:") and isinstance(meta, dict):
+                # The API server's metadata.uid, which an ownerReference must name; stable per object.
+                state["metadata"] = {**meta, "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{args.typ}/{object_id}"))}
+            return object_id, state
         return f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.autoscaling import AutoscalerArgs, ModelAutoscaler
+from components.autoscaling import AutoscalerArgs, ModelAutoscaler, autoscaling_switch, can_autoscale
 from components.base import labels
 from components.combined import CombinedEngine, CombinedEngineArgs
 from components.dashboards import DashboardArgs, DashboardModel, GrafanaDashboards
@@ -111,13 +111,20 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
                                          ray.ray_version, opts))
         for side in ("prefill", "decode"):
             workload_images[derived.fleet_name(m.name, side)] = {"engine": refs["vllmRay"], "model-gate": refs["vllmRay"]}
+    switch = None
+    if can_autoscale(m):
+        # Before the workload, on or off: flipping it deletes the PodAutoscaler before the workload's
+        # update (components/autoscaling.py). A '.' keeps the name apart from every model's components.
+        switch = autoscaling_switch(f"{m.name}.autoscaling-switch", base.namespace, m, opts)
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[switch]))
     engine = CombinedEngine(m.name, base, opts)
     # The engine image also runs the model gate init container.
     workload_images[m.name] = {"engine": refs[m.engine], "model-gate": refs[m.engine]}
     if m.autoscaling.enabled:
+        assert switch is not None
         # After its target: a Deployment, or a StormService in replica mode (stacks/rules.py _autoscaling).
-        ModelAutoscaler(f"{m.name}.autoscaler", AutoscalerArgs(namespace=base.namespace, model=m, target=engine.workload),
-                        opts)
+        ModelAutoscaler(f"{m.name}.autoscaler", AutoscalerArgs(namespace=base.namespace, model=m, target=engine.workload,
+                                                              switch=switch), opts)
     return engine.route_backend, ready + [engine]
 
 
