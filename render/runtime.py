@@ -231,6 +231,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         engine_options = {
             "protect": request.protect if request.HasField("protect") else False,
             "ignoreChanges": list(request.ignoreChanges),
+            "replaceOnChanges": list(request.replaceOnChanges),
             # pkg/resource/deploy/source_eval.go: deleteBeforeReplace counts only when the SDK defines it.
             "deleteBeforeReplace": request.deleteBeforeReplace if request.deleteBeforeReplaceDefined else None,
             "additionalSecretOutputs": list(request.additionalSecretOutputs),
