@@ -209,7 +209,8 @@ def test_ecr_mirror_repositories_delete_with_their_images():
     """The mirror holds copies of public images pinned by digest; ECR refuses to delete a repository
     with images unless forceDelete (pulumi_aws 7.51.1 ecr.Repository force_delete)."""
     repos = [r for r in render_stack("prod").resources if r.type == "aws:ecr/repository:Repository"]
-    assert repos and all(r.inputs["forceDelete"] is True for r in repos)
+    assert repos and all(up.ecr_delete(r.inputs, holds_images=True) == "deleted" for r in repos)
+    assert up.ecr_delete({**repos[0].inputs, "forceDelete": False}, holds_images=True) == "RepositoryNotEmptyException"
     assert all("@sha256:" in ref for ref in render_stack("prod").outputs["workloadImages"]["deepseek-v4-flash"].values())
 
 

@@ -6,6 +6,8 @@ can judge a before/after pair of renders. Each port names its repository, tag an
 - pulumi/pulumi-kubernetes v4.32.0 (the newest tag in the mirror; the SDK pin is 4.34.2): provider/pkg
 - kubernetes-sigs/structured-merge-diff v6.4.2 (the one k8s.io/kubernetes v1.37.2 requires): merge/update.go
 - kubernetes/kubernetes v1.37.2: pkg/controller/garbagecollector
+- hashicorp/terraform-provider-aws internal/service/ecr/repository.go, which pulumi_aws bridges (two
+  stored copies agree; the exact version pulumi_aws 7.51.1 embeds was not checked)
 """
 
 from __future__ import annotations
@@ -155,3 +157,15 @@ def foreground_delete_waits_for(owner_uid: str, objects: list[dict]) -> list[str
     return [o["metadata"]["name"] for o in objects
             for ref in (o.get("metadata") or {}).get("ownerReferences") or []
             if ref.get("uid") == owner_uid and ref.get("blockOwnerDeletion") is True]
+
+
+# --- hashicorp/terraform-provider-aws internal/service/ecr/repository.go ---------------------------
+
+def ecr_delete(state: dict, holds_images: bool) -> str:
+    """resourceRepositoryDelete: DeleteRepository with Force = force_delete read from the state (d.Get);
+    ECR answers RepositoryNotEmptyException for a repository with images unless forced. force_delete
+    is Optional and not ForceNew, and resourceRepositoryUpdate sends no API call for it: setting it
+    on an existing repository is an update of the state alone."""
+    if holds_images and not state.get("forceDelete"):
+        return "RepositoryNotEmptyException"
+    return "deleted"
