@@ -330,6 +330,8 @@ def test_switching_autoscaling_off_deletes_the_autoscaler_before_the_workload_ta
     assert new_switch.engine_options["replaceOnChanges"] == ["data"] and new_switch.engine_options["deleteBeforeReplace"]
     workload = _workload(after, kind_)
     assert new_switch.engine_urn in workload.dependencies
+    if kind_ == "Deployment":  # prod keeps replicas 2, so routing and the pod template stay: no restart
+        assert workload.inputs["spec"]["template"] == _workload(before, kind_).inputs["spec"]["template"]
     # Deleting the old switch (foreground, pulumi-kubernetes' default) waits for the autoscaler it owns.
     assert up.deletion_propagation(old_switch.inputs["metadata"].get("annotations") or {}) == "Foreground"
     uid = old_switch.outputs()["metadata"]["uid"]
