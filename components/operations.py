@@ -241,8 +241,9 @@ class ModelOperations(Component):
             spec={"backoffLimit": backoff, "activeDeadlineSeconds": deadline,
                   "template": {"metadata": {"labels": {**labels(job_name, kind), "llm-serving.io/model": m.name}},
                                "spec": job_pod(args, kind, image, command, cpu, memory, mounts, volumes)}},
+            # A timeout bounds only an await: an unawaited Job's create returns at once.
             opts=self.child_opts(depends_on=after, delete_before_replace=True,
-                                 custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
+                                 custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout) if awaited else None))
 
 
 class BenchResults(Component):
