@@ -33,7 +33,7 @@ import pulumi_kubernetes as k8s
 
 from components.base import AIBRIX_ORCHESTRATION_API, Component, metadata
 from components.routing import metric_port
-from config_model import ServedModel
+from config_model import ServedModel, derived
 
 API_VERSION = "autoscaling.aibrix.ai/v1alpha1"
 KIND = "PodAutoscaler"
@@ -53,7 +53,58 @@ COOLDOWN = "0s"
 # The program owns the workload's replicas only at creation; then the autoscaler does. With
 # ignoreChanges, pulumi-kubernetes v4.32.0 (provider/pkg/await/await.go handleSSAIgnoreFields) drops
 # spec.replicas from its server-side apply when another manager owns it, else re-sends the live value.
+# So switching autoscaling on never fights the autoscaler: the update keeps the live count and the
+# PodAutoscaler, created after the workload, takes it from there.
 IGNORE_REPLICAS = ["spec.replicas"]
+
+# Switching autoscaling off in one `pulumi up` takes two things (field report: the README's two-step
+# workaround, `kubectl delete podautoscaler` then PULUMI_K8S_ENABLE_PATCH_FORCE):
+#
+# 1. The autoscaler gone before the workload takes the configured spec.replicas. The engine deletes a
+#    resource the program dropped only after every create and update (pulumi/pulumi v3.259.0
+#    step_generator.go: deletes are generated once the program has registered everything), and until
+#    then AIBrix v0.7.0 resyncs every 10 s (podautoscaler_controller.go DefaultResyncInterval) and
+#    writes its own count back (workload_scale.go SetDesiredReplicas). So the PodAutoscaler is owned
+#    (ownerReferences, blockOwnerDeletion) by a ConfigMap that names the switch, registered for every
+#    model that can autoscale and before its workload. Flipping the switch replaces that ConfigMap,
+#    delete first: pulumi-kubernetes deletes with foreground propagation and waits until the object is
+#    gone (v4.32.0 provider/pkg/metadata/overrides.go DeletionPropagation, await.go Deletion), which
+#    the garbage collector allows only once every blocking dependent is deleted (kubernetes v1.37.2
+#    pkg/controller/garbagecollector/garbagecollector.go processDeletingDependentsItem). The workload
+#    depends on the ConfigMap, so its update starts after that. The PodAutoscaler has no finalizer.
+#    The engine's own delete of it at the end finds nothing and succeeds (await.go Deletion:
+#    nilIfGVKDeleted on NotFound).
+# 2. The apply of spec.replicas forced: AIBrix wrote it with a plain Update (workload_scale.go
+#    s.client.Update), so its manager still owns the field after the PodAutoscaler is gone and server-side
+#    apply stops on the conflict. pulumi.com/patchForce forces that one apply (await.go patchForce: the
+#    annotation first). Set whenever autoscaling is off: the program is then the only writer of the
+#    workload's fields it declares.
+SWITCH_DATA_KEY = "autoscaling"
+PATCH_FORCE = {"pulumi.com/patchForce": "true"}
+
+
+def can_autoscale(model: ServedModel) -> bool:
+    return refusal(model) is None
+
+
+def switch_name(model: ServedModel) -> str:
+    return derived.bounded(f"{model.name}-autoscaling")
+
+
+def workload_annotations(model: ServedModel) -> dict[str, str]:
+    """What the model's Deployment or StormService carries for the switch (item 2 above)."""
+    return dict(PATCH_FORCE) if can_autoscale(model) and not model.autoscaling.enabled else {}
+
+
+def autoscaling_switch(name: str, namespace: str, model: ServedModel,
+                       opts: pulumi.ResourceOptions | None = None) -> k8s.core.v1.ConfigMap:
+    """The PodAutoscaler's owner (item 1 above). Replaced when the switch flips: replace_on_changes, so
+    not even a provider with enableConfigMapMutable updates it in place; delete first, as its name stays."""
+    return k8s.core.v1.ConfigMap(
+        name, metadata=metadata(switch_name(model), namespace, "autoscaling-switch"),
+        data={SWITCH_DATA_KEY: "on" if model.autoscaling.enabled else "off"},
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            replace_on_changes=["data"], delete_before_replace=True)))
 
 
 def refusal(model: ServedModel) -> str | None:
@@ -125,6 +176,12 @@ class AutoscalerArgs:
     namespace: str
     model: ServedModel
     target: pulumi.Resource       # the workload; the autoscaler is created after it
+    switch: k8s.core.v1.ConfigMap  # autoscaling_switch: the autoscaler's owner
+
+
+def owner_references(model: ServedModel, uid: pulumi.Input[str]) -> list[dict]:
+    return [{"apiVersion": "v1", "kind": "ConfigMap", "name": switch_name(model), "uid": uid,
+             "blockOwnerDeletion": True}]
 
 
 class ModelAutoscaler(Component):
@@ -132,8 +189,9 @@ class ModelAutoscaler(Component):
         super().__init__("llm-serving:serving:Autoscaler", name, opts)
         m = args.model
         # Named as the workload it scales: another kind, so no clash, and valid wherever the model name is.
-        meta = {**metadata(m.name, args.namespace, "autoscaler"), "annotations": annotations()}
+        meta = {**metadata(m.name, args.namespace, "autoscaler"), "annotations": annotations(),
+                "ownerReferences": owner_references(m, args.switch.metadata.apply(lambda meta: meta.uid))}
         self.autoscaler = k8s.apiextensions.CustomResource(
             f"{name}-podautoscaler", api_version=API_VERSION, kind=KIND, metadata=meta,
-            spec=podautoscaler_spec(m), opts=self.child_opts(depends_on=[args.target]))
+            spec=podautoscaler_spec(m), opts=self.child_opts(depends_on=[args.target, args.switch]))
         self.register_outputs({"target": m.name})

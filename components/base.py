@@ -48,5 +48,14 @@ def metadata(name: str, namespace: str, component: str, extra_labels: dict[str, 
 RERUN_UNREADY = {"pulumi.com/replaceUnready": "true"}
 
 
-def job_metadata(name: str, namespace: str, component: str) -> dict:
-    return {**metadata(name, namespace, component), "annotations": dict(RERUN_UNREADY)}
+# A Job `pulumi up` starts and never waits for (pulumi-kubernetes v4.32.0, provider/pkg/metadata/
+# overrides.go ReadyCondition: skipAwait is an immediate condition, await.go Creation then skips the Job
+# awaiter). Its failure is no error of the `pulumi up` that created it, so the engine records no init
+# error and no later `pulumi up` updates it again (pulumi/pulumi v3.259.0 step_generator.go
+# applyReplaceOnChanges: only an old init error forces a diff). It must not carry RERUN_UNREADY: Diff
+# would replace it at every later `pulumi up` while it still runs (not Complete is unready).
+NOT_AWAITED = {"pulumi.com/skipAwait": "true"}
+
+
+def job_metadata(name: str, namespace: str, component: str, awaited: bool = True) -> dict:
+    return {**metadata(name, namespace, component), "annotations": dict(RERUN_UNREADY if awaited else NOT_AWAITED)}

@@ -17,7 +17,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.autoscaling import IGNORE_REPLICAS
+from components.autoscaling import IGNORE_REPLICAS, workload_annotations
 from components.base import AIBRIX_ORCHESTRATION_API, Component, labels, metadata
 from components.engines import (
     API_KEY_ENV,
@@ -299,7 +299,8 @@ class CombinedEngine(Component):
         meta = metadata(m.name, ns, "engine")
         if m.orchestrator == "deployment":
             self.workload = k8s.apps.v1.Deployment(
-                f"{name}-deployment", metadata={**meta, "annotations": scanner_exceptions(ENGINE_SCANNER_EXCEPTIONS)},
+                f"{name}-deployment", metadata={**meta, "annotations": {**scanner_exceptions(ENGINE_SCANNER_EXCEPTIONS),
+                                                                        **workload_annotations(m)}},
                 spec=deployment_spec(m, template),
                 opts=self.child_opts(custom_timeouts=wait,
                                      ignore_changes=IGNORE_REPLICAS if m.autoscaling.enabled else None))
@@ -312,7 +313,7 @@ class CombinedEngine(Component):
             # As for the Deployment: after creation the autoscaler owns the StormService's spec.replicas.
             self.workload = k8s.apiextensions.CustomResource(
                 f"{name}-{m.orchestrator}", api_version=api, kind=kind,
-                metadata={**meta, "annotations": {WAIT_FOR: wait_for}}, spec=spec,
+                metadata={**meta, "annotations": {WAIT_FOR: wait_for, **workload_annotations(m)}}, spec=spec,
                 opts=self.child_opts(custom_timeouts=wait,
                                      ignore_changes=IGNORE_REPLICAS if replica_mode(m) else None))
         self.route_backend = RouteBackend(

@@ -97,8 +97,15 @@ class ImageMirror(Component):
                 aws.ecr.PullThroughCacheRule(
                     f"{name}-cache-{alias}", ecr_repository_prefix=prefix, upstream_registry_url=url,
                     credential_arn=ecr.upstream_credential_arns.get(up.registry), opts=self.child_opts())
+            # force_delete: the mirror holds copies of public images pinned by digest, which the
+            # pull-through cache rule fetches again on the next pull. Without it ECR refuses to delete
+            # a repository that holds images (RepositoryNotEmptyException), so dropping an image or
+            # `pulumi destroy` fails (pulumi_aws 7.51.1 ecr.Repository force_delete; the bridged
+            # hashicorp/terraform-provider-aws internal/service/ecr/repository.go resourceRepositoryDelete
+            # sends Force from the state, and changing it is an update of the state alone).
             repo = aws.ecr.Repository(
-                f"{name}-{key}", name=ecr_repository_name(ecr.repository_prefix, ref), image_tag_mutability="MUTABLE",
+                f"{name}-{key}", name=ecr_repository_name(ecr.repository_prefix, ref), force_delete=True,
+                image_tag_mutability="MUTABLE",
                 image_scanning_configuration={"scan_on_push": True},
                 encryption_configurations=[{"encryption_type": "AES256"}], opts=self.child_opts())
             aws.ecr.LifecyclePolicy(f"{name}-{key}-lifecycle", repository=repo.name,

@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 from components.base import Component, labels, metadata
 from components.ops_commands import checked_endpoint
 from components.pod_template import container_security, scanner_exceptions
+from components.retention import kept, kept_annotations
 from components.secrets import secret_tag_annotation
 from config_model import OpenWebUi
 
@@ -34,7 +35,7 @@ class OpenWebUiArgs:
     endpoint: str                    # OpenAI-compatible base URL (gateway or Service), /v1
     api_key_secret: str
     api_key_tag: str                 # content_tag of that Secret: a rotation restarts the UI (issue 18 case 3)
-    protect: bool
+    retained: k8s.Provider | None      # outside dev: the data claim is kept (components/retention.py)
     image_pull_secrets: tuple[str, ...] = ()
 
 
@@ -77,8 +78,9 @@ class OpenWebUiApp(Component):
         if s.storage_class:
             claim["storageClassName"] = s.storage_class
         data = k8s.core.v1.PersistentVolumeClaim(
-            f"{name}-data", metadata={**metadata(NAME, ns, "ui"), "annotations": {"pulumi.com/skipAwait": "true"}},
-            spec=claim, opts=self.child_opts(protect=args.protect, retain_on_delete=args.protect))
+            f"{name}-data", metadata={**metadata(NAME, ns, "ui"),
+                                      "annotations": {"pulumi.com/skipAwait": "true", **kept_annotations(args.retained)}},
+            spec=claim, opts=self.child_opts(**kept(args.retained)))
         k8s.apps.v1.Deployment(f"{name}-deployment",
                                metadata={**metadata(NAME, ns, "ui"), "annotations": scanner_exceptions(SCANNER_EXCEPTIONS)},
                                spec=deployment_spec(args),

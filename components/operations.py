@@ -21,6 +21,7 @@ from components.combined import rollout_timeouts, served_model_selector
 from components.engines import ENGINE_PORT, max_model_len, tokenizer_mode
 from components.ops_commands import Engines, SmokeRoute, load_test_plan, smoke_args, warmup_args
 from components.pod_template import SCRIPTS_MOUNT, container_security, cpu_job_pod, revision_path
+from components.retention import kept, kept_annotations
 from config_model import GpuPool, Operations, ServedModel, derived
 
 RESULTS_CLAIM = "llm-bench-results"
@@ -204,8 +205,12 @@ class ModelOperations(Component):
             plan = load_test_plan(user_endpoint, m.served_model_name, model_path, tokenizer_mode(m),
                                   ops.load_test.scenarios, run_id, Engines(host, engine_metric_ports(m), m.engine))
             command = ["python3", f"{SCRIPTS_MOUNT}/load_test.py", "--plan", plan, "--results", RESULTS_MOUNT]
+            # Not awaited (components/base.py NOT_AWAITED): a benchmark is a measurement, not a gate.
+            # Awaited, a failed round (engines busy, a round's error) failed that `pulumi up`, and with
+            # replaceUnready every later one re-ran it; without, every later one failed again at once on
+            # the Job's init error. Its outcome is the Job's status and the results claim.
             self._job("loadtest", args, args.bench_image, command, "4", "8Gi",
-                      deadline=ops.load_test.timeout_seconds, backoff=0, after=[*previous, engines],
+                      deadline=ops.load_test.timeout_seconds, backoff=0, after=[*previous, engines], awaited=False,
                       mounts=[{"name": "results", "mountPath": RESULTS_MOUNT},
                               {"name": "model", "mountPath": args.model_mount_path, "readOnly": True}],
                       volumes=[{"name": "results", "persistentVolumeClaim": {"claimName": args.results_claim}},
@@ -220,28 +225,30 @@ class ModelOperations(Component):
 
     def _job(self, kind: str, args: OperationsArgs, image: Any, command: list[str], cpu: str, memory: str,
              deadline: int, backoff: int, after: list[pulumi.Resource], mounts: list[dict] | None = None,
-             volumes: list[dict] | None = None) -> k8s.batch.v1.Job:
+             volumes: list[dict] | None = None, awaited: bool = True) -> k8s.batch.v1.Job:
         m = args.model
         job_name = f"{kind}-{m.name}"[:54] + f"-{args.revision_key}"
         self.job_names[kind] = job_name
         timeout = f"{deadline + AWAIT_MARGIN_SECONDS}s"
         return k8s.batch.v1.Job(
             f"{self.resource_prefix}-{kind}",
-            metadata=job_metadata(job_name, args.namespace, kind),
+            metadata=job_metadata(job_name, args.namespace, kind, awaited),
             spec={"backoffLimit": backoff, "activeDeadlineSeconds": deadline,
                   "template": {"metadata": {"labels": {**labels(job_name, kind), "llm-serving.io/model": m.name}},
                                "spec": job_pod(args, kind, image, command, cpu, memory, mounts, volumes)}},
+            # A timeout bounds only an await: an unawaited Job's create returns at once.
             opts=self.child_opts(depends_on=after, delete_before_replace=True,
-                                 custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout)))
+                                 custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout) if awaited else None))
 
 
 class BenchResults(Component):
-    """The claim load-test results live on, kept when the stack is destroyed outside dev."""
+    """The claim load-test results live on. Outside dev it is kept (components/retention.py): switching
+    the load test off or destroying the stack leaves it, switching it on again adopts it."""
 
     claim_name: str = RESULTS_CLAIM
 
-    def __init__(self, name: str, namespace: str, size_gib: int, storage_class: str | None, protect: bool,
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, namespace: str, size_gib: int, storage_class: str | None,
+                 retained: k8s.Provider | None, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:operations:BenchResults", name, opts)
         spec: dict = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{size_gib}Gi"}}}
         if storage_class:
@@ -250,6 +257,6 @@ class BenchResults(Component):
         k8s.core.v1.PersistentVolumeClaim(
             f"{name}-claim",
             metadata={**metadata(RESULTS_CLAIM, namespace, "bench-results"),
-                      "annotations": {"pulumi.com/skipAwait": "true"}},
-            spec=spec, opts=self.child_opts(protect=protect, retain_on_delete=protect))
+                      "annotations": {"pulumi.com/skipAwait": "true", **kept_annotations(retained)}},
+            spec=spec, opts=self.child_opts(**kept(retained)))
         self.register_outputs({"claimName": RESULTS_CLAIM})

@@ -81,7 +81,9 @@ class LoadScenario(Model):
 
 
 class LoadTest(Model):
-    """`vllm bench serve` rounds as in field report 8.4 and 11.4; off by default (it occupies the engine)."""
+    """`vllm bench serve` rounds as in field report 8.4 and 11.4; off by default (it occupies the engine).
+    The Job is not awaited: `pulumi up` starts it and goes on, and neither that `pulumi up` nor a later
+    one fails or re-runs because of it (components/operations.py)."""
 
     enabled: bool = Field(False, description="Run the load-test Job after each rollout.")
     scenarios: list[LoadScenario] = Field(
@@ -93,6 +95,9 @@ class LoadTest(Model):
     results_size_gib: int = Field(10, ge=1, description="Size of the claim that keeps --save-result files after the Job.")
     storage_class: StorageClassName | None = Field(None, description="StorageClass of the results claim; unset uses the cluster default.")
     timeout_seconds: int = Field(7200, ge=300, description="Upper bound for the load-test Job in seconds.")
+    allow_live_traffic: bool = Field(
+        False, description="Allow the load test on a prod stack, whose engines serve users: its rounds then compete "
+        "with live requests (the idle check only delays a round until nothing runs at that moment). Refused unless set.")
 
 
 # The Grafana sidecar (kiwigrid/k8s-sidecar) loads a ConfigMap whose label LABEL has the value

@@ -1,4 +1,4 @@
-"""prod's Kubernetes half through the real CLI, and `pulumi destroy` refused by its protected resources.
+"""prod's Kubernetes half through the real CLI, and `pulumi destroy`, which keeps its retained Namespace.
 
 prod's AWS half (the S3 bucket, its read-only IAM user, the ECR pull-through caches) needs the
 pulumi-aws provider, which cannot be built from the module proxy (README): it keeps the render and
@@ -41,8 +41,11 @@ def test_prod_up_and_no_changes(prod):
     assert again.returncode == 0, again
 
 
-def test_prod_destroy_is_refused_by_protected_resources(prod):
+def test_prod_destroy_keeps_the_retained_namespace(prod):
+    # Outside dev the Namespace is retained, not protected (components/retention.py): with the bucket
+    # adopted here nothing is protected, so destroy completes and removes the Namespace from the state
+    # only (pulumi/pulumi step.go DeleteStep.Apply, RetainOnDelete).
     pulumi, namespace = prod
     result = pulumi.run("destroy", "--yes", "--skip-preview", stack=STACK, check=False)
-    assert result.returncode != 0 and "protected" in result.output, result
+    assert result.returncode == 0, result
     assert kubectl("get", "namespace", namespace).returncode == 0

@@ -469,15 +469,23 @@ def capabilities_minimal(resource_type: str, props: dict) -> list[str]:
 
 
 def jobs_rerun_when_unready(resource_type: str, props: dict) -> list[str]:
-    """A Job carries pulumi.com/replaceUnready: else a failed Job stays failed in state and every later
-    `pulumi up` fails at once on it, even after the cause is fixed (pulumi/pulumi-kubernetes v4.32.0,
-    provider/pkg/provider/provider.go Diff)."""
+    """An awaited Job carries pulumi.com/replaceUnready: else a failed Job stays failed in state and every
+    later `pulumi up` fails at once on it, even after the cause is fixed (pulumi/pulumi-kubernetes v4.32.0,
+    provider/pkg/provider/provider.go Diff). A Job Pulumi does not await (pulumi.com/skipAwait: the load
+    test) never fails a `pulumi up`, and must not carry it: Diff would replace it, and cut short the run,
+    at every later `pulumi up` while it is still running (checker/job/check.go: not Complete is unready)."""
     if kind_of(resource_type) != "Job":
         return []
 
     def check() -> list[str]:
         annotations = (props.get("metadata") or {}).get("annotations") or {}
-        if annotations.get("pulumi.com/replaceUnready") != "true":
+        rerun = annotations.get("pulumi.com/replaceUnready") == "true"
+        if annotations.get("pulumi.com/skipAwait") == "true":
+            if rerun:
+                return [f"{name_of(props)}: a Job with pulumi.com/skipAwait must not set pulumi.com/replaceUnready: "
+                        "every later `pulumi up` would replace it while it runs."]
+            return []
+        if not rerun:
             return [f"{name_of(props)}: set the annotation pulumi.com/replaceUnready: \"true\" so a retried `pulumi up` "
                     "replaces a failed Job instead of failing on it again."]
         return []
@@ -505,6 +513,7 @@ RESOURCE_POLICIES = [
     ResourcePolicy("no-router-owned-routes", "Watched workloads carry no top-level model label.", no_router_owned_routes),
     ResourcePolicy("pd-wiring", "P/D: mp executor, side channel off loopback across pods, shfs, explicit KV failure policy.", pd_wiring),
     ResourcePolicy("aibrix-profiles-schema", "AIBrix model config uses the profiles schema.", aibrix_profiles_schema),
-    ResourcePolicy("jobs-rerun", "Jobs are replaced when unready, so a retry reruns them.", jobs_rerun_when_unready),
+    ResourcePolicy("jobs-rerun", "Awaited Jobs are replaced when unready, so a retry reruns them; unawaited Jobs are not.",
+                   jobs_rerun_when_unready),
     ResourcePolicy("capabilities-minimal", "Only IPC_LOCK is added, and only with RDMA.", capabilities_minimal),
 ]

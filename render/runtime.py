@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import gc
 import re
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -141,7 +142,11 @@ class MockResources(pulumi.runtime.Mocks):
             return state.get("bucket", args.name), state
         meta = state.get("metadata") or {}
         if "name" in meta:
-            return "/".join(p for p in (meta.get("namespace"), meta["name"]) if p), state
+            object_id = "/".join(p for p in (meta.get("namespace"), meta["name"]) if p)
+            if args.typ.startswith("kubernetes:") and isinstance(meta, dict):
+                # The API server's metadata.uid, which an ownerReference must name; stable per object.
+                state["metadata"] = {**meta, "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{args.typ}/{object_id}"))}
+            return object_id, state
         return f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs):
@@ -254,12 +259,12 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         engine_options = {
             "protect": request.protect if request.HasField("protect") else False,
             "ignoreChanges": list(request.ignoreChanges),
+            "replaceOnChanges": list(request.replaceOnChanges),
             # pkg/resource/deploy/source_eval.go: deleteBeforeReplace counts only when the SDK defines it.
             "deleteBeforeReplace": request.deleteBeforeReplace if request.deleteBeforeReplaceDefined else None,
             "additionalSecretOutputs": list(request.additionalSecretOutputs),
             # The SDK sends alias specs (request.aliases) to a monitor that supports them, as this one does.
             "aliases": list(request.aliasURNs) + [a.urn for a in request.aliases if a.urn],
-            "replaceOnChanges": list(request.replaceOnChanges),
             "customTimeouts": {k: _go_duration_seconds(getattr(timeouts, k)) for k in ("create", "update", "delete")
                                if timeouts is not None and getattr(timeouts, k)},
         }

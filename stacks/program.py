@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.autoscaling import AutoscalerArgs, ModelAutoscaler
+from components.autoscaling import AutoscalerArgs, ModelAutoscaler, autoscaling_switch, can_autoscale
 from components.base import labels
 from components.combined import CombinedEngine, CombinedEngineArgs, TemplateSource
 from components.dashboards import DashboardArgs, DashboardModel, GrafanaDashboards
@@ -31,6 +31,7 @@ from components.platform import ClusterPrerequisites, required_versions
 from components.prepull import ImagePrePull, ImagePrePullArgs
 from components.prepull import engine_image_keys as prepull_image_keys
 from components.providers import make_providers
+from components.retention import kept
 from components.rollout import engine_templates, rollout_key
 from components.scripts import ModelScripts
 from components.secrets import API_KEY_SECRET, SecretsArgs, ServingSecrets, content_tag
@@ -118,13 +119,20 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
         sources.append(fleets.template_source)
         for side in ("prefill", "decode"):
             workload_images[derived.fleet_name(m.name, side)] = {"engine": refs["vllmRay"], "model-gate": refs["vllmRay"]}
+    switch = None
+    if can_autoscale(m):
+        # Before the workload, on or off: flipping it deletes the PodAutoscaler before the workload's
+        # update (components/autoscaling.py). A '.' keeps the name apart from every model's components.
+        switch = autoscaling_switch(f"{m.name}.autoscaling-switch", base.namespace, m, opts)
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[switch]))
     engine = CombinedEngine(m.name, base, opts)
     # The engine image also runs the model gate init container.
     workload_images[m.name] = {"engine": refs[m.engine], "model-gate": refs[m.engine]}
     if m.autoscaling.enabled:
+        assert switch is not None
         # After its target: a Deployment, or a StormService in replica mode (stacks/rules.py _autoscaling).
-        ModelAutoscaler(f"{m.name}.autoscaler", AutoscalerArgs(namespace=base.namespace, model=m, target=engine.workload),
-                        opts)
+        ModelAutoscaler(f"{m.name}.autoscaler", AutoscalerArgs(namespace=base.namespace, model=m, target=engine.workload,
+                                                              switch=switch), opts)
     return engine.route_backend, ready + [engine], sources + [engine.template_source]
 
 
@@ -134,15 +142,15 @@ def engine_image_keys(cfg: StackConfig) -> list[str]:
 
 
 def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list, images: ImageMirror,
-                secrets: ServingSecrets, scripts: ModelScripts, volume: ModelVolumeClaims, protect_data: bool,
-                opts: pulumi.ResourceOptions) -> None:
+                secrets: ServingSecrets, scripts: ModelScripts, volume: ModelVolumeClaims,
+                retained: k8s.Provider | None, opts: pulumi.ResourceOptions) -> None:
     """Smoke, warm-up and load-test Jobs per served model after its rollout; monitoring; OpenWebUI."""
     ops = cfg.operations
     refs = images.references
     results = None
     if ops.load_test.enabled:
         results = BenchResults("bench-results", ns, ops.load_test.results_size_gib, ops.load_test.storage_class,
-                               protect_data, opts)
+                               retained, opts)
     for m, ready, key in rolled_out:
         ModelOperations(f"ops-{m.name}", OperationsArgs(
             namespace=ns, model=m, endpoint=routes.endpoints[m.served_model_name], operations=ops,
@@ -165,7 +173,7 @@ def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list
         OpenWebUiApp("open-webui", OpenWebUiArgs(
             namespace=ns, settings=ops.open_webui, image=refs["openWebUI"],
             endpoint=routes.external_endpoint or routes.endpoints[primary],
-            api_key_secret=secrets.api_key_secret_name, api_key_tag=secrets.api_key_tag, protect=protect_data,
+            api_key_secret=secrets.api_key_secret_name, api_key_tag=secrets.api_key_tag, retained=retained,
             image_pull_secrets=tuple(images.pull_secrets)), opts)
 
 
@@ -184,11 +192,19 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     ns = cfg.namespace
     protect_data = cfg.environment != Environment.dev
 
+    # Outside dev, the objects whose data outlives a feature or the stack are kept and adopted again
+    # (components/retention.py): the Namespace, the bench-results and OpenWebUI claims.
+    retained = providers.retained() if protect_data and (
+        cfg.cluster.create_namespace or cfg.operations.load_test.enabled or cfg.operations.open_webui.enabled) else None
+
     depends: list[pulumi.Resource] = []
     if cfg.cluster.create_namespace:
+        # Retained, not protected: deleting a Namespace deletes every object in it, the claims Pulumi no
+        # longer manages (a switched-off load test's results) and those it never did. `pulumi destroy`
+        # then removes what it manages and leaves the Namespace with whatever else is in it.
         depends.append(k8s.core.v1.Namespace(
             "namespace", metadata={"name": ns, "labels": labels(ns, "namespace")},
-            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=protect_data))))
+            opts=pulumi.ResourceOptions(**kept(retained)) if retained else opts))
     if cfg.platform.install:
         # Custom resources of the stack need the CRDs these bring.
         depends.append(ClusterPrerequisites("platform", cfg.platform, opts))
@@ -284,7 +300,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             aibrix_namespace=cfg.gateway.namespace,
             autoscaled_models=[m.name for m in cfg.models if m.autoscaling.enabled]), opts)
 
-    _operations(cfg, ns, routes, rolled_out, images, serving_secrets, scripts, volume, protect_data, opts)
+    _operations(cfg, ns, routes, rolled_out, images, serving_secrets, scripts, volume, retained, opts)
 
     primary = cfg.models[0]
     return {

@@ -31,7 +31,7 @@ from components.operations import KEY_DIR, RESULTS_MOUNT, engines_service
 from components.pod_template import CACHE_MOUNT, SCRIPTS_MOUNT
 from components.prepull import MEMORY_MIB as PREPULL_MEMORY_MIB
 from components.prepull import engine_image_keys
-from config_model import ServedModel, StackConfig, derived, is_ip_host, k8s
+from config_model import Environment, ServedModel, StackConfig, derived, is_ip_host, k8s
 
 # /dev/shm per GPU: NCCL and the engine's worker queues live there; the field report asks for
 # 64-128 GiB on an 8-GPU pod (section 2.1), i.e. at least 8 GiB per GPU.
@@ -270,6 +270,12 @@ def _operations(cfg: StackConfig) -> Iterator[Problem]:
             yield Problem(f"operations.loadTest.scenarios[{i}].numWarmups", sc.num_warmups,
                           f"must be at least the concurrency {sc.concurrency}: fewer warm-ups leave shapes to JIT "
                           "inside the measured round (field report 8.2)")
+    if ops.load_test.enabled and cfg.environment == Environment.prod and not ops.load_test.allow_live_traffic:
+        yield Problem("operations.loadTest.enabled", True,
+                      "runs `vllm bench serve` against the engines that serve this prod stack's users after every "
+                      "rollout, and its rounds compete with their requests (the idle check only waits for a moment "
+                      "with nothing in flight); run it on staging, or set operations.loadTest.allowLiveTraffic: true "
+                      "for a window without users")
     if ops.smoke.enabled and not ops.smoke.expected_text.strip():
         yield Problem("operations.smoke.expectedText", ops.smoke.expected_text,
                       "must be the exact answer the deterministic prompt returns (field report 12.3)")

@@ -209,7 +209,7 @@ def test_load_test_job_saves_results_on_a_kept_claim():
     plan = json.loads(pod["containers"][0]["args"][pod["containers"][0]["args"].index("--plan") + 1])
     assert [r["name"].split("-r", 1)[1] for r in plan["rounds"]] == ["0-128x64-c1", "1-128x64-c8", "2-4096x128-c4"]
     claim = next(x for x in render_stack("staging").resources if x.name == "bench-results-claim")
-    assert claim.options["protect"] and claim.options["retainOnDelete"]
+    assert not claim.options["protect"] and claim.options["retainOnDelete"]  # components/retention.py
 
 
 def test_a_new_rollout_gets_new_jobs():

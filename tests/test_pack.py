@@ -259,7 +259,7 @@ FAILING = [
     ("daemonsets-no-gpu", "dev", "preview",
      kind("DaemonSet", lambda p: pod_spec(p)["containers"][0].pop("env")), "must set NVIDIA_VISIBLE_DEVICES=void"),
     ("jobs-rerun", "staging", "preview",
-     kind("Job", lambda p: p["metadata"]["annotations"].pop("pulumi.com/replaceUnready")), "pulumi.com/replaceUnready"),
+     kind("Job", lambda p: p["metadata"]["annotations"].pop("pulumi.com/replaceUnready", None)), "pulumi.com/replaceUnready"),
     ("rollout-gpus", "prod", "up",
      deployment(lambda p: p["spec"]["strategy"]["rollingUpdate"].update(maxSurge=1)), "extra pod"),
     ("custom-resources-awaited", "pd", "up",

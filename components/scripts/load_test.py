@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -79,7 +80,16 @@ def round_argv(argv: list[str], results: str, name: str, run: str) -> list[str]:
             "--result-dir", os.path.join(results, name, run)]
 
 
+def stop(signum, _frame) -> None:
+    """SIGTERM (the Job deleted by the next rollout, or its activeDeadlineSeconds) ends the run through
+    the `finally` that removes the lock. This script is the container's PID 1, for which the kernel
+    drops a signal without a handler: the kubelet then kills it after the grace period, the lock
+    stays on the claim, and every later load test refuses to start."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, stop)
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--plan", required=True, help="JSON plan built by components/ops_commands.load_test_plan")
     p.add_argument("--results", required=True, help="results volume")
