@@ -158,19 +158,26 @@ def options_for(transition: Transition, props: dict, rtype: str) -> pulumi.Resou
     wid = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
     kind = str(props.get("kind") or rtype.rsplit(":", 1)[-1])
     old = transition.takes_place_of.get(wid)
-    same_name = transition.previous.get(wid)
-    if old is None and same_name is not None and same_name.kind != kind and not transition.room_for(same_name.gpus):
-        # An orchestrator switch under one name: the old object is another resource (another URN) and
-        # would be deleted only at the end.
-        old = same_name
     if old is not None:
-        # Replaced on any difference (name, namespace, kind): pulumi-kubernetes v4.32.0
-        # provider/pkg/provider/diff.go replaces a custom resource only on a name or namespace change,
-        # so a kind switch under one name would otherwise be an in-place update of another kind.
+        # Replaced on any difference (name, namespace): the dropped workload goes first.
         return pulumi.ResourceOptions(aliases=[old.urn], delete_before_replace=True, replace_on_changes=["*"])
-    if not transition.room_for(int(gpus)):
-        # A kept workload replaced by the provider (a namespace or selector change) holds its old
-        # copy until the end unless it goes first.
+    same_name = transition.previous.get(wid)
+    room = transition.room_for(int(gpus))
+    if same_name is not None:
+        # The object this one is, whatever its URN was: a topology switch (combined -> pd-same-pod: another
+        # component, the same Deployment) would otherwise create an object that exists, and the engine
+        # delete the old URN's object, this one, at the end. An alias to its own URN changes nothing:
+        # getOldResource looks the URN up first (step_generator.go).
+        if same_name.kind != kind:
+            # Another kind under one name: replaced, since pulumi-kubernetes v4.32.0
+            # provider/pkg/provider/diff.go replaces a custom resource only on a name or namespace change
+            # and would update the object of the other kind in place.
+            return pulumi.ResourceOptions(aliases=[same_name.urn], replace_on_changes=["*"],
+                                          delete_before_replace=not transition.room_for(same_name.gpus))
+        return pulumi.ResourceOptions(aliases=[same_name.urn], delete_before_replace=not room or None)
+    if transition.planned_total + int(gpus) > transition.budget:
+        # Created now; a later update that replaces it (a namespace or selector change) would hold its
+        # old copy beside the whole new stack until the end unless it goes first.
         return pulumi.ResourceOptions(delete_before_replace=True)
     return None
 

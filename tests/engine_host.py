@@ -52,6 +52,8 @@ DUPLICATE_URN = "Duplicate resource URN '{urn}'; try giving it a unique name"
 DEFAULT_PROVIDER_DENIED = "Default provider for '{pkg}' disabled. '{urn}' must use an explicit provider."
 UNKNOWN_PROVIDER = "unknown provider '{ref}' for resource '{urn}'"
 # source_eval.go RegisterResource: what a caller waiting on a step gets once the deployment bailed.
+# pkg/resource/deploy/builtins.go: what the program reads its own last deployment with (stacks/transitions.py).
+READ_STACK_RESOURCE_OUTPUTS = "pulumi:pulumi:readStackResourceOutputs"
 MONITOR_SHUT_DOWN = "resource monitor shut down while waiting on step's done channel"
 
 
@@ -421,9 +423,19 @@ class Deployment(resource_pb2_grpc.ResourceMonitorServicer, engine_pb2_grpc.Engi
             self._check_live(context)
             self.invokes.append(request.tok)
         pkg = request.tok.split(":")[0]
-        if not request.provider and ("*" in self.denied_defaults or pkg in self.denied_defaults):
+        # default_providers.go shouldDenyRequest: "we always allow" package pulumi (the builtins), whatever
+        # pulumi:disable-default-providers says.
+        if not request.provider and pkg != "pulumi" and ("*" in self.denied_defaults or pkg in self.denied_defaults):
             # source_eval.go getProviderFromSource: GetDefaultProviderDenied("Invoke").
             context.abort(grpc.StatusCode.UNKNOWN, DEFAULT_PROVIDER_DENIED.format(pkg=pkg, urn=request.tok))
+        if request.tok == READ_STACK_RESOURCE_OUTPUTS:
+            # builtins.go readStackResourceOutputs: the stack's checkpoint, URN -> {type, outputs}. Every run
+            # here is a new stack with no checkpoint. (The real engine also registers the default provider
+            # pulumi:providers:pulumi::default for the invoke; resources here are the program's own.)
+            args = json_format.MessageToDict(request.args)
+            answer = struct_pb2.Struct()
+            answer.update({"name": args.get("stackName", ""), "outputs": {}})
+            return resource_pb2.ResourceInvokeResponse(**{"return": answer})
         # No provider runs here: an answer made up for a function would hide what the real one returns.
         context.abort(grpc.StatusCode.UNIMPLEMENTED, f"fake engine: invoke {request.tok} is not modelled")
 

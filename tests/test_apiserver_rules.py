@@ -281,7 +281,7 @@ def test_render_exits_2_and_writes_nothing_on_a_refused_object(tmp_path, monkeyp
     rendered = copy.deepcopy(render_stack("dev"))
     svc = next(r.inputs for r in rendered.resources if r.inputs.get("kind") == "Service")
     svc["metadata"]["name"] = "9lives"
-    monkeypatch.setattr(runtime, "render", lambda stack: rendered)
+    monkeypatch.setattr(runtime, "render", lambda stack, previous=None: rendered)
     out = tmp_path / "out"
     assert cli.main(["--stack", "dev", "--out", str(out)]) == 2
     err = capsys.readouterr().err

@@ -67,7 +67,7 @@ def read_with(outputs: dict):
     from render import runtime
     mocks = WithServingStack(outputs)
     original = runtime.MockResources
-    runtime.MockResources = lambda region="us-east-1": mocks  # the recorder builds its mocks by this name
+    runtime.MockResources = lambda region="us-east-1", previous=None: mocks  # the recorder builds its mocks by this name
     try:
         return record("consumer", lambda: consumer.client_settings("acme/llm-serving/prod"))
     finally:

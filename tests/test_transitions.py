@@ -144,6 +144,7 @@ def test_switching_the_namespace_replaces_the_workload_delete_first():
 def test_with_room_for_both_nothing_is_aliased():
     first, second = _pair(variant_file(gpuBudget=16), variant_file(gpuBudget=16, models=[model(name="dsv4")]))
     assert gpu_workloads(second)["dsv4"]["aliases"] == []
+    assert gpu_workloads(second)["dsv4"]["deleteBeforeReplace"] is False
 
 
 def test_combined_to_pd_on_the_same_budget_frees_the_deployment_for_a_fleet():
@@ -167,6 +168,23 @@ def test_pd_to_combined_without_room_is_refused_before_anything_is_registered():
     assert "pulumi destroy --target-dependents --target" in text
 
 
-def test_an_unchanged_stack_gets_no_alias():
+def test_an_unchanged_workload_is_aliased_only_to_its_own_urn():
+    """Which the engine ignores: getOldResource looks the URN up before any alias (step_generator.go)."""
     first, second = _pair(variant_file(), variant_file())
-    assert all(o["aliases"] == [] for o in gpu_workloads(second).values())
+    (deployment,) = [r for r in second.resources if r.name == "deepseek-v4-flash-deployment"]
+    assert [a["urn"] for a in deployment.options["aliases"] if "urn" in a] == [deployment.engine_urn]
+    assert deployment.options["replaceOnChanges"] == []
+
+
+def test_combined_to_same_pod_updates_the_deployment_it_shares_a_name_with():
+    """Another component (SamePodPdEngine), another URN, the same Deployment: without the alias the
+    engine would create an object that exists and then delete the old URN's object, which is it."""
+    same_pod = model(topology="pd-same-pod")
+    same_pod["vllm"] = {**same_pod["vllm"], "tensorParallelSize": 4}
+    first, second = _pair(variant_file(), variant_file(models=[same_pod]))
+    (old_urn,) = [r.engine_urn for r in first.resources if r.name == "deepseek-v4-flash-deployment"]
+    (new,) = [r for r in second.resources if r.type == "kubernetes:apps/v1:Deployment"
+              and r.inputs["metadata"]["name"] == "deepseek-v4-flash"]
+    assert new.engine_urn != old_urn
+    assert [a["urn"] for a in new.options["aliases"] if "urn" in a] == [old_urn]
+    assert new.options["replaceOnChanges"] == []

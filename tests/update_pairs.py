@@ -45,9 +45,14 @@ PAIRS = [
     Pair("storage-source", "dev", (("path: /volumes/llm/models\n", "path: /volumes/llm/models2\n"),), APPLIES,
          "| DeepSeek-V4-Flash | no serving | about 12.0 min | Deployment llm-serving-dev/deepseek-v4-flash rolls out "
          "Recreate"),
-    # Issue 18 case 6: turning the load test off drops the protected bench-results claim.
+    # Issue 18 case 6: turning the load test off drops the bench-results claim, retained (not protected)
+    # outside dev: the engine drops it from the state and the results stay (components/retention.py).
     Pair("load-test-off", "staging", (("    loadTest:\n      enabled: true\n", "    loadTest:\n      enabled: false\n"),),
-         REFUSED, "cannot be deleted because it is protected"),
+         APPLIES, "| PersistentVolumeClaim llm-serving-staging/llm-bench-results | delete | 2 | - | retainOnDelete"),
+    # Issue 18 case 6: a load test never runs against live traffic unless the stack says so.
+    Pair("load-test-on-prod", "prod", (("  llm-serving:operations:\n    monitoring:\n",
+                                        "  llm-serving:operations:\n    loadTest:\n      enabled: true\n    monitoring:\n"),),
+         REFUSED, "operations.loadTest.allowLiveTraffic: true"),
     # Two replicas need 16 GPUs at steady state, so the budget grows with them; the pod template stays
     # (the routing default no longer depends on the replica count): the serving pod keeps serving.
     Pair("scale-replicas-1-to-2", "dev", (("      replicas: 1\n", "      replicas: 2\n"),
