@@ -241,3 +241,24 @@ def test_scaling_out_keeps_the_serving_pod_and_rotations_roll_and_reverify(pulum
         log(f"{name}: pod-template-only up {up.seconds:.1f} s")
         if not serving & _uids(_engine_pods(namespace)):
             assert {j for j in _jobs(namespace) - jobs if "smoke" in j}, "the engines rolled without a smoke"
+
+
+def test_combined_to_same_pod_updates_the_deployment_in_place(pulumi: Pulumi):
+    """combined -> pd-same-pod: another component registers the same Deployment (another URN). Without the
+    alias to the object's old URN the create would meet the existing object and the end of the update
+    would delete it."""
+    name = "day2-same-pod"
+    namespace = _init(pulumi, name)
+    with destroyed_after(pulumi, name), one_gpu_node() as node:
+        pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+        for path, value in (("models[0].topology", "pd-same-pod"), ("models[0].vllm.tensorParallelSize", "4")):
+            pulumi.run("config", "set", "--path", f"llm-serving:{path}", value, stack=name)
+        up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
+        log(f"{name}: same-pod up {up.seconds:.1f} s")
+        deployment = _objects("deployments", namespace)["deepseek-v4-flash"]
+        names = [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]]
+        assert {"prefill", "decode"} <= set(names), names
+        pods = _engine_pods(namespace)
+        assert pods and all(p["spec"].get("nodeName") == node and p["status"].get("phase") == "Running" for p in pods)
+        again = pulumi.run("preview", "--expect-no-changes", *POLICY, stack=name, check=False)
+        assert again.returncode == 0, again

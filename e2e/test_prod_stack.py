@@ -41,6 +41,29 @@ def test_prod_up_and_no_changes(prod):
     assert again.returncode == 0, again
 
 
+def test_prod_open_webui_off_and_on_again_keeps_its_data_claim(prod):
+    """Issue 18 case 6: an optional feature switched off outside dev drops its data claim from the state
+    and keeps the object (retainOnDelete, not protect: the engine refuses to delete a protected one);
+    switched on again, the kept claim is adopted, not refused as AlreadyExists (components/retention.py)."""
+    pulumi, namespace = prod
+    dev = yaml.safe_load((pulumi.project / "Pulumi.dev.yaml").read_text())["config"]
+    image = dev["llm-serving:operations"]["openWebUI"]["image"]
+    for key, value in image.items():
+        pulumi.run("config", "set", "--path", f"llm-serving:operations.openWebUI.image.{key}", value, stack=STACK)
+    pulumi.run("config", "set", "--path", "llm-serving:operations.openWebUI.enabled", "true", stack=STACK)
+    pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=STACK, timeout=1200)
+    claim = kubectl("get", "pvc", "-n", namespace, "open-webui", "-o", "jsonpath={.metadata.uid}").stdout
+    assert claim
+    pulumi.run("config", "set", "--path", "llm-serving:operations.openWebUI.enabled", "false", stack=STACK)
+    pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=STACK, timeout=1200)
+    assert kubectl("get", "pvc", "-n", namespace, "open-webui", "-o", "jsonpath={.metadata.uid}").stdout == claim
+    pulumi.run("config", "set", "--path", "llm-serving:operations.openWebUI.enabled", "true", stack=STACK)
+    pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=STACK, timeout=1200)
+    assert kubectl("get", "pvc", "-n", namespace, "open-webui", "-o", "jsonpath={.metadata.uid}").stdout == claim
+    again = pulumi.run("preview", "--expect-no-changes", *POLICY, stack=STACK, check=False)
+    assert again.returncode == 0, again
+
+
 def test_prod_destroy_keeps_the_retained_namespace(prod):
     # Outside dev the Namespace is retained, not protected (components/retention.py): with the bucket
     # adopted here nothing is protected, so destroy completes and removes the Namespace from the state
