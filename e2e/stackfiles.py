@@ -68,6 +68,18 @@ def write(name: str, project_dir: Path, namespace: str) -> tuple[Path, list[str]
     return path, [k for k in secret_keys if k != "llm-serving:registryDockerConfigJson"]
 
 
+def init(pulumi, name: str) -> str:
+    """A new stack `name` of the variant, its secrets set from stdin as a user sets them; returns its namespace."""
+    import secrets
+
+    namespace = f"e2e-{name}"[:63]
+    _, secret_keys = write(name, pulumi.project, namespace)
+    pulumi.run("stack", "init", name, "--secrets-provider", "passphrase")
+    for key in secret_keys:
+        pulumi.set_secret(key, secrets.token_hex(16), stack=name)
+    return namespace
+
+
 if __name__ == "__main__":
     sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
     print(json.dumps(_stored_config(sys.argv[1])))

@@ -18,12 +18,7 @@ GPU = "nvidia.com/gpu"
 
 
 def _init(pulumi: Pulumi, name: str) -> str:
-    namespace = f"e2e-{name}"[:63]
-    _, secret_keys = stackfiles.write(name, pulumi.project, namespace)
-    pulumi.run("stack", "init", name, "--secrets-provider", "passphrase")
-    for key in secret_keys:
-        pulumi.set_secret(key, secrets.token_hex(16), stack=name)
-    return namespace
+    return stackfiles.init(pulumi, name)
 
 
 def _gpu_pods_by_node() -> dict[str, int]:
@@ -239,8 +234,8 @@ def test_scaling_out_keeps_the_serving_pod_and_rotations_roll_and_reverify(pulum
         pulumi.run("config", "set", "--path", "llm-serving:gateway.requestTimeoutSeconds", "150", stack=name)
         up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
         log(f"{name}: pod-template-only up {up.seconds:.1f} s")
-        if not serving & _uids(_engine_pods(namespace)):
-            assert {j for j in _jobs(namespace) - jobs if "smoke" in j}, "the engines rolled without a smoke"
+        assert not serving & _uids(_engine_pods(namespace)), "the drain timeout did not reach the engine pods"
+        assert {j for j in _jobs(namespace) - jobs if "smoke" in j}, "the engines rolled without a smoke"
 
 
 def test_combined_to_same_pod_updates_the_deployment_in_place(pulumi: Pulumi):

@@ -7,7 +7,6 @@ nothing, and destroy. RoleBasedGroup has no controller here (README): preview an
 from __future__ import annotations
 
 import json
-import secrets
 
 import pytest
 import stackfiles
@@ -17,12 +16,7 @@ POLICY = ("--policy-pack", POLICY_LAUNCHER, "--policy-pack-config", "policy/conf
 
 
 def _init(pulumi: Pulumi, name: str) -> str:
-    namespace = f"e2e-{name}"[:63]
-    _, secret_keys = stackfiles.write(name, pulumi.project, namespace)
-    pulumi.run("stack", "init", name, "--secrets-provider", "passphrase")
-    for key in secret_keys:
-        pulumi.set_secret(key, secrets.token_hex(16), stack=name)
-    return namespace
+    return stackfiles.init(pulumi, name)
 
 
 @pytest.mark.parametrize("name", [v for v in stackfiles.VARIANTS if v not in stackfiles.NEEDS_CONTROLLER_WE_LACK])
