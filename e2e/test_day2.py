@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+import shlex
 
 import stackfiles
 from harness import POLICY_LAUNCHER, Pulumi, kubectl, log
@@ -123,8 +124,6 @@ def test_pd_to_combined_without_room_is_refused_in_preview_and_the_named_command
 
 
 def _pd_to_combined(pulumi: Pulumi, name: str, namespace: str) -> None:
-    import shlex
-
     pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
     assert {"deepseek-v4-flash-prefill", "deepseek-v4-flash-decode"} <= set(
         _objects("rayclusterfleets.orchestration.aibrix.ai", namespace))

@@ -27,6 +27,8 @@ from typing import Any
 
 import pulumi
 
+from components.engines import gpu_workloads
+from components.time_to_serving import time_to_serving
 from config_model import StackConfig
 from policy.stack_rules import workload_gpus
 from policy.unknowns import is_unknown
@@ -89,19 +91,12 @@ class Transition:
                 for new_id, old in self.takes_place_of.items()]
 
 
-def resource_type_of(urn: str) -> str:
-    """The resource's own type token: the last segment of the URN's qualified type
-    (urn:pulumi:<stack>::<project>::<parent types>$<type>::<name>)."""
-    qualified = urn.split("::")[2] if urn.count("::") >= 3 else ""
-    return qualified.rsplit("$", 1)[-1]
-
-
 def gpu_workloads_of(state: dict[str, dict]) -> list[Workload]:
     """The GPU workloads among a stack's resources (URN -> {type, outputs}), by the same count the
     policy pack applies to every stack (policy/stack_rules.py workload_gpus)."""
     found = []
     for urn, entry in state.items():
-        rtype = str(entry.get("type") or resource_type_of(urn))
+        rtype = str(entry.get("type") or "")
         props = entry.get("outputs") or {}
         if not rtype.startswith("kubernetes:") or not isinstance(props, dict):
             continue
@@ -174,7 +169,8 @@ def options_for(transition: Transition, props: dict, rtype: str) -> pulumi.Resou
             # and would update the object of the other kind in place.
             return pulumi.ResourceOptions(aliases=[same_name.urn], replace_on_changes=["*"],
                                           delete_before_replace=not transition.room_for(same_name.gpus))
-        return pulumi.ResourceOptions(aliases=[same_name.urn], delete_before_replace=not room or None)
+        # Delete first only without room; with room the provider decides (same name: delete first).
+        return pulumi.ResourceOptions(aliases=[same_name.urn], delete_before_replace=None if room else True)
     if transition.planned_total + int(gpus) > transition.budget:
         # Created now; a later update that replaces it (a namespace or selector change) would hold its
         # old copy beside the whole new stack until the end unless it goes first.
@@ -194,9 +190,6 @@ def install(transition: Transition) -> None:
 
 
 def planned_workloads(cfg: StackConfig, models) -> list[Planned]:
-    from components.engines import gpu_workloads
-    from components.time_to_serving import time_to_serving
-
     def downtime(m, gpus: int) -> float:
         return time_to_serving(m.size_gib, m.engine, gpus, pre_pulled=cfg.operations.image_pre_pull.enabled
                                ).gpu_wait_seconds

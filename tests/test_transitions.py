@@ -103,11 +103,6 @@ def test_the_state_is_read_with_the_policy_packs_gpu_count():
         ("Deployment", "llm-serving-dev", "deepseek-v4-flash", 8)]
 
 
-def test_the_type_of_a_urn_is_its_last_qualified_segment():
-    urn = "urn:pulumi:dev::llm-serving::llm-serving:combined:CombinedEngine$kubernetes:apps/v1:Deployment::m-deployment"
-    assert transitions.resource_type_of(urn) == "kubernetes:apps/v1:Deployment"
-
-
 # --- rendered pairs -----------------------------------------------------------------------------
 
 def _pair(before, after):
