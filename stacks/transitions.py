@@ -22,6 +22,8 @@ the update is refused before anything is registered, with the commands that work
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,12 +112,32 @@ def gpu_workloads_of(state: dict[str, dict]) -> list[Workload]:
     return found
 
 
-def read_previous() -> dict[str, dict]:
+# The DIY (file://) backend answers this invoke by reading the checkpoint the engine rewrites after
+# every step, and that read is not atomic: gocloud.dev fileblob (the pseudo-version pulumi v3.276.0
+# pins) renames the checkpoint into place but truncates and rewrites its `.attrs` sidecar in place
+# (blob/fileblob/attrs.go setAttrs), so a read that lands in between fails with
+# "failed to load checkpoint: EOF" (seen in CI right after the Stack resource was created). The next
+# read finds both files whole; a bounded retry rides it out and anything else still fails.
+READ_ATTEMPTS = 5
+READ_FIRST_DELAY_SECONDS = 0.1
+
+
+def read_previous(invoke: Callable[..., Any] = pulumi.runtime.invoke,
+                  sleep: Callable[[float], None] = time.sleep) -> dict[str, dict]:
     """URN -> {type, outputs} of every resource of this stack's last deployment; {} for a new stack.
     The offline render answers the same invoke from `--previous DIR` (render/runtime.py)."""
     name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
-    value: Any = pulumi.runtime.invoke(SELF_STATE, {"stackName": name}).value or {}
-    return dict(value.get("outputs") or {})
+    for attempt in range(READ_ATTEMPTS):
+        try:
+            value: Any = invoke(SELF_STATE, {"stackName": name}).value or {}
+            return dict(value.get("outputs") or {})
+        except Exception as err:  # the SDK raises a bare Exception for a failed invoke (runtime/invoke.py)
+            if attempt + 1 == READ_ATTEMPTS:
+                raise pulumi.RunError(
+                    f"could not read this stack's last deployment ({SELF_STATE}, {READ_ATTEMPTS} attempts), "
+                    f"which the program needs to plan GPU workload replacements: {err}") from None
+            sleep(READ_FIRST_DELAY_SECONDS * 2 ** attempt)
+    raise AssertionError("unreachable")
 
 
 def plan(previous: list[Workload], planned: list[Planned], budget: int, planned_total: int) -> Transition:

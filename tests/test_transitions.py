@@ -103,6 +103,43 @@ def test_the_state_is_read_with_the_policy_packs_gpu_count():
         ("Deployment", "llm-serving-dev", "deepseek-v4-flash", 8)]
 
 
+class _FlakyState:
+    """The DIY backend's answer while the engine rewrites the checkpoint's `.attrs` sidecar: the
+    message the real CLI printed in CI (pulumi v3.276.0 backend/diy/state.go getSnapshotStackOutputs)."""
+
+    def __init__(self, failures: int):
+        self.failures, self.calls = failures, []
+
+    def __call__(self, token, args):
+        self.calls.append((token, args))
+        if len(self.calls) <= self.failures:
+            raise Exception(f"invoke of {token} failed: invocation of {token} returned an error: "
+                            "failed to load checkpoint: EOF")
+        return type("Result", (), {"value": {"outputs": {"urn:a": {"type": "t", "outputs": {}}}}})()
+
+
+@pytest.fixture
+def stack_identity(monkeypatch):
+    monkeypatch.setattr(transitions.pulumi, "get_organization", lambda: "organization")
+    monkeypatch.setattr(transitions.pulumi, "get_project", lambda: "llm-serving")
+    monkeypatch.setattr(transitions.pulumi, "get_stack", lambda: "dev")
+
+
+def test_a_checkpoint_read_racing_the_engines_write_is_retried(stack_identity):
+    flaky, waits = _FlakyState(failures=2), []
+    assert transitions.read_previous(flaky, waits.append) == {"urn:a": {"type": "t", "outputs": {}}}
+    assert [c[1] for c in flaky.calls] == [{"stackName": "organization/llm-serving/dev"}] * 3
+    assert waits == [0.1, 0.2]
+
+
+def test_a_checkpoint_that_stays_unreadable_fails_with_a_message_not_a_traceback(stack_identity):
+    flaky, waits = _FlakyState(failures=transitions.READ_ATTEMPTS), []
+    with pytest.raises(transitions.pulumi.RunError, match=r"could not read this stack's last deployment .*5 "
+                       r"attempts.*failed to load checkpoint: EOF"):
+        transitions.read_previous(flaky, waits.append)
+    assert len(flaky.calls) == transitions.READ_ATTEMPTS and len(waits) == transitions.READ_ATTEMPTS - 1
+
+
 # --- rendered pairs -----------------------------------------------------------------------------
 
 def _pair(before, after):
