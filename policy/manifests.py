@@ -23,6 +23,8 @@ SECRET_NAME = re.compile(r"(KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL)", re.IGNORECAS
 ROLE = "llm-serving.io/role"
 PARALLEL_SIZE = "llm-serving.io/parallel-size"
 STARTUP_BUDGET = "llm-serving.io/startup-budget-seconds"
+# /dev/shm per GPU, for the config rules and the pack alike: NCCL and the engine's worker queues live
+# there; the field report asks for 64-128 GiB on an 8-GPU pod (section 2.1), i.e. at least 8 GiB per GPU.
 SHM_GIB_PER_GPU = 8
 PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
 # Workload kinds Pulumi awaits by itself (pulumi-kubernetes v4.32.0 provider/pkg/await/awaiters.go,

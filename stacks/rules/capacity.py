@@ -1,0 +1,167 @@
+"""Rules over GPUs and memory: the GPU budget at peak (rollouts, surge and autoscaling included), the
+GPU pool's requests and limits, KV-cache offload, and what one node holds."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from components import autoscaling
+from components.engines import (
+    COLD_START_ESTIMATE_SECONDS,
+    OFFLOAD_ENGINE,
+    gpu_workloads,
+    offload_memory_gib,
+    pod_memory_limit_gib,
+)
+from components.prepull import MEMORY_MIB as PREPULL_MEMORY_MIB
+from components.prepull import engine_image_keys
+from config_model import StackConfig
+from stacks.rules.problem import Problem
+
+
+def gpu_demand(cfg: StackConfig) -> list[tuple[str, int]]:
+    """(workload, peak GPUs) for every workload, rollout surge and known overshoot included."""
+    return [(w.name, w.peak_gpus) for m in cfg.models for w in gpu_workloads(m)]
+
+
+def gpu_total(cfg: StackConfig) -> int:
+    return sum(g for _, g in gpu_demand(cfg))
+
+
+def autoscaling_bounds(cfg: StackConfig) -> Iterator[Problem]:
+    """Autoscalers v0.7.0 can run, within bounds, on a metric it really reads (components/autoscaling.py)."""
+    for i, m in enumerate(cfg.models):
+        a = m.autoscaling
+        if not a.enabled:
+            continue
+        at = f"models[{i}].autoscaling"
+        why = autoscaling.refusal(m)
+        if why is not None:
+            field, value = ("orchestrator", m.orchestrator) if m.topology == "combined" else ("topology", m.topology)
+            yield Problem(f"models[{i}].{field}", value, f"cannot be autoscaled: {why}")
+        if a.min_replicas > a.max_replicas:
+            yield Problem(f"{at}.minReplicas", a.min_replicas, f"must not exceed maxReplicas {a.max_replicas}")
+        elif not a.min_replicas <= m.replicas <= a.max_replicas:
+            yield Problem(f"models[{i}].replicas", m.replicas, f"is the count the workload starts with and must lie "
+                          f"within autoscaling.minReplicas {a.min_replicas} and maxReplicas {a.max_replicas}")
+        if a.min_replicas == 0 and not cfg.allow_scale_to_zero:
+            yield Problem(f"{at}.minReplicas", 0, "scale to zero needs allowScaleToZero: true. With no pod the gateway "
+                          "refuses the model's requests, AIBrix v0.7.0 has no pod metric to scale up on, and the first "
+                          f"request after a manual scale-up waits a full cold start (~{COLD_START_ESTIMATE_SECONDS[m.engine] // 60} min)")
+        elif a.min_replicas == 0:
+            ops = cfg.operations
+            jobs = [f"operations.{key}.enabled" for key, on in (
+                ("smoke", ops.smoke.enabled), ("warmup", ops.warmup.enabled), ("loadTest", ops.load_test.enabled)) if on]
+            if jobs:
+                named = ", ".join(jobs[:-1]) + " and " + jobs[-1] if len(jobs) > 1 else jobs[0]
+                yield Problem(f"{at}.minReplicas", 0, f"cannot be 0 with {named}: those Jobs run after every rollout "
+                              "and need a serving pod, and at zero pods AIBrix v0.7.0 never scales up by itself, so "
+                              "they wait out their deadline and fail `pulumi up`; disable them or keep minReplicas 1")
+        if a.metric == "ttft":
+            yield Problem(f"{at}.metric", a.metric, "is not readable by AIBrix v0.7.0: TTFT is a histogram, and its "
+                          "pod metric fetcher takes a histogram's value as 0 (pkg/metrics/types.go HistogramMetricValue."
+                          "GetSimpleValue), so the autoscaler would always scale down; use kv-cache-usage or queue-length")
+        if a.metric == "kv-cache-usage" and autoscaling.target_value(m) > 1:
+            yield Problem(f"{at}.targetValue", a.target_value, "must be at most 1: the engines report KV-cache usage "
+                          "as a 0-1 ratio")
+        elif a.metric == "kv-cache-usage" and autoscaling.target_value(m) * (1 + autoscaling.UP_TOLERANCE) >= 1:
+            yield Problem(f"{at}.targetValue", a.target_value, f"must be below {1 / (1 + autoscaling.UP_TOLERANCE):.3f}: "
+                          f"AIBrix v0.7.0 scales up only when the pods' average exceeds the target by "
+                          f"{autoscaling.UP_TOLERANCE:.0%} (algorithm/apa.go), and KV-cache usage never exceeds 1, so "
+                          "the autoscaler would never add a pod")
+
+
+def budget(cfg: StackConfig) -> Iterator[Problem]:
+    demand = gpu_demand(cfg)
+    total = sum(g for _, g in demand)
+    if total > cfg.gpu_budget:
+        detail = ", ".join(f"{name} {gpus}" for name, gpus in demand)
+        scaled = " or autoscaling.maxReplicas" if any(m.autoscaling.enabled for m in cfg.models) else ""
+        yield Problem("gpuBudget", cfg.gpu_budget,
+                      f"the workloads need {total} GPUs at peak, rollouts included ({detail}); "
+                      f"raise gpuBudget or lower replicas{scaled}")
+
+
+def gpu_pool(cfg: StackConfig) -> Iterator[Problem]:
+    pool = cfg.gpu_pool
+    if pool.cpu_request > pool.cpu_limit:
+        yield Problem("gpuPool.cpuRequest", pool.cpu_request, f"must not exceed gpuPool.cpuLimit {pool.cpu_limit}")
+    if pool.memory_request_gib > pool.memory_limit_gib:
+        yield Problem("gpuPool.memoryRequestGiB", pool.memory_request_gib,
+                      f"must not exceed gpuPool.memoryLimitGiB {pool.memory_limit_gib}")
+    if pool.shm_size_gib >= pool.memory_limit_gib:
+        yield Problem("gpuPool.shmSizeGiB", pool.shm_size_gib,
+                      f"must be below gpuPool.memoryLimitGiB {pool.memory_limit_gib}: "
+                      "a Memory emptyDir counts against the pod's memory")
+
+
+def kv_cache_offload(cfg: StackConfig) -> Iterator[Problem]:
+    """What each engine refuses, or would silently break, with KV offload (sources: tests/upstream_vllm.py,
+    tests/upstream_sglang.py)."""
+    for i, m in enumerate(cfg.models):
+        offload, at = m.kv_cache_offload, f"models[{i}].kvCacheOffload"
+        if offload.backend == "off":
+            if offload.size_gib:
+                yield Problem(f"{at}.sizeGiB", offload.size_gib, "must be 0 (unset) while kvCacheOffload.backend is 'off'")
+            continue
+        if offload.backend == "lmcache":
+            yield Problem(f"{at}.backend", "lmcache", "is not offered: with the pinned vLLM (0.26.0, 0.33.0) "
+                          "--kv-offloading-backend lmcache selects LMCacheMPConnector, which needs a separate LMCache "
+                          "server process and ignores the size, and LMCache is not part of the vLLM release (which "
+                          "LMCache an image carries cannot be checked here); use 'native'")
+            continue
+        if offload.backend == "hicache" and m.engine == "sglang":
+            yield Problem(f"{at}.backend", "hicache", "is not offered: both pinned SGLang releases (0.5.17, 0.5.23) "
+                          "refuse --hicache-size for DeepSeek-V4's KV pool (mem_cache/hybrid_cache/hybrid_pool_assembler.py "
+                          "_deepseek_v4_num_host_pages: \"DeepSeek V4 HiCache currently does not support --hicache-size; "
+                          "use --hicache-ratio instead\"), so the engine would fail at start; a ratio sizes the host pool "
+                          "from the GPU KV pool the engine sizes at start, which leaves nothing fixed for the pod's memory "
+                          "to reserve. Set kvCacheOffload.backend 'off'")
+            continue
+        if OFFLOAD_ENGINE[offload.backend] != m.engine:
+            yield Problem(f"{at}.backend", offload.backend, f"is a {OFFLOAD_ENGINE[offload.backend]} backend; engine "
+                          f"{m.engine!r} offloads with {next(b for b, e in OFFLOAD_ENGINE.items() if e == m.engine)!r}")
+        if offload.size_gib == 0:
+            yield Problem(f"{at}.sizeGiB", 0, f"must be at least 1 when kvCacheOffload.backend is {offload.backend!r}")
+        if m.topology != "combined":
+            yield Problem(f"{at}.backend", offload.backend, f"is only for topology 'combined', not {m.topology!r}: "
+                          "vLLM's --kv-offloading-size overwrites the connector of the NixlConnector "
+                          "--kv-transfer-config P/D runs on (vllm/config/vllm.py _post_init_kv_transfer_config), "
+                          "so KV would no longer reach the decode side")
+        if cfg.gpu_pool.node_memory_gib is None:
+            yield Problem("gpuPool.nodeMemoryGiB", None, f"is required: {at} offloads KV cache to host memory, "
+                          "and only the node's allocatable memory says whether the grown pods still fit")
+
+
+def node_memory(cfg: StackConfig) -> Iterator[Problem]:
+    """The engine pods that may land on one node, GPUs allowing, must fit its memory with their limits.
+    Bounded by each workload's pods at peak (rollout surge and overshoot included)."""
+    pool = cfg.gpu_pool
+    if pool.node_memory_gib is None:
+        return
+    # Best fill of one node by memory: a bounded knapsack over GPUs (at most 16 per node).
+    best: list[tuple[int, tuple[int, ...]]] = [(0, ())] * (pool.gpus_per_node + 1)
+    for i, m in enumerate(cfg.models):
+        memory = pod_memory_limit_gib(pool, m)
+        for w in gpu_workloads(m):
+            for _ in range(min(w.pods + w.extra_pods, pool.gpus_per_node // max(w.gpus_per_pod, 1))):
+                for gpus in range(pool.gpus_per_node, w.gpus_per_pod - 1, -1):
+                    held, pods = best[gpus - w.gpus_per_pod]
+                    if held + memory > best[gpus][0]:
+                        best[gpus] = (held + memory, (*pods, i))
+    need, pods = max(best)
+    # The pre-pull DaemonSets put a pod of their own on every GPU node, beside the engine pods.
+    prepull = len(engine_image_keys(cfg.models, cfg.images.named())) if cfg.operations.image_pre_pull.enabled else 0
+    if need + prepull * PREPULL_MEMORY_MIB / 1024 <= pool.node_memory_gib:
+        return
+    offloading = [i for i in dict.fromkeys(pods) if offload_memory_gib(cfg.models[i])]
+    parts = ", ".join(f"{cfg.models[i].name} {pod_memory_limit_gib(pool, cfg.models[i])} GiB" for i in pods)
+    path, value = ((f"models[{offloading[0]}].kvCacheOffload.sizeGiB", cfg.models[offloading[0]].kv_cache_offload.size_gib)
+                   if offloading else ("gpuPool.memoryLimitGiB", pool.memory_limit_gib))
+    yield Problem(path, value, f"one node of gpuPool.gpusPerNode {pool.gpus_per_node} GPUs may hold engine pods whose "
+                  f"memory limits sum to {need} GiB ({parts}: gpuPool.memoryLimitGiB {pool.memory_limit_gib} per pod"
+                  f"{' plus the KV offload' if offloading else ''}; the Memory /dev/shm emptyDir is charged within "
+                  f"these limits)"
+                  + (f" and {prepull} pre-pull DaemonSet pod{'s' if prepull > 1 else ''} (operations.imagePrePull) "
+                     f"with {PREPULL_MEMORY_MIB}Mi{' each' if prepull > 1 else ''}" if prepull else "")
+                  + f", more than gpuPool.nodeMemoryGiB {pool.node_memory_gib}")

@@ -1,0 +1,185 @@
+"""Rules over each model: unique names, the engine/orchestrator/topology combinations the field report
+validated, parallel size against the pod and node, /dev/shm per GPU, DSpark A/B pairs, and the names
+and deadlines the model derives."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from components.combined import rollout_deadline_seconds
+from components.engines import (
+    COLD_START_ESTIMATE_SECONDS,
+    gpus_per_pod,
+    parallel_size,
+    speculative_decoding,
+    startup_budget_seconds,
+)
+from components.gateway import service_name
+from components.operations import engines_service
+from config_model import ServedModel, StackConfig, k8s
+from policy.manifests import SHM_GIB_PER_GPU
+from stacks.rules.problem import Problem
+
+# The combinations the field report validated: vLLM on a plain pod (5) and on a StormService
+# (11.1), SGLang on a RoleBasedGroup (12), P/D on two RayClusterFleets (11.2), 4P+4D in one pod
+# (9), and combined pods beside a P/D roleset (11.5).
+SUPPORTED = {
+    ("combined", "vllm", "deployment"), ("combined", "vllm", "stormservice"), ("combined", "sglang", "rolebasedgroup"),
+    ("pd", "vllm", "rayclusterfleet"), ("pd-same-pod", "vllm", "deployment"),
+    ("hybrid", "vllm", "deployment"), ("hybrid", "vllm", "stormservice"),
+}
+
+
+def each_model(cfg: StackConfig) -> Iterator[Problem]:
+    seen_names: dict[str, int] = {}
+    seen_served: dict[str, int] = {}
+    by_directory: dict[str, int] = {}
+    for i, m in enumerate(cfg.models):
+        at = f"models[{i}]"
+        if m.name in seen_names:
+            yield Problem(f"{at}.name", m.name, f"must be unique; models[{seen_names[m.name]}] uses it")
+        seen_names.setdefault(m.name, i)
+        if m.served_model_name in seen_served:
+            yield Problem(f"{at}.servedModelName", m.served_model_name,
+                          f"must be unique; models[{seen_served[m.served_model_name]}] uses it")
+        seen_served.setdefault(m.served_model_name, i)
+
+        # Models may share a directory (one sync, e.g. a DSpark A/B beside the baseline) only if
+        # they agree on what the directory holds.
+        first = by_directory.setdefault(m.directory, i)
+        other = cfg.models[first]
+        for field, mine, theirs in (("objectPrefix", m.object_prefix, other.object_prefix),
+                                    ("revision", m.revision, other.revision),
+                                    ("expectedShardCount", m.expected_shard_count, other.expected_shard_count),
+                                    ("sizeGiB", m.size_gib, other.size_gib),
+                                    ("keepRevisions", m.keep_revisions, other.keep_revisions)):
+            if first != i and mine != theirs:
+                yield Problem(f"{at}.{field}", mine, f"must equal models[{first}].{field} {theirs!r}: "
+                              f"both models use directory {m.directory!r}")
+
+        size = parallel_size(m)
+        if m.gpus_per_pod is not None and m.gpus_per_pod != size:
+            how = (f"sglang.tensorParallelSize {size}" if m.engine == "sglang" else
+                   f"tensorParallelSize {m.vllm.tensor_parallel_size} x dataParallelSize {m.vllm.data_parallel_size}")
+            yield Problem(f"{at}.gpusPerPod", m.gpus_per_pod, f"must equal the parallel size {size} ({how})")
+        if gpus_per_pod(m) > cfg.gpu_pool.gpus_per_node:
+            section = m.sglang if m.engine == "sglang" else m.vllm
+            yield Problem(f"{at}.{m.engine}.tensorParallelSize", section.tensor_parallel_size,
+                          f"one engine pod needs {gpus_per_pod(m)} GPUs but gpuPool.gpusPerNode is "
+                          f"{cfg.gpu_pool.gpus_per_node}; a pod must fit on one node")
+
+        estimate = COLD_START_ESTIMATE_SECONDS[m.engine]
+        if startup_budget_seconds(m) < estimate:
+            yield Problem(f"{at}.startupBudgetSeconds", m.startup_budget_seconds,
+                          f"must be at least {estimate} (the measured {m.engine} cold start, "
+                          f"field report); a shorter budget kills every cold start")
+
+        need_shm = SHM_GIB_PER_GPU * gpus_per_pod(m)
+        if cfg.gpu_pool.shm_size_gib < need_shm:
+            yield Problem("gpuPool.shmSizeGiB", cfg.gpu_pool.shm_size_gib,
+                          f"must be at least {need_shm} GiB for {at} ({m.name}) with "
+                          f"{gpus_per_pod(m)} GPUs per pod (TP={parallel_size(m)}"
+                          f"{' per engine, two engines' if m.topology == 'pd-same-pod' else ''})")
+
+        yield from _engine_and_orchestrator(cfg, i, m)
+        if m.rollout.max_surge != 0:
+            yield Problem(f"{at}.rollout.maxSurge", m.rollout.max_surge,
+                          "must be 0: a surge pod needs another full set of GPUs, so the engine "
+                          "rollout would raise the GPU count (use Recreate or maxUnavailable)")
+
+
+def _engine_and_orchestrator(cfg: StackConfig, i: int, m: ServedModel) -> Iterator[Problem]:
+    at = f"models[{i}]"
+    if (m.topology, m.engine, m.orchestrator) not in SUPPORTED:
+        combos = ", ".join(f"{t} {e}+{o}" for t, e, o in sorted(SUPPORTED))
+        yield Problem(f"{at}.orchestrator", m.orchestrator,
+                      f"topology {m.topology!r} with engine {m.engine!r} on {m.orchestrator!r} is not a combination "
+                      f"this program supports; supported (validated in the field report): {combos}")
+    if m.topology in ("pd", "hybrid") and cfg.images.vllm_ray is None:
+        yield Problem("images.vllmRay", None, f"is required: {at} runs P/D on RayClusterFleets, whose image must "
+                      "bring Ray itself (field report 11.3)")
+    if m.topology == "pd-same-pod":
+        sp = m.same_pod
+        ports = {"prefillPort": sp.prefill_port, "decodePort": sp.decode_port, "proxyPort": sp.proxy_port,
+                 "prefillSideChannelPort": sp.prefill_side_channel_port, "decodeSideChannelPort": sp.decode_side_channel_port}
+        seen: dict[int, str] = {}
+        for key, port in ports.items():
+            if port in seen:
+                yield Problem(f"{at}.samePod.{key}", port, f"must differ from samePod.{seen[port]}: one pod, one port each")
+            seen.setdefault(port, key)
+    other = "sglang" if m.engine == "vllm" else "vllm"
+    if other in m.model_fields_set:
+        yield Problem(f"{at}.{other}", "(set)", f"must be unset for engine {m.engine!r}: only the {m.engine} section applies")
+    if m.orchestrator != "deployment" and m.rollout.strategy == "Recreate":
+        yield Problem(f"{at}.rollout.strategy", "Recreate",
+                      f"{m.orchestrator} has no Recreate; it rolls with RollingUpdate, maxSurge 0")
+    if m.engine == "sglang":
+        if cfg.images.sglang is None:
+            yield Problem("images.sglang", None, f"is required: {at} runs SGLang")
+        if cfg.compile_cache.kind != "existingClaim":
+            yield Problem("compileCache.kind", cfg.compile_cache.kind,
+                          f"must be 'existingClaim' for SGLang ({at}): its JIT and graph capture are most of a "
+                          "23-minute cold start and must survive the pod (field report 12.2)")
+
+
+# What may differ inside a DSpark A/B pair: identity and the speculative switch, nothing else.
+_AB_IDENTITY = {"name", "served_model_name", "dspark_of"}
+
+
+def _comparable(m: ServedModel) -> dict:
+    data = m.model_dump(exclude=_AB_IDENTITY)
+    data["vllm"].pop("speculative_decoding")
+    data["sglang"].pop("speculative_algorithm")
+    return data
+
+
+def _flatten(data: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def dspark_pairs(cfg: StackConfig) -> Iterator[Problem]:
+    by_name = {m.name: (i, m) for i, m in enumerate(cfg.models)}
+    for i, m in enumerate(cfg.models):
+        if m.dspark_of is None:
+            continue
+        at = f"models[{i}].dsparkOf"
+        if m.dspark_of not in by_name or m.dspark_of == m.name:
+            yield Problem(at, m.dspark_of, "must name another model of this stack (the target-only arm)")
+            continue
+        j, base = by_name[m.dspark_of]
+        if base.dspark_of is not None or speculative_decoding(base):
+            yield Problem(at, m.dspark_of, f"models[{j}] must be target-only (speculative decoding off, no dsparkOf)")
+        if not speculative_decoding(m):
+            yield Problem(at, m.dspark_of, f"models[{i}] must turn DSpark on: it is the DSpark arm of the pair")
+        mine, theirs = _flatten(_comparable(m)), _flatten(_comparable(base))
+        differing = sorted(k for k in mine if mine[k] != theirs.get(k))
+        if differing:
+            yield Problem(at, m.dspark_of, "an A/B pair may differ only in speculative decoding, name and served "
+                          f"name; models[{i}] and models[{j}] also differ in: {', '.join(differing)}")
+
+
+def names_apart(cfg: StackConfig) -> Iterator[Problem]:
+    """A model's name is its workload's, and controllers name their own Services after the workload
+    (the StormService headless Service takes it whole: tests/upstream_aibrix.py), so no model may be
+    named like a Service this program makes for another model (`<model>-api`, `<model>-engines`)."""
+    ours = {name: m.name for m in cfg.models for name in (service_name(m), engines_service(m))}
+    for i, m in enumerate(cfg.models):
+        if m.name in ours:
+            yield Problem(f"models[{i}].name", m.name, f"is the name of a Service this program makes for model "
+                          f"{ours[m.name]!r}; a controller would name this model's own Service the same. Choose another name")
+
+
+def int32_deadlines(cfg: StackConfig) -> Iterator[Problem]:
+    """progressDeadlineSeconds is the startup budget plus the pre-start allowance, an int32."""
+    for i, m in enumerate(cfg.models):
+        deadline = rollout_deadline_seconds(m)
+        if deadline > k8s.INT32_MAX:
+            yield Problem(f"models[{i}].startupBudgetSeconds", m.startup_budget_seconds,
+                          f"derives progressDeadlineSeconds {deadline}, above the int32 maximum {k8s.INT32_MAX}; "
+                          f"at most {m.startup_budget_seconds - (deadline - k8s.INT32_MAX)}")

@@ -1,0 +1,93 @@
+"""Rules over where the weights live: the model volume, its capacity for the kept revisions, the
+object store, the compile cache, and the mount paths beside the model root."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from components.operations import KEY_DIR, RESULTS_MOUNT
+from components.pod_template import CACHE_MOUNT, SCRIPTS_MOUNT
+from config_model import StackConfig
+from stacks.rules.problem import Problem
+
+# Kubernetes removed the in-tree CephFS volume plugin in 1.31.
+IN_TREE_CEPHFS_LAST_MINOR = 30
+
+
+def model_volume(cfg: StackConfig) -> Iterator[Problem]:
+    vol = cfg.model_volume
+    section = {"cephfs": vol.cephfs, "nfs": vol.nfs, "existingClaim": vol.existing_claim}
+    if section[vol.kind] is None:
+        yield Problem(f"modelVolume.{vol.kind}", None, f"is required when modelVolume.kind is {vol.kind!r}")
+    for other, value in section.items():
+        if other != vol.kind and value is not None:
+            yield Problem(f"modelVolume.{other}", "(set)", f"must be unset when modelVolume.kind is {vol.kind!r}")
+    ceph = vol.cephfs
+    if vol.kind == "cephfs" and ceph is not None:
+        minor = int(cfg.cluster.kubernetes_version.split(".")[1])
+        if ceph.driver == "in-tree":
+            if minor > IN_TREE_CEPHFS_LAST_MINOR:
+                yield Problem("modelVolume.cephfs.driver", ceph.driver,
+                              f"Kubernetes {cfg.cluster.kubernetes_version} has no in-tree CephFS "
+                              "plugin (removed in 1.31); use 'csi' (ceph-csi)")
+            if not ceph.monitors:
+                yield Problem("modelVolume.cephfs.monitors", ceph.monitors, "needs at least one host:port for the in-tree driver")
+        else:
+            for field, value in (("clusterId", ceph.cluster_id), ("fsName", ceph.fs_name)):
+                if not value:
+                    yield Problem(f"modelVolume.cephfs.{field}", value, "is required for the csi driver")
+
+
+def model_capacity(cfg: StackConfig) -> Iterator[Problem]:
+    """The volume holds, for every directory, the revisions the sync Job keeps, the one it downloads
+    included: older ones go once the bucket's listing shows the new revision and before its download
+    fills the volume (components/scripts/verify_model.py, prune on the download's "listed" signal)."""
+    need: dict[str, tuple[int, float]] = {}
+    for i, m in enumerate(cfg.models):
+        need.setdefault(m.directory, (i, m.size_gib * m.keep_revisions))
+    total = sum(gib for _, gib in need.values())
+    if need and cfg.model_volume.capacity_gib < total:
+        parts = ", ".join(f"{d!r}: models[{i}].keepRevisions {cfg.models[i].keep_revisions} x "
+                          f"{cfg.models[i].size_gib:g} GiB" for d, (i, _) in sorted(need.items()))
+        yield Problem("modelVolume.capacityGiB", cfg.model_volume.capacity_gib,
+                      f"must be at least {total:.1f} GiB to hold every directory's kept revisions, the one being "
+                      f"synced included ({parts}); raise it or lower keepRevisions")
+
+
+def object_store(cfg: StackConfig) -> Iterator[Problem]:
+    store = cfg.object_store
+    if store.endpoint and store.create_credentials:
+        yield Problem("objectStore.createCredentials", True,
+                      "must be false with a non-AWS endpoint: IAM users exist only on AWS; set "
+                      "llm-serving:objectStoreAccessKeyId and llm-serving:objectStoreSecretAccessKey with --secret")
+    if store.endpoint and store.create:
+        yield Problem("objectStore.create", True,
+                      "must be false with a non-AWS endpoint: adopt the existing bucket by name")
+
+
+def compile_cache(cfg: StackConfig) -> Iterator[Problem]:
+    cache = cfg.compile_cache
+    if cache.kind == "existingClaim" and not cache.claim_name:
+        yield Problem("compileCache.claimName", None, "is required when compileCache.kind is 'existingClaim'")
+
+
+# Where the program mounts something into a pod that also mounts the model root: the engine pods
+# (shm, compile cache, scripts), the model gate (scripts) and the load-test Job (key, results,
+# /tmp); and what the kubelet itself mounts into every container (kubelet makeMounts: /etc/hosts;
+# the default terminationMessagePath, k8s.io/api core/v1 types.go).
+PROGRAM_MOUNTS = ("/dev/shm", CACHE_MOUNT, SCRIPTS_MOUNT, KEY_DIR, RESULTS_MOUNT, "/tmp", "/etc/hosts",
+                  "/dev/termination-log")
+
+
+def _overlaps(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def mounts(cfg: StackConfig) -> Iterator[Problem]:
+    """The same path twice is refused by the API server ("must be unique"); one inside another puts
+    a mount point inside a read-only volume (the runtime cannot create it) or hides the other."""
+    path = cfg.model_volume.mount_path
+    for mount in PROGRAM_MOUNTS:
+        if _overlaps(path, mount):
+            yield Problem("modelVolume.mountPath", path, f"must not be, contain or lie inside {mount}, which the "
+                          f"program mounts beside the model root (in use: {', '.join(PROGRAM_MOUNTS)})")
