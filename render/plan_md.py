@@ -1,0 +1,340 @@
+"""plan.md: the reviewer's page for a rendered stack, section by section (GPUs, topology, routes,
+network, autoscaling, memory, time to serving, sync, A/B pairs, dashboards, resources, secrets,
+outputs)."""
+
+from __future__ import annotations
+
+import json
+
+from components.engines import COLD_START_ESTIMATE_SECONDS
+from components.time_to_serving import IMAGE_PULL_SECONDS, SYNC_MIB_PER_SECOND, minutes, time_to_serving
+from policy.manifests import flag_value
+from policy.workloads import gpu_count, pod_templates
+from render.manifest_facts import (
+    ab_pairs,
+    autoscalers,
+    engine_memory_rows,
+    engine_of_workload,
+    served_model_gpus,
+    time_to_serving_inputs,
+    workload_rows,
+)
+from render.runtime import Rendered
+from render.serialize import is_kubernetes_object, kubernetes_objects, outputs_json
+
+
+def _ab_section(rendered: Rendered) -> list[str]:
+    pairs = ab_pairs(rendered)
+    if not pairs:
+        return []
+    lines = ["", "## DSpark A/B pairs", "",
+             "Both arms are built from the same arguments; the argv rows show every difference.", ""]
+    for p in pairs:
+        b, c = p["base"], p["cand"]
+        rows = [
+            ("Workload", f"{p['kind']} {p['baseline']}", f"{p['kind']} {p['candidate']}"),
+            ("Served model name", b["labels"].get("model.aibrix.ai/name"), c["labels"].get("model.aibrix.ai/name")),
+            ("Replicas", b["replicas"], c["replicas"]),
+            ("GPUs per pod", max(gpu_count(b["container"])), max(gpu_count(c["container"]))),
+            ("Image", f"`{b['container'].get('image')}`", f"`{c['container'].get('image')}`"),
+            ("Argv only here", ", ".join(f"`{u}`" for u in p["onlyBaseline"]) or "-",
+             ", ".join(f"`{u}`" for u in p["onlyCandidate"]) or "-"),
+        ]
+        lines += ["| | target-only | DSpark |", "|---|---|---|"]
+        lines += [f"| {label} | {x} | {y} |" for label, x, y in rows]
+        lines.append("")
+    return lines
+
+
+def _routes_section(rendered: Rendered) -> list[str]:
+    routes = [o for o in kubernetes_objects(rendered) if o.get("kind") == "HTTPRoute"]
+    if not routes:
+        return ["", "## Gateway routes", "", "None: gateway.enabled is false. Clients use the in-cluster endpoints."]
+    lines = ["", "## Gateway routes", "",
+             f"External endpoint: `{rendered.outputs.get('externalEndpoint')}`. Prerequisite: AIBrix v0.7.0 with its "
+             "Gateway and gateway plugin installed (see README).", "",
+             "| HTTPRoute | Gateway | Header `model` | Paths | Backend | Timeout |", "|---|---|---|---|---|---|"]
+    for r in routes:
+        meta, spec = r["metadata"], r["spec"]
+        parent = spec["parentRefs"][0]
+        for rule in spec["rules"]:
+            models = sorted({h["value"] for m in rule["matches"] for h in m.get("headers", []) if h["name"] == "model"})
+            backends = ", ".join(f"{b.get('namespace')}/{b['name']}:{b.get('port')}" for b in rule["backendRefs"])
+            lines.append(f"| {meta['namespace']}/{meta['name']} | {parent.get('namespace')}/{parent['name']} | "
+                         f"{', '.join(models)} | {len(rule['matches'])} | {backends} | "
+                         f"{(rule.get('timeouts') or {}).get('request', '-')} |")
+    grants = [o for o in kubernetes_objects(rendered) if o.get("kind") == "ReferenceGrant"]
+    lines += ["", "ReferenceGrants: " + (", ".join(f"{g['metadata']['namespace']}/{g['metadata']['name']}" for g in grants)
+                                          or "none")]
+    return lines
+
+
+TOPOLOGY_NOTES = {
+    "pd": "P/D on two RayClusterFleets. Compare at a fixed GPU total: the field report (11.4) measured P/D "
+          "48.9-73.0% lower in output tokens/s/GPU than combined; its value is tail latency on long prompts.",
+    "pd-same-pod": "Same-pod 4P+4D is for functional validation only: field report 9.4 measured 3.7-12.1% of "
+                   "the TP=8 output throughput. The proxy is ours (components/scripts/pd_proxy.py), not the "
+                   "image's: it passes the API key on, serves /v1/models and /metrics, and returns the decode's "
+                   "answer unchanged, so non-streaming responses keep the reasoning content (9.5).",
+    "hybrid": "Hybrid routing needs the AIBrix gateway plugin to run with AIBRIX_PROMPT_LENGTH_BUCKETING=true "
+              "(gatewayPlugin.container.envs in the AIBrix chart); this stack does not manage the gateway plugin.",
+}
+
+
+# What the smoke Job proves for each topology, through the gateway the way users reach the model
+# (components/scripts/smoke.py and route_evidence.py; field report 11.3, 12.3).
+SMOKE_PROVES = {
+    "combined": "/v1/models, a deterministic chat answer, streaming and the parsers, through the gateway; the "
+                "gateway's plugin picked the pod (routing-strategy and target-pod headers).",
+    "pd": "the combined checks, and that the gateway chose a prefill/decode pair (prefill-target-pod and target-pod "
+          "in the two fleets), the decode's successful NIXL transfers grew and no transfer failed or expired "
+          "(a failed load is recomputed, which is not P/D).",
+    "pd-same-pod": "the combined checks through our proxy, and that the pod's decode engine counted new NIXL "
+                   "transfers with none failed.",
+    "hybrid": "the P/D checks for a prompt past the P/D bucket's minimum length, and that a short prompt lands on a "
+              "combined pod.",
+}
+
+
+def _network_section(rendered: Rendered) -> list[str]:
+    """Who may reach the engines, read from the rendered NetworkPolicies (not from the config)."""
+    lines: list[str] = []
+    for obj in kubernetes_objects(rendered):
+        if obj.get("kind") != "NetworkPolicy":
+            continue
+        for rule in (obj.get("spec") or {}).get("ingress") or []:
+            ports = ", ".join(str(p.get("port")) for p in rule.get("ports") or []) or "all ports"
+            for peer in rule.get("from") or []:
+                ns = ((peer.get("namespaceSelector") or {}).get("matchLabels") or {}).get("kubernetes.io/metadata.name")
+                pods = ", ".join(f"{k}={v}" for k, v in sorted(((peer.get("podSelector") or {}).get("matchLabels") or {}).items()))
+                where = f"namespace `{ns}`" if ns else "this namespace"
+                lines.append(f"| {obj['metadata']['name']} | {where} | {pods or 'any pod'} | {ports} |")
+    if not lines:
+        return ["", "## Network policies", "", "None rendered (networkPolicy.enabled is false): every pod may reach the engines."]
+    return (["", "## Network policies", "", "Everything else is denied by default. Ingress allowed:", "",
+             "| Policy | From | Pods | Ports |", "|---|---|---|---|"] + lines)
+
+
+def _dashboards_section(rendered: Rendered) -> list[str]:
+    """The Grafana dashboards, read from the rendered ConfigMaps (components/dashboards.py)."""
+    lines: list[str] = []
+    for obj in kubernetes_objects(rendered):
+        meta = obj.get("metadata") or {}
+        if obj.get("kind") != "ConfigMap" or (meta.get("labels") or {}).get("app.kubernetes.io/component") != "dashboards":
+            continue
+        sidecar = ", ".join(f"`{k}: {v}`" for k, v in sorted((meta.get("labels") or {}).items())
+                            if not k.startswith("app.kubernetes.io/"))
+        folder = ", ".join(f"`{k}: {v}`" for k, v in sorted((meta.get("annotations") or {}).items())) or "-"
+        size = sum(len(str(v).encode()) for v in (obj.get("data") or {}).values())
+        for key, text in sorted((obj.get("data") or {}).items()):
+            dash = json.loads(text)
+            panels = [p["title"] for p in dash.get("panels") or [] if p.get("type") != "row"]
+            lines.append(f"| {meta.get('namespace')}/{meta.get('name')} | {sidecar} | {folder} | `{key}` | "
+                         f"{dash.get('title')} (`{dash.get('uid')}`) | {', '.join(panels)} | {size} |")
+    if not lines:
+        return ["", "## Grafana dashboards", "", "None rendered (operations.monitoring or its dashboards are off)."]
+    return (["", "## Grafana dashboards", "",
+             "ConfigMaps the Grafana sidecar loads by label; the sidecar must watch their namespace. Size counts "
+             "against the API server's 1 MiB (1048576 bytes) per ConfigMap.", "",
+             "| ConfigMap | Sidecar label | Folder annotation | Key | Dashboard (uid) | Panels | Bytes |",
+             "|---|---|---|---|---|---|---|"] + lines)
+
+
+# What each AIBrix metric reads on each engine (components/autoscaling.py, tests/upstream_aibrix.py).
+PA_METRIC_TEXT = {"kv_cache_usage_perc": "KV-cache usage (vllm:kv_cache_usage_perc, sglang:token_usage; 0-1)",
+                  "num_requests_waiting": "queue length (vllm:num_requests_waiting, sglang:num_queue_reqs)"}
+
+
+def _autoscaling_section(rendered: Rendered) -> list[str]:
+    """Per autoscaled model: bounds, metric and target, windows, the GPUs the budget counts, and
+    what scale to zero means for the first request."""
+    scaled = autoscalers(rendered)
+    if not scaled:
+        return []
+    lines = ["", "## Autoscaling", "",
+             "AIBrix PodAutoscaler (APA): reads the metric from every engine pod, averages it over 180 s and scales "
+             "the workload's spec.replicas; `pulumi up` leaves those replicas to it (ignoreChanges).", "",
+             "| Workload | Min-max pods | Metric | Target per pod | Cooldown windows (up / down) | GPUs the budget counts |",
+             "|---|---|---|---|---|---|"]
+    rows = {(r["kind"], r["name"]): r for r in workload_rows(rendered)}
+    notes = []
+    for (kind, namespace, name), pa in sorted(scaled.items()):
+        spec, ann = pa["spec"], pa["metadata"].get("annotations") or {}
+        source = spec["metricsSources"][0]
+        row = rows.get((kind, name))
+        windows = (f"{ann.get('autoscaling.aibrix.ai/scale-up-cooldown-window', '0s (default)')} / "
+                   f"{ann.get('autoscaling.aibrix.ai/scale-down-cooldown-window', '300s (default)')}")
+        lines.append(f"| {kind} {name} | {spec.get('minReplicas', 1)}-{spec['maxReplicas']} | "
+                     f"{PA_METRIC_TEXT.get(source['targetMetric'], source['targetMetric'])} | {source['targetValue']} | "
+                     f"{windows} | {row['peakGpus'] if row else '?'} |")
+        if spec.get("minReplicas", 1) == 0:
+            engine = engine_of_workload(rendered, kind, namespace, name)
+            wait = (f"about {COLD_START_ESTIMATE_SECONDS[engine] // 60} min measured for {engine}"
+                    if engine in COLD_START_ESTIMATE_SECONDS else "12-23 min measured")
+            ns = pa["metadata"]["namespace"]
+            # A starting pod reads 0, so with minReplicas 0 AIBrix v0.7.0 scales a bare `kubectl scale`
+            # away within a resync; at 0 pods with minReplicas 1 it does not scale by itself.
+            notes.append(f"- **{name} scales to zero.** With no pod the gateway refuses its requests, and the "
+                         "autoscaler has no pod to read a metric from, so nothing scales it up again by itself. A "
+                         "starting pod reads 0, so the autoscaler removes a pod scaled up by hand unless its floor "
+                         f"is raised first: an operator runs `kubectl -n {ns} patch "
+                         f"podautoscalers.autoscaling.aibrix.ai/{pa['metadata']['name']} --type merge -p "
+                         """'{"spec":{"minReplicas":1}}'`, then """
+                         f"`kubectl -n {ns} scale {kind.lower()}/{name} --replicas=1` (the same patch with minReplicas 0 "
+                         "lets it scale to zero again), and the first request then waits a full cold start "
+                         f"({wait}, field report 6 and 12.2).")
+    if any(kind == "StormService" for kind, _, _ in scaled):
+        lines += ["", "An autoscaled StormService runs in replica mode: its spec.replicas counts RoleSets of one engine "
+                  "pod each, and an update replaces them RollingUpdate with maxSurge 0, so the GPU count never rises."]
+    lines += ["", "The windows never delay a decision in AIBrix v0.7.0 (the scale-up window takes the highest, the "
+              "scale-down window the lowest recommendation in it), so they are 0 s. A new pod reads 0 until its cold "
+              "start (12-23 min) ends; on KV-cache usage that holds the autoscaler to at most ceil(serving pods / target) pods."]
+    return lines + ([""] + notes if notes else [])
+
+
+def _topology_section(rendered: Rendered) -> list[str]:
+    rows = served_model_gpus(rendered)
+    lines = ["", "## GPUs per served model", "",
+             "Compare topologies at fixed GPU totals (field report 7): these are the totals to hold equal.", "",
+             "| Served model | Topology | Workloads | GPUs | Peak GPUs |", "|---|---|---|---|---|"]
+    lines += [f"| {r['served']} | {r['topology']} | {', '.join(sorted(r['workloads']))} | {r['gpus']} | {r['peakGpus']} |"
+              for r in rows]
+    notes = sorted({r["topology"] for r in rows} & set(TOPOLOGY_NOTES))
+    if notes:
+        lines += [""] + [f"- **{t}**: {TOPOLOGY_NOTES[t]}" for t in notes]
+    proofs = sorted({r["topology"] for r in rows} & set(SMOKE_PROVES))
+    if proofs and any(r.type == "kubernetes:batch/v1:Job" and r.name.endswith("-smoke") for r in rendered.resources):
+        lines += ["", "What the smoke Job proves after each rollout:", ""]
+        lines += [f"- **{t}**: {SMOKE_PROVES[t]}" for t in proofs]
+    return lines
+
+
+def _memory_section(rendered: Rendered) -> list[str]:
+    lines = ["", "## Engine memory and KV-cache offload", "",
+             "Per engine pod. KV offload (`models[].kvCacheOffload`) adds its host memory to the request and the limit, "
+             "and vLLM's native offload also to /dev/shm (vLLM 0.33.0 maps it there). The Memory /dev/shm emptyDir is "
+             "charged within the pod's memory limit.", "",
+             "| Workload | KV-cache offload | Memory request | Memory limit | /dev/shm |", "|---|---|---|---|---|"]
+    lines += [f"| {r['workload']} | {r['offload']} | {r['request']:g}Gi | {r['limit']:g}Gi | {r['shm']} |"
+              for r in engine_memory_rows(rendered)]
+    return lines
+
+
+def _time_to_serving_section(rendered: Rendered) -> list[str]:
+    rows = time_to_serving_inputs(rendered)
+    lines = ["", "## Time to first token after `pulumi up`", "",
+             f"Estimate for a first deployment: the sync Job downloads the model at {SYNC_MIB_PER_SECOND} MiB/s (field "
+             f"report 3.2), the ~14 GB engine image takes {IMAGE_PULL_SECONDS} s to pull (12.2), then the engine's cold "
+             "start (components/engines.py estimate; SGLang's measured 23 min already held the pull, which is taken off). "
+             "The engine pods are created when the sync has verified the weights and hold their GPUs from then on. "
+             "With pre-pull (operations.imagePrePull) the image is pulled onto the GPU nodes during the sync. "
+             "GPU-minutes: the model's GPUs x the time from its pods' scheduling to the first token.", "",
+             "| Served model | Engine | GPUs | Model GiB | Sync | Image pull | Cold start | First token, no pre-pull | "
+             "First token, pre-pull | GPU-minutes, no pre-pull | GPU-minutes, pre-pull | This stack |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["sizeGiB"] is None or r["engine"] is None:
+            continue
+        off = time_to_serving(r["sizeGiB"], r["engine"], r["gpus"], pre_pulled=False)
+        on = time_to_serving(r["sizeGiB"], r["engine"], r["gpus"], pre_pulled=True,
+                             images_per_node=r.get("imagesPerNode") or len(r["images"]))
+        lines.append(f"| {r['served']} | {r['engine']} | {r['gpus']} | {format(r['sizeGiB'], 'g')} | "
+                     f"{minutes(off.sync_seconds)} | {minutes(on.pull_seconds if r['preloaded'] else off.pull_seconds)} | "
+                     f"{minutes(off.cold_start_seconds)} | {minutes(off.first_token_seconds)} | "
+                     f"{minutes(on.first_token_seconds)} | {off.gpu_minutes:.0f} | {on.gpu_minutes:.0f} | "
+                     f"{'pre-pull' if r['preloaded'] else 'no pre-pull'} |")
+    return lines
+
+
+def _sync_section(rendered: Rendered) -> list[str]:
+    """Per sync Job (components/sync_job.py): where it writes, whether the content is pinned, what it prunes."""
+    lines = ["", "## Model sync", "",
+             "| Job | Revision directory | Manifest (models[].manifestSha256) | Kept revisions (this one included) | Never pruned | Hashing threads |",
+             "|---|---|---|---|---|---|"]
+    unpinned = False
+    for obj in kubernetes_objects(rendered):
+        if obj.get("kind") != "Job" or not obj["metadata"]["name"].startswith("sync-"):
+            continue
+        verify = next(c for c in obj["spec"]["template"]["spec"]["containers"] if c["name"] == "verify")
+        args = [str(a) for a in verify.get("args") or []]
+        pin = flag_value(args, "--manifest-sha256")
+        unpinned = unpinned or pin is None
+        in_use = [args[i + 1] for i, a in enumerate(args) if a == "--in-use"]
+        lines.append(f"| {obj['metadata']['name']} | `{flag_value(args, '--model-dir')}` | "
+                     + (f"pinned `{pin}`" if pin else "**unset: any SHA256SUMS the bucket holds is accepted**")
+                     + f" | {flag_value(args, '--keep-revisions')} | {', '.join(f'`{r}`' for r in in_use)} | {flag_value(args, '--workers')} |")
+    if unpinned:
+        lines += ["", "A model without `manifestSha256` serves whatever the bucket holds under its revision: "
+                  "the same revision with other content passes. Pin it (README, \"Pinning the manifest\")."]
+    return lines
+
+
+def plan_md(rendered: Rendered) -> str:
+    out = rendered.outputs
+    rows = workload_rows(rendered)
+    total = sum(r["peakGpus"] for r in rows)
+    budget = out.get("gpuBudget")
+    lines = [
+        f"# Plan: stack `{rendered.stack}`",
+        "",
+        "Offline render under the Pulumi mock runtime: what `pulumi up` would create. Secrets are masked.",
+        "",
+        f"- Namespace: `{out.get('namespace')}`",
+        f"- Endpoint: `{out.get('endpoint')}` (model `{out.get('servedModelName')}`, topology {out.get('topology')})",
+        f"- GPUs at peak, rollouts included: **{total} of budget {budget}**"
+        + ("" if budget is None or total <= budget else "  **OVER BUDGET**"),
+        f"- Resources: {len(rendered.resources)} ({sum(1 for r in rendered.resources if is_kubernetes_object(r))} Kubernetes objects)",
+        "- Cluster prerequisites: " + ", ".join(f"{k} {v}" for k, v in (out.get("prerequisites") or {}).items())
+        + (" (installed by this stack)" if any(r.type == "kubernetes:yaml/v2:ConfigFile" for r in rendered.resources)
+           else " (installed separately; see README)"),
+        "",
+        "## Workloads",
+        "",
+        "| Kind | Name | Replicas | Rollout extra pods (surge + known overshoot) | GPUs per pod | Peak GPUs | Images (by digest) | Probes | Model mount (volume/mounts) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        images = "<br>".join(f"`{i}`" for i in r["images"])
+        lines.append(f"| {r['kind']} | {r['name']} | {r['replicas']} | {r['surge']} | {r['gpusPerPod']} | "
+                     f"{r['peakGpus']} | {images} | {r['probes']} | {r['modelMount']} |")
+    lines += _topology_section(rendered)
+    lines += _memory_section(rendered)
+    lines += _time_to_serving_section(rendered)
+    lines += _autoscaling_section(rendered)
+    lines += _sync_section(rendered)
+    lines += _ab_section(rendered)
+    lines += _routes_section(rendered)
+    # The AIBrix strategy each served model's pods name (components/routing.py): without one the
+    # gateway answers 503.
+    strategies: dict[str, set[str]] = {}
+    for obj in kubernetes_objects(rendered):
+        for ref in pod_templates(obj.get("kind", ""), obj):
+            meta = ref.template.get("metadata") or {}
+            served = (meta.get("labels") or {}).get("model.aibrix.ai/name")
+            config = (meta.get("annotations") or {}).get("model.aibrix.ai/config")
+            if served and config:
+                strategies.setdefault(served, set()).add(json.loads(config)["profiles"]["default"]["routingStrategy"])
+    lines += ["", "Routing strategy per served model (AIBrix gateway; a client's `routing-strategy` header overrides): "
+              + (", ".join(f"{m} `{'/'.join(sorted(v))}`" for m, v in sorted(strategies.items())) or "none")]
+    lines += _network_section(rendered)
+    lines += _dashboards_section(rendered)
+    lines += ["", "## Resource options that matter on `pulumi up` and `pulumi destroy`", "",
+              "| Resource | Protect | Retain on delete | Custom timeouts | Delete before replace |", "|---|---|---|---|---|"]
+    for r in rendered.resources:
+        o = r.options
+        if o["protect"] or o["retainOnDelete"] or o["customTimeouts"] or o["deleteBeforeReplace"]:
+            timeouts = ", ".join(f"{k} {v}" for k, v in sorted(o["customTimeouts"].items())) or "-"
+            lines.append(f"| `{r.type}` {r.name} | {o['protect']} | {o['retainOnDelete']} | {timeouts} | {o['deleteBeforeReplace']} |")
+    lines += ["", "## Resources by type", "", "| Type | Count |", "|---|---|"]
+    counts: dict[str, int] = {}
+    for r in rendered.resources:
+        counts[r.type] = counts.get(r.type, 0) + 1
+    lines += [f"| `{t}` | {n} |" for t, n in sorted(counts.items())]
+    lines += ["", "## Secrets", ""]
+    if rendered.missing_secrets:
+        lines.append("Not in the stack file yet (masked stand-ins here; `pulumi up` refuses to run without them):")
+        lines += [f"- `pulumi config set --secret llm-serving:{k} <value>`" for k in rendered.missing_secrets]
+    else:
+        lines.append("Every required secret is set in the stack file (encrypted; shown here as `[secret]`).")
+    lines += ["", "## Outputs", "", "```json", outputs_json(rendered).rstrip(), "```", ""]
+    return "\n".join(lines)
