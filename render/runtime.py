@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import gc
 import re
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -27,10 +26,12 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from config_model import required_secret_keys
+from render.mocks import MockResources, PreviewMocks, previous_state
 from render.stackfile import MASK, PROJECT, StackFile
 from stacks import loader
 from stacks.rules import Problem
-from stacks.transitions import SELF_STATE
+
+__all__ = ["MockResources", "Recorded", "Rendered", "previous_state", "record", "render"]
 
 # How the Pulumi wire format marks a secret value.
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -100,9 +101,6 @@ class Recorded:
         return json_format.MessageToDict(self.wire_outputs)
 
 
-MOCK_ACCOUNT = "000000000000"
-
-
 class DuplicateURNError(loader.ConfigError):
     """The engine's refusal of a second resource with the same URN (pulumi/pulumi v3.259.0,
     pkg/resource/deploy/step_generator.go generateURN; message from sdk/go/common/diag/errors.go
@@ -119,73 +117,6 @@ class _EngineRefusal(Problem):
 
     def render(self, stack_file: str) -> str:
         return f"{stack_file}: {self.allowed}"
-
-
-class MockResources(pulumi.runtime.Mocks):
-    """Gives each resource a stable id and the outputs the program reads, shaped like the real ones
-    (a mock AWS account id makes them recognisable in the render)."""
-
-    def __init__(self, aws_region: str = "us-east-1", previous: dict[str, dict] | None = None):
-        self.aws_region = aws_region
-        self.previous = previous or {}
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        state = dict(args.inputs)
-        if args.typ == "aws:ecr/repository:Repository":
-            state["repositoryUrl"] = f"{MOCK_ACCOUNT}.dkr.ecr.{self.aws_region}.amazonaws.com/{state['name']}"
-            return state["name"], state
-        if args.typ == "aws:iam/accessKey:AccessKey":
-            state["secret"] = "mock-secret-access-key"
-            return "AKIAMOCKACCESSKEYID0", state
-        if args.typ == "aws:s3/bucket:Bucket":
-            state["arn"] = f"arn:aws:s3:::{state.get('bucket', args.name)}"
-            return state.get("bucket", args.name), state
-        meta = state.get("metadata") or {}
-        if "name" in meta:
-            object_id = "/".join(p for p in (meta.get("namespace"), meta["name"]) if p)
-            if args.typ.startswith("kubernetes:") and isinstance(meta, dict):
-                # The API server's metadata.uid, which an ownerReference must name; stable per object.
-                state["metadata"] = {**meta, "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{args.typ}/{object_id}"))}
-            return object_id, state
-        return f"{args.name}-id", state
-
-    def call(self, args: pulumi.runtime.MockCallArgs):
-        if args.token == SELF_STATE:
-            # The stack's last deployment, as the engine's builtin provider answers it
-            # (stacks/transitions.py): a previous render's resources, their inputs as outputs.
-            return {"name": args.args.get("stackName"), "outputs": self.previous}
-        return {}
-
-
-def previous_state(records: list[dict]) -> dict[str, dict]:
-    """URN -> {type, outputs} from a render's resources.json (`python -m render --previous DIR`)."""
-    # Keyed as the engine's checkpoint is (engineUrn; an older render has only the mock's urn), so an
-    # alias the program derives from it is the URN the planner (render/changes.py) matches.
-    return {r.get("engineUrn") or r["urn"]: {"type": r["type"], "outputs": r.get("inputs") or {}}
-            for r in records if r.get("custom", True)}
-
-
-class PreviewMocks(pulumi.runtime.Mocks):
-    """What `pulumi preview` answers for a resource being created: no id yet, its inputs as given
-    (unknown wherever another resource's output flows in) and unknown for every value only the
-    provider computes: the ones the `up` mocks make up (ECR repositoryUrl, IAM access key secret,
-    bucket ARN) and a Kubernetes object's status. The Python SDK sends each unknown as
-    pulumi.runtime.rpc.UNKNOWN in the RegisterResource object of every dependant."""
-
-    def __init__(self, up: pulumi.runtime.Mocks):
-        self.up = up
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        resource_id, state = self.up.new_resource(args)
-        if not args.custom:
-            return resource_id, state
-        computed = {k: rpc.UNKNOWN for k in state if k not in args.inputs}
-        if args.typ.startswith("kubernetes:"):
-            computed["status"] = rpc.UNKNOWN
-        return None, {**args.inputs, **computed}  # an empty id is an unknown id (pulumi/runtime/resource.py)
-
-    def call(self, args: pulumi.runtime.MockCallArgs):
-        return self.up.call(args)
 
 
 def _go_duration_seconds(text: str) -> float:
