@@ -147,16 +147,18 @@ def test_every_make_target_the_docs_name_exists():
 
 
 def test_readme_says_where_the_field_report_is():
-    """By its title, and at the path the tests that read it use (tests/test_engines.py)."""
-    import test_engines
+    """By its title, and at the path the tests that read it use (shared_dir("seed") / <file>)."""
     from conftest import SHARED
 
-    path = SHARED / "seed" / test_engines.REPORT
-    assert f"`../shared/seed/{test_engines.REPORT}`" in README
     assert "## The field report" in README
+    named = re.search(r"`\.\./shared/seed/([\w.-]+)`", README)
+    assert named, "README: the field report's path under ../shared/seed/ is missing"
+    readers = [p.name for p in (PROJECT_DIR / "tests").glob("test_*.py") if f'"{named.group(1)}"' in _text(p)]
+    assert readers, f"no test reads {named.group(1)}: the README names the wrong file"
+    path = SHARED / "seed" / named.group(1)
     if path.is_file():
         title = path.read_text(encoding="utf-8").splitlines()[0].rstrip("¶").strip()
-        assert f'"{title}"' in README.replace("\n", " "), title
+        assert f'"{title}"' in " ".join(README.split()), title
 
 
 def test_readme_shows_how_to_set_every_secret():
