@@ -31,7 +31,7 @@ PYTEST_WORKERS ?= --numprocesses=auto --maxprocesses=4
 STACK  ?= dev
 STACKS := dev staging prod
 
-.PHONY: render render-all test bench snapshots clean e2e-tools cluster-up cluster-down e2e
+.PHONY: render render-all test docs bench snapshots clean e2e-tools cluster-up cluster-down e2e
 
 $(UV_STAMP): requirements-uv.txt
 	$(PYTHON) -m venv $(UV_VENV)
@@ -75,6 +75,10 @@ render-all: $(STAMP)
 test: $(STAMP) $(SCAN_STAMP) $(ENGINES_STAMP) $(S3_STAMP)
 	$(BIN)/ruff check .
 	CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov ENGINE_PACKAGES=$(abspath $(ENGINES_DIR)) S3_VENV=$(abspath $(S3_VENV)) $(BIN)/python -m pytest $(PYTEST_WORKERS)
+
+## docs: regenerate docs/config-reference.md and docs/policies.md from the config model and the policy pack
+docs: $(STAMP)
+	$(BIN)/python tools/gen_docs.py
 
 ## snapshots: refresh tests/snapshots/<stack>.plan.md after a reviewed plan change
 snapshots: $(STAMP)

@@ -1,4 +1,5 @@
-"""The README stays true to the code: its config reference is the generated one."""
+"""The README and docs/ stay true to the code: the generated reference pages are current, every link
+and path they name exists, every make target they name is in the Makefile, and the README stays short."""
 
 from __future__ import annotations
 
@@ -7,15 +8,157 @@ import re
 from conftest import PROJECT_DIR
 
 from config_model import SECRET_KEYS
-from tools.config_reference import reference
+from tools import gen_docs
 
 README = (PROJECT_DIR / "README.md").read_text(encoding="utf-8")
+DOCS = sorted((PROJECT_DIR / "docs").rglob("*.md"))
+PAGES = [PROJECT_DIR / "README.md", *DOCS]
+POLICIES_DOC = (PROJECT_DIR / "docs" / "policies.md").read_text(encoding="utf-8")
 
 
-def test_config_reference_is_current():
-    block = re.search(r"<!-- config-reference:start -->\n(.*?)\n<!-- config-reference:end -->", README, re.S)
-    assert block, "config reference markers missing"
-    assert block.group(1) == reference(), "run: .venv/bin/python tools/config_reference.py --write"
+def _text(path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def test_generated_docs_are_current():
+    """docs/config-reference.md and docs/policies.md hold what tools/gen_docs.py makes of the code now."""
+    stale = [rel for rel in gen_docs.GENERATED
+             if gen_docs.regenerate(rel, _text(PROJECT_DIR / rel)) != _text(PROJECT_DIR / rel)]
+    assert not stale, f"{stale} differ from the code: run make docs"
+
+
+def test_config_reference_has_a_row_per_field_and_secret():
+    """Each key of the models (nested sections and list items included) and each secret has its row."""
+    from pydantic import BaseModel
+
+    from config_model import StackConfig
+
+    def keys(model: type[BaseModel], prefix: str):
+        for name, field in model.model_fields.items():
+            key = prefix + (field.alias or name)
+            yield key
+            sub = gen_docs._section_of(field.annotation)
+            if sub is not None:
+                yield from keys(sub, key + ("[]." if "list" in str(field.annotation) else "."))
+
+    doc = _text(PROJECT_DIR / "docs" / "config-reference.md")
+    missing = [k for k in keys(StackConfig, "") if f"| `{k}` |" not in doc]
+    missing += [k for k in SECRET_KEYS if f"| `{k}` | `pulumi config set --secret llm-serving:{k} <value>` |" not in doc]
+    assert not missing, missing
+
+
+def test_the_generator_reads_whatever_the_model_says():
+    """A field another change adds reaches the reference with its type, bounds, default and description."""
+    from typing import Literal
+
+    from pydantic import Field
+
+    from config_model.types import Model
+
+    class Section(Model):
+        size_gib: int = Field(3, ge=1, le=9, description="A size | in GiB.")
+        kind: Literal["a", "b"] | None = Field(None, description="Which.")
+
+    class Top(Model):
+        parts: list[Section] = Field(default_factory=list, description="Parts.")
+
+    rows = gen_docs.config_rows(Top, "")
+    assert rows == ["| `parts` | list of sections | `[]` | Parts. |",
+                    "| `parts[].sizeGiB` | integer (>= 1; <= 9) | `3` | A size / in GiB. |",
+                    "| `parts[].kind` | one of `a`, `b` | unset | Which. |"]
+
+
+def test_policy_levels_resolve_as_the_cli_resolves_them():
+    """pulumi/pulumi v3.259.0 pkg/resource/analyzer/config.go: the pack's level, then `all`, then each
+    policy's entry, a string or an object's enforcementLevel; `environments` is no policy."""
+    defaults = {"a": "advisory", "b": "mandatory", "c": "advisory"}
+    assert gen_docs.resolve_levels(defaults, {}) == defaults
+    assert gen_docs.resolve_levels(defaults, {"all": "mandatory", "c": {"enforcementLevel": "disabled"},
+                                              "environments": ["x"]}) == \
+        {"a": "mandatory", "b": "mandatory", "c": "disabled"}
+    assert gen_docs.resolve_levels(defaults, {"b": {"someProperty": 1}}) == defaults
+
+
+def test_the_policy_table_has_every_policy_at_its_level_per_stack():
+    import json
+
+    from policy import pack
+
+    rows = {line.split(" | ")[0].strip("| `"): line.split(" | ") for line in POLICIES_DOC.splitlines()
+            if line.startswith("| `")}
+    stacks = gen_docs.stacks()
+    assert {"dev", "staging", "prod"} <= set(stacks)
+    for p in pack.policies():
+        assert p.name in rows, p.name
+        for i, stack in enumerate(stacks):
+            config = json.loads((PROJECT_DIR / "policy" / f"config.{stack}.json").read_text())
+            entry = config.get(p.name, config.get("all", p.enforcement_level.value))
+            assert rows[p.name][3 + i] == entry, (p.name, stack)
+
+
+def test_readme_is_at_most_500_lines():
+    assert len(README.splitlines()) <= 500, "README.md: move reference material to docs/"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's heading anchor: lowercase, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(path) -> set[str]:
+    text = re.sub(r"```.*?```", "", _text(path), flags=re.S)
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", text, flags=re.M):
+        slug = _slug(heading)
+        out.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+        seen[slug] = seen.get(slug, 0) + 1
+    return out
+
+
+def test_every_relative_link_points_at_an_existing_file_and_heading():
+    broken = []
+    for page in PAGES:
+        text = re.sub(r"```.*?```", "", _text(page), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue  # http(s):, mailto:
+            file, _, anchor = target.partition("#")
+            resolved = (page.parent / file).resolve() if file else page
+            if not resolved.exists():
+                broken.append(f"{page.relative_to(PROJECT_DIR)}: {target}")
+            elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
+                broken.append(f"{page.relative_to(PROJECT_DIR)}: {target} (no such heading)")
+    assert not broken, broken
+
+
+def test_every_make_target_the_docs_name_exists():
+    """`make X` in a command or code span of the README or docs is a target of the Makefile."""
+    makefile = _text(PROJECT_DIR / "Makefile")
+    targets = set(re.findall(r"^([a-z][\w-]*):", makefile, flags=re.M))
+    code = []
+    for page in PAGES:
+        text = _text(page)
+        code += [(page, c) for c in re.findall(r"```.*?```", text, flags=re.S)]
+        code += [(page, c) for c in re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))]
+    missing = sorted({f"{page.relative_to(PROJECT_DIR)}: make {t}" for page, c in code
+                      for t in re.findall(r"(?<![\w-])make ([a-z][\w-]*)", c) if t not in targets})
+    assert not missing, missing
+
+
+def test_readme_says_where_the_field_report_is():
+    """By its title, and at the path the tests that read it use (shared_dir("seed") / <file>)."""
+    from conftest import SHARED
+
+    assert "## The field report" in README
+    named = re.search(r"`\.\./shared/seed/([\w.-]+)`", README)
+    assert named, "README: the field report's path under ../shared/seed/ is missing"
+    readers = [p.name for p in (PROJECT_DIR / "tests").glob("test_*.py") if f'"{named.group(1)}"' in _text(p)]
+    assert readers, f"no test reads {named.group(1)}: the README names the wrong file"
+    path = SHARED / "seed" / named.group(1)
+    if path.is_file():
+        title = path.read_text(encoding="utf-8").splitlines()[0].rstrip("¶").strip()
+        assert f'"{title}"' in " ".join(README.split()), title
 
 
 def test_readme_shows_how_to_set_every_secret():
@@ -51,11 +194,11 @@ def test_the_manifest_recipe_never_hashes_the_manifest_into_itself(tmp_path):
     assert verify_model.checksum_problems(str(model), workers=2) == []
 
 
-def _section(heading: str) -> str:
-    """README text from `heading` (a `## ` line) to the next `## ` heading."""
-    start = README.index(f"\n{heading}\n")
-    end = README.find("\n## ", start + 1)
-    return README[start:end if end != -1 else len(README)]
+def _section(text: str, heading: str) -> str:
+    """`text` from `heading` (a `## ` line) to the next `## ` heading."""
+    start = text.index(f"\n{heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end != -1 else len(text)]
 
 
 def _names(listed: str) -> set[str]:
@@ -70,48 +213,55 @@ def _policies():
     return set(names), set(pack.MANDATORY)
 
 
-def test_readme_names_every_policy_of_the_pack():
-    """Merged features add policies (daemonsets-no-gpu, offload-memory, ...): the Policies section names
-    each, so a reader can map a preview violation to its rule."""
+def test_policies_doc_says_what_every_policy_checks():
+    """Merged features add policies (daemonsets-no-gpu, offload-memory, ...): the hand-written section
+    of docs/policies.md names each, so a reader can map a preview violation to its rule."""
     names, _ = _policies()
-    missing = sorted(n for n in names if f"`{n}`" not in _section("## Policies"))
-    assert not missing, f"README.md '## Policies' does not name: {missing}"
+    missing = sorted(n for n in names if f"`{n}`" not in _section(POLICIES_DOC, "## What each rule checks"))
+    assert not missing, f"docs/policies.md '## What each rule checks' does not name: {missing}"
 
 
-def test_readme_advisory_and_prod_lists_match_the_pack():
+def test_policies_doc_advisory_and_prod_lists_match_the_pack():
     """'The rest advise: ...' is exactly the pack's non-mandatory policies, and the prod sentence names
     exactly those advisory policies policy/config.prod.json leaves advisory."""
     import json
 
     names, mandatory = _policies()
     advisory = names - mandatory
-    listed = re.search(r"The rest advise: ((?:`[a-z-]+`(?:,\s+)?)+)\.", README)
+    listed = re.search(r"The rest advise: ((?:`[a-z-]+`(?:,\s+)?)+)\.", POLICIES_DOC)
     assert listed and _names(listed.group(1)) == advisory, \
-        f"README 'The rest advise:' should list {sorted(advisory)}"
+        f"docs/policies.md 'The rest advise:' should list {sorted(advisory)}"
     prod = json.loads((PROJECT_DIR / "policy" / "config.prod.json").read_text())
     made_mandatory = {k for k, v in prod.items() if v == "mandatory"}
-    left = re.search(r"prod makes every advisory rule mandatory(?:\s+but\s+((?:`[a-z-]+`(?:,\s+|\s+and\s+)?)+))?", README)
-    assert left, "README: the sentence on what policy/config.prod.json makes mandatory is missing"
+    left = re.search(r"prod makes every advisory rule mandatory(?:\s+but\s+((?:`[a-z-]+`(?:,\s+|\s+and\s+)?)+))?",
+                     POLICIES_DOC)
+    assert left, "docs/policies.md: the sentence on what policy/config.prod.json makes mandatory is missing"
     assert _names(left.group(1) or "") == advisory - made_mandatory, \
-        f"README: prod leaves {sorted(advisory - made_mandatory)} advisory (policy/config.prod.json)"
+        f"docs/policies.md: prod leaves {sorted(advisory - made_mandatory)} advisory (policy/config.prod.json)"
 
 
 def test_layout_names_every_directory_tool_and_script():
-    """The Layout block lists every top-level directory, tool and script the program ships."""
-    layout = _section("## Layout")
+    """docs/layout.md lists every top-level directory, tool and script the program ships."""
+    layout = _text(PROJECT_DIR / "docs" / "layout.md")
     dirs = [p.name for p in PROJECT_DIR.iterdir()
             if p.is_dir() and not p.name.startswith(".") and p.name not in ("build", "__pycache__")] + [".github"]
     files = [p.name for d in ("tools", "components/scripts") for p in (PROJECT_DIR / d).iterdir()
              if p.is_file() and p.suffix in (".py", ".sh") and p.name != "__init__.py"]
     missing = sorted(n for n in dirs + files if n not in layout)
-    assert not missing, f"README.md '## Layout' does not name: {missing}"
+    assert not missing, f"docs/layout.md does not name: {missing}"
 
 
-def test_every_path_the_readme_names_exists():
+def test_every_path_the_docs_name_exists():
     """A module renamed or split by a merge (policy/rules.py became resource_rules and stack_rules)
-    leaves the README pointing at it; every repository path it names must exist."""
-    named = set(re.findall(r"(?<![\w/.-])((?:tests|tools|components|policy|stacks|render|config_model|apivalidation"
-                           r"|docs|examples|\.github|\.ci)/[\w./-]*\w)(?!\w|\.?[<*])", README))
-    made_by_commands = {"policy/venv", "policy/venv/bin/pip"}
-    missing = sorted(p for p in named - made_by_commands if not (PROJECT_DIR / p).exists())
-    assert not missing, f"README.md names paths that do not exist: {missing}"
+    leaves the README or a doc pointing at it; every repository path they name must exist."""
+    # Made by a command the page gives, or by the reader (the README's own stack); Kubernetes API groups.
+    made_by_commands = {"policy/venv", "policy/venv/bin/pip", "policy/config.mine.json"}
+    api_groups = re.compile(r"policy/v\d+(?:(?:alpha|beta)\d+)?")
+    missing = []
+    for page in PAGES:
+        named = set(re.findall(r"(?<![\w/.-])((?:tests|tools|components|policy|stacks|render|config_model"
+                               r"|apivalidation|docs|examples|e2e|\.github|\.ci)/[\w./-]*\w)(?!\w|\.?[<*])",
+                               _text(page)))
+        missing += [f"{page.relative_to(PROJECT_DIR)}: {p}" for p in sorted(named - made_by_commands)
+                    if not (PROJECT_DIR / p).exists() and not api_groups.fullmatch(p)]
+    assert not missing, f"paths that do not exist: {missing}"
