@@ -189,7 +189,7 @@ def _within(release: str, covers: dict) -> bool:
 def accepted(port: Port, deployed: str) -> bool:
     component = port.decl["component"]
     deployed = _norm(component, deployed)
-    read = port.decl.get("deployed_as") and (port.decl["deployed_as"],) or port.releases
+    read = (port.decl["deployed_as"],) if "deployed_as" in port.decl else port.releases
     if any(r is not None and _norm(component, r) == deployed for r in read):
         return True
     if "covers" in port.decl and _numbers(deployed) and _within(deployed, port.decl["covers"]):
@@ -302,35 +302,40 @@ def test_every_component_a_port_stands_for_is_deployed_somewhere(all_ports, stac
         assert deployed_releases.deployed(component, stacks), f"nothing deploys {component}: say not_deployed"
 
 
+def _next_patch(release: str) -> str:
+    major, minor, patch = _numbers(release)
+    return f"v{major}.{minor}.{patch + 1}"
+
+
 @pytest.fixture
 def aibrix_default(monkeypatch):
-    """Platform.aibrix_version's default moved, as a bump of the pin would move it."""
-    def move(release: str):
-        monkeypatch.setattr(Platform.model_fields["aibrix_version"], "default", release)
-        Platform.model_rebuild(force=True)
-    yield move
+    """Platform.aibrix_version's default moved to the next patch release, as a bump of the pin moves it."""
+    pinned = Platform().aibrix_version
+    monkeypatch.setattr(Platform.model_fields["aibrix_version"], "default", _next_patch(pinned))
+    Platform.model_rebuild(force=True)
+    yield pinned, Platform().aibrix_version
     monkeypatch.undo()
     Platform.model_rebuild(force=True)
-    assert Platform().aibrix_version == "v0.7.0"
+    assert Platform().aibrix_version == pinned
 
 
 def test_a_moved_aibrix_default_names_every_aibrix_port(all_ports, aibrix_default):
-    aibrix_default("v0.7.1")
-    found = [m for m in mismatches(all_ports, deployed_releases.deployments())
-             if m.key not in KNOWN_UNEXPLAINED]
-    assert {m.deployed for m in found} == {"v0.7.1"}
+    pinned, moved = aibrix_default
+    assert moved != pinned
+    found = [m for m in mismatches(all_ports, deployed_releases.deployments()) if m.key not in KNOWN_UNEXPLAINED]
+    assert {(m.port.decl["component"], m.deployed) for m in found} == {("aibrix", moved)}
     assert {m.port.module for m in found} == {"tests/upstream_aibrix.py", "tests/upstream_kuberay.py",
                                               "../shared/crds/SOURCES.md (aibrix/)"}
     # Every stack and variant is built for it, and each message says what to re-read.
     assert {m.where.split(":")[0] for m in found} == set(deployed_releases.stack_files())
     aibrix = next(m for m in found if m.port.module == "tests/upstream_aibrix.py").message()
-    assert "read at v0.7.0" in aibrix and "is v0.7.1" in aibrix and "pkg/plugins/gateway/gateway.go" in aibrix
+    assert f"read at {pinned}" in aibrix and f"is {moved}" in aibrix and "pkg/plugins/gateway/gateway.go" in aibrix
 
 
 def test_a_cli_past_the_compared_range_names_the_engine_ports(all_ports, stacks, monkeypatch):
-    real = deployed_releases.go_required
+    real, newer = deployed_releases.go_required, _next_patch(update_rules.PULUMI_ENGINE["covers"]["to"])
     monkeypatch.setattr(deployed_releases, "go_required",
-                        lambda wrapper, module: "v3.277.0" if wrapper == "pulumi" else real(wrapper, module))
+                        lambda wrapper, module: newer if wrapper == "pulumi" else real(wrapper, module))
     found = {m.port.module for m in mismatches(all_ports, stacks) if m.key not in KNOWN_UNEXPLAINED}
     assert found == {"render/update_rules.py", "tests/upstream_day2.py", "render/stackfile.py", "stacks/loader.py",
                      "render/changes.py", "stacks/transitions.py", "components/retention.py"}

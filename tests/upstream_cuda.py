@@ -11,8 +11,8 @@ from source_facts import ReadAt
 PORTED_FROM = {
     "repo": "NVIDIA CUDA Programming Guide", "release": "12.9", "component": "cuda",
     "files": ("CUDA Environment Variables (CUDA_CACHE_PATH)",),
-    "covers": {"from": "12.0", "to": "12.9", "why": "a documented driver variable: re-read when the images' CUDA "
-               "major version moves"},
+    "covers": {"from": "12", "to": "12", "why": "a documented driver variable: re-read when the images' CUDA "
+               "major version moves (above)"},
 }
 
 READ = (ReadAt("CUDA_CACHE_PATH", ("vllm", "sglang"),
