@@ -187,6 +187,8 @@ def _within(release: str, covers: dict) -> bool:
 
 
 def accepted(port: Port, deployed: str) -> bool:
+    if deployed.startswith("?"):
+        return False        # deployed_releases could not tell (an engine release without its Requires-Dist)
     component = port.decl["component"]
     deployed = _norm(component, deployed)
     read = (port.decl["deployed_as"],) if "deployed_as" in port.decl else port.releases
