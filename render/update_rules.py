@@ -21,6 +21,29 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+# The releases read, machine-readable: tests/test_upstream_releases.py compares each with the release the
+# stacks run (the `component`) and names these files when they differ. The engine was read at v3.259.0 (the
+# mirror's newest tag); the CLI the project runs (e2e/tools/pulumi/go.mod) was compared with it function by
+# function in its module source (`go env GOMODCACHE`/github.com/pulumi/pulumi/pkg/v3@v3.276.0 and sdk/v3).
+PULUMI_ENGINE = {
+    "repo": "pulumi/pulumi", "release": "v3.259.0", "component": "pulumi",
+    "files": ("pkg/resource/deploy/step_generator.go", "pkg/resource/deploy/step.go",
+              "sdk/go/common/resource/alias.go", "sdk/go/common/resource/properties_path.go"),
+    "covers": {"from": "v3.259.0", "to": "v3.276.0", "why": (
+        "at v3.276.0 generateAliases, collapseAliasToUrn, inheritedChildAlias, applyReplaceOnChanges, "
+        "generateStepsFromDiff, ScheduleDeletes, alias.go and properties_path.go are unchanged; getOldResource, "
+        "continueStepsFromDiff, GenerateDeletes, diff and DeleteStep.Apply change only for states pending "
+        "replacement after an interrupted update, state-migration URN rewrites (none without a migration), "
+        "deletedWith (which the program never sets) and the plugin request types")},
+}
+PULUMI_KUBERNETES_PROVIDER = {
+    "repo": "pulumi/pulumi-kubernetes", "release": "v4.32.0", "component": "pulumi-kubernetes",
+    "files": ("provider/pkg/provider/diff.go", "provider/pkg/provider/provider.go", "provider/pkg/openapi/match.go",
+              "provider/pkg/metadata/naming.go"),
+    "not_read": {"4.34.2": "the newest tag in the mirror is v4.32.0: the SDK pin's release could not be read here"},
+}
+PORTED_FROM = (PULUMI_KUBERNETES_PROVIDER, PULUMI_ENGINE)
+
 # ---- provider: diff.go forceNew (v4.32.0) ----
 # Every property is a JSONPath; a changed leaf whose path (with its new value) matches one of them
 # turns the change into a replacement (provider.go addPatchValueToDiff + openapi/match.go).

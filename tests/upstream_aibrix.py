@@ -16,6 +16,29 @@ import json
 from dataclasses import dataclass, field
 
 TAG = "v0.7.0"
+
+# The release this module was read at, machine-readable (tests/test_upstream_releases.py compares it with
+# the AIBrix the stacks are built for, config_model Platform.aibrix_version, and names these files on a
+# mismatch).
+PORTED_FROM = {
+    "repo": "vllm-project/aibrix", "release": TAG, "component": "aibrix",
+    "files": (
+        "pkg/constants/model.go", "pkg/cache/cache_metrics.go", "pkg/cache/utils.go", "pkg/cache/informers.go",
+        "pkg/plugins/gateway/gateway.go", "pkg/plugins/gateway/types.go", "pkg/plugins/gateway/util.go",
+        "pkg/plugins/gateway/gateway_req_body.go", "pkg/plugins/gateway/gateway_req_headers.go",
+        "pkg/plugins/gateway/gateway_rsp_headers.go", "pkg/plugins/gateway/configprofiles/configprofiles.go",
+        "pkg/plugins/gateway/algorithms/", "pkg/types/router_context.go", "pkg/utils/pod.go", "pkg/utils/util.go",
+        "pkg/controller/modelrouter/modelrouter_controller.go", "pkg/controller/stormservice/",
+        "pkg/controller/roleset/", "pkg/controller/rayclusterfleet/sync.go",
+        "pkg/controller/rayclusterreplicaset/rayclusterreplicaset_utils.go", "pkg/controller/constants/stormservice.go",
+        "pkg/controller/util/controller_utils.go", "pkg/controller/podautoscaler/", "pkg/metrics/",
+        "api/autoscaling/v1alpha1/podautoscaler_types.go", "api/orchestration/v1alpha1/stormservice_types.go",
+        "config/crd/", "config/default/kustomization.yaml", "config/gateway/gateway.yaml",
+        "config/gateway/gateway-plugin/gateway-plugin.yaml", "config/rbac/controller-manager/role.yaml",
+        ".github/workflows/release-build.yaml", ".github/workflows/installation-tests.yml",
+        "deployment/terraform/kubernetes/data.tf", "python/aibrix/aibrix/metadata/api/v1/models.py",
+    ),
+}
 AIBRIX_NAMESPACE = "aibrix-system"          # pkg/plugins/gateway: defaultAIBrixNamespace
 
 # Every name the algorithms package registers at init (pkg/plugins/gateway/algorithms/*.go,

@@ -61,6 +61,7 @@ SOURCE = (
 
 
 V2_TAG = "2.36.7"
+V2_COMMIT = "73fb33bb171ace3e9eaa03308f76e5de50c21393"
 V2_READ = (
     # The image: docker/Dockerfile builds FROM public.ecr.aws/amazonlinux/amazonlinux:2023 (installs less,
     # groff, findutils, jq) with ENTRYPOINT /usr/local/bin/aws; the Job's command replaces it with /bin/sh.
@@ -85,4 +86,22 @@ V2_READ = (
     # {transfer_location}"; OnlyShowErrorsResultPrinter overrides _print_progress and _print_success only.
     "awscli/customizations/s3/results.py ResultPrinter._print_dry_run: DRY_RUN_FORMAT to the out file; "
     "OnlyShowErrorsResultPrinter keeps it",
+)
+
+# RUN: compared with the pins the sync tests install (requirements-s3.txt) by tests/test_upstream_releases.py.
+# READ (v2): images.modelSync is amazon/aws-cli pinned by digest alone, so no stack file names the release
+# the Job runs; the test checks that it still names none (a tag would have to be compared with V2_TAG).
+_V2_UNNAMED = "images.modelSync is amazon/aws-cli pinned by digest alone: no stack file names the release it runs"
+PORTED_FROM = (
+    {"repo": "aws/aws-cli", "release": AWSCLI, "component": "awscli",
+     "files": tuple(sorted({f"awscli/{line.path}" for line in SOURCE if line.package == "awscli"}))},
+    {"repo": "boto/s3transfer", "release": S3TRANSFER, "component": "s3transfer",
+     "files": tuple(sorted({f"s3transfer/{line.path}" for line in SOURCE if line.package == "s3transfer"}))},
+    {"repo": "aws/aws-cli", "release": V2_TAG, "commit": V2_COMMIT, "not_deployed": _V2_UNNAMED,
+     "files": ("docker/Dockerfile", "awscli/s3transfer/download.py", "awscli/s3transfer/utils.py",
+               "awscli/s3transfer/compat.py", "awscli/s3transfer/crt.py", "awscli/customizations/s3/factory.py",
+               "awscli/customizations/s3/subscribers.py", "awscli/customizations/s3/s3handler.py")},
+    {"repo": "aws/aws-cli", "release": None, "commit": "037f1c8a218f", "not_deployed": _V2_UNNAMED,
+     "untagged": "the v2-style results.py read at a commit, not at V2_TAG",
+     "files": ("awscli/customizations/s3/results.py",)},
 )

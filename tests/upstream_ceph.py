@@ -8,6 +8,14 @@ files. Reading the key is coherent across clients, so a key read on any node is 
 
 from __future__ import annotations
 
+PORTED_FROM = (
+    {"repo": "ceph/ceph", "release": None, "untagged": "documentation, no version recorded",
+     "files": ("doc/cephfs/mdcache.rst", "doc/cephfs/capabilities.rst"),
+     "not_deployed": "the cluster's CephFS, which the stacks do not install or pin"},
+    {"repo": "torvalds/linux", "release": None, "untagged": "no version recorded", "files": ("fs/ceph/caps.c",),
+     "not_deployed": "the nodes' kernel, which the stacks do not pin"},
+)
+
 READ = (
     "ceph doc/cephfs/mdcache.rst (CephFS Distributed Metadata Cache): when another client needs the "
     "information, the MDS revokes the capability and the holder returns it with the updated inode metadata",

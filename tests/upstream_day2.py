@@ -14,6 +14,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from render.update_rules import PULUMI_ENGINE, PULUMI_KUBERNETES_PROVIDER
+
+# Each port below, machine-readable; tests/test_upstream_releases.py compares them with what the stacks run.
+PORTED_FROM = (
+    {**PULUMI_ENGINE, "files": ("pkg/resource/deploy/step.go", "pkg/resource/deploy/step_generator.go")},
+    {**PULUMI_KUBERNETES_PROVIDER, "files": ("provider/pkg/await/await.go", "provider/pkg/provider/provider.go",
+                                             "provider/pkg/metadata/overrides.go")},
+    {"repo": "kubernetes-sigs/structured-merge-diff", "release": "v6.4.2", "component": "kubernetes",
+     "files": ("merge/update.go",),
+     "deployed_as": "v1.37.2", "note": "the release k8s.io/kubernetes v1.37.2 requires: compared as that Kubernetes"},
+    {"repo": "kubernetes/kubernetes", "release": "v1.37.2", "component": "kubernetes",
+     "files": ("pkg/controller/garbagecollector/garbagecollector.go", "pkg/controller/garbagecollector/graph.go")},
+    {"repo": "hashicorp/terraform-provider-aws", "release": None, "component": "pulumi-aws",
+     "untagged": "two stored copies agree", "files": ("internal/service/ecr/repository.go",),
+     "not_read": {"7.51.1": "which terraform-provider-aws version pulumi_aws 7.51.1 embeds was not checked"}},
+)
+
 # --- pulumi/pulumi v3.259.0 pkg/resource/deploy/step.go DeleteStep.Apply ------------------------------
 
 def delete_step(old_options: dict, replacing: bool = False) -> str:

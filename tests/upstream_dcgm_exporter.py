@@ -6,6 +6,15 @@ from __future__ import annotations
 
 TAG = "4.5.3-4.8.2"
 
+PORTED_FROM = {
+    "repo": "NVIDIA/dcgm-exporter", "release": TAG,
+    "files": ("etc/default-counters.csv", "internal/pkg/rendermetrics/render_metrics.go",
+              "internal/pkg/transformation/kubernetes.go", "internal/pkg/transformation/const.go",
+              "deployment/values.yaml"),
+    "not_deployed": "the stacks do not install dcgm-exporter and pin no version (the GPU operator or its Helm "
+                    "chart does): read at the newest tag",
+}
+
 # etc/default-counters.csv: "DCGM_FI_DEV_FB_FREE, gauge, Framebuffer memory free (in MiB)."
 METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
     # internal/pkg/rendermetrics/render_metrics.go: every GPU sample carries gpu, UUID, pci_bus_id,

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from source_facts import ReadAt
 
+PORTED_FROM = {
+    "repo": "deepseek-ai/DeepGEMM", "release": "v2.1.1.post3", "files": ("csrc/jit/compiler.hpp",),
+    "not_deployed": "neither engine wheel pins DeepGEMM (the engine images bundle a build): read at the newest tag",
+}
+
 # csrc/jit/compiler.hpp (Compiler constructor): cache_dir_path = $HOME/.deep_gemm, replaced by
 # DG_JIT_CACHE_DIR when that is set and non-empty.
 READ = (

@@ -13,6 +13,17 @@ from __future__ import annotations
 
 TAG = "v1.2.8"
 
+# Compared with the Envoy Gateway AIBrix's bundle brings (components/platform.py AIBRIX_BUNDLED) by
+# tests/test_upstream_releases.py.
+PORTED_FROM = {
+    "repo": "envoyproxy/gateway", "release": TAG, "component": "envoy-gateway",
+    "files": ("internal/infrastructure/kubernetes/proxy/resource.go", "internal/utils/misc.go",
+              "internal/envoygateway/config/config.go",
+              "internal/infrastructure/kubernetes/proxy/resource_provider.go",
+              "internal/infrastructure/kubernetes/infra.go", "api/v1alpha1/envoygateway_types.go",
+              "internal/gatewayapi/helpers.go", "internal/gatewayapi/translator.go"),
+}
+
 # internal/envoygateway/config/config.go: DefaultNamespace = "envoy-gateway-system", overridable by
 # ENVOY_GATEWAY_NAMESPACE, which install.yaml sets from the controller pod's own namespace.
 CONTROLLER_NAMESPACE = "envoy-gateway-system"

@@ -11,6 +11,26 @@ from __future__ import annotations
 
 import re
 
+# None of these is deployed or pinned by the stacks (the cluster's Grafana and charts are the operator's).
+_NOT_DEPLOYED = "the stacks install no Grafana, chart or sidecar and pin none; the dashboards' ConfigMaps target them"
+PORTED_FROM = (
+    {"repo": "grafana/helm-charts", "release": "grafana-10.5.15", "files": ("charts/grafana/values.yaml",
+     "charts/grafana/templates/_pod.tpl"), "not_deployed": _NOT_DEPLOYED},
+    {"repo": "prometheus-community/helm-charts", "release": "kube-prometheus-stack-88.5.3",
+     "files": ("charts/kube-prometheus-stack/values.yaml",
+               "charts/kube-prometheus-stack/templates/grafana/dashboards-1.14/"), "not_deployed": _NOT_DEPLOYED},
+    {"repo": "kiwigrid/k8s-sidecar", "release": "2.5.0", "files": ("src/sidecar.py", "README.md"),
+     "not_deployed": _NOT_DEPLOYED},
+    {"repo": "grafana/grafana", "release": None, "commit": "01ec8e3a4aa74ae730281876031a2a97f85bf2cb",
+     "files": ("apps/dashboard/pkg/migration/schemaversion/migrations.go",), "not_deployed": _NOT_DEPLOYED},
+    {"repo": "grafana/grafana", "release": None, "commit": "00139e84396be1600192135b87b8607f3f7b79d0",
+     "files": ("kinds/dashboard/dashboard_kind.cue",), "not_deployed": _NOT_DEPLOYED},
+    {"repo": "grafana/grafana", "release": None,
+     "untagged": "pkg/util/shortid_generator.go and the Prometheus data source's regex escaping, read in every "
+                 "version the code index holds, none named",
+     "files": ("pkg/util/shortid_generator.go", "packages/grafana-prometheus/"), "not_deployed": _NOT_DEPLOYED},
+)
+
 # ---- the charts ----
 
 # grafana/helm-charts tag grafana-10.5.15 (appVersion 12.3.1), charts/grafana/values.yaml

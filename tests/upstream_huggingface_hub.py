@@ -7,5 +7,12 @@ from __future__ import annotations
 
 from source_facts import ReadAt
 
+PORTED_FROM = {
+    "repo": "huggingface/huggingface_hub", "release": None,
+    "untagged": "recorded without a tag: it comes with the transformers each engine release pins",
+    "files": ("src/huggingface_hub/constants.py",),
+    "not_deployed": "no stack pins it; the engine image's transformers brings it",
+}
+
 READ = (ReadAt("HF_HOME", ("vllm", "sglang"), "huggingface/huggingface_hub src/huggingface_hub/constants.py",
                "~/.cache/huggingface (offline here: only the modules cache of trust-remote-code)"),)

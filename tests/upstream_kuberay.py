@@ -5,6 +5,18 @@ from __future__ import annotations
 
 TAG = "v1.2.1"
 
+# Two upstreams: KubeRay itself (compared with the KubeRay AIBrix's bundle brings, components/platform.py
+# AIBRIX_BUNDLED) and the AIBrix naming is_head_service_name relies on (compared with
+# Platform.aibrix_version), by tests/test_upstream_releases.py.
+PORTED_FROM = (
+    {"repo": "ray-project/kuberay", "release": TAG, "component": "kuberay",
+     "files": ("ray-operator/controllers/ray/utils/util.go",
+               "ray-operator/controllers/ray/raycluster_controller.go")},
+    {"repo": "vllm-project/aibrix", "release": "v0.7.0", "component": "aibrix",
+     "files": ("pkg/controller/rayclusterfleet/sync.go",
+               "pkg/controller/rayclusterreplicaset/rayclusterreplicaset_utils.go")},
+)
+
 
 def check_name(s: str) -> str:
     """ray-operator/controllers/ray/utils/util.go CheckName: keep the last 50 characters; a leading

@@ -26,6 +26,19 @@ import math
 import re
 from dataclasses import dataclass, field
 
+# Read at a commit, not a tag: the newest Kubernetes minor the stacks accept (config_model Cluster) is what
+# it stands for, and it is held to the whole supported range, as the docstring says. Compared by
+# tests/test_upstream_releases.py with every stack's cluster.kubernetesVersion and the supported range.
+PORTED_FROM = {
+    "repo": "kubernetes/kubernetes", "release": "1.37", "commit": "003e86297d18a8538c9da3619871393f9703bf70",
+    "component": "kubernetes",
+    "files": ("pkg/controller/disruption/disruption.go", "staging/src/k8s.io/apimachinery/pkg/util/intstr/intstr.go",
+              "pkg/registry/core/pod/storage/eviction.go", "pkg/controller/deployment/sync.go",
+              "pkg/controller/replicaset/replica_set.go"),
+    "covers": {"from": "1.29", "to": "1.37", "why": "the one place re-checked when the supported Kubernetes range "
+               "moves (above); read only at the 1.37-era commit, not re-read at each older minor"},
+}
+
 
 @dataclass(frozen=True)
 class Controller:

@@ -8,6 +8,13 @@ differs. What could go wrong is reading a stale key, from the client's caches:
 
 from __future__ import annotations
 
+PORTED_FROM = (
+    {"repo": "nfs-utils", "release": None, "untagged": "the nfs(5) man page, no version recorded",
+     "files": ("utils/mount/nfs.man",), "not_deployed": "the nodes' NFS client, which the stacks do not pin"},
+    {"repo": "torvalds/linux", "release": None, "untagged": "read in a 5.x/6.x-era copy",
+     "files": ("fs/nfs/dir.c",), "not_deployed": "the nodes' kernel, which the stacks do not pin"},
+)
+
 READ = (
     # stat() may answer from the attribute cache (acregmin 3 s .. acregmax 60 s), and with the
     # default lookupcache=all a cached directory entry is trusted until the parent directory's

@@ -12,6 +12,13 @@ from the OCI spec's process env, where the container's own env replaces the imag
 from __future__ import annotations
 
 TAG = "v1.19.1"
+
+PORTED_FROM = {
+    "repo": "NVIDIA/nvidia-container-toolkit", "release": TAG,
+    "files": ("internal/config/image/cuda_image.go", "internal/config/image/devices.go",
+              "cmd/nvidia-container-runtime/README.md"),
+    "not_deployed": "the runtime of the GPU nodes, which the stacks neither install nor pin",
+}
 VARIABLE = "NVIDIA_VISIBLE_DEVICES"
 
 

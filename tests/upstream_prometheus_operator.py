@@ -6,6 +6,14 @@ from __future__ import annotations
 
 TAG = "v0.93.0"
 
+# The stacks install no Prometheus Operator and pin none: the release compared is the one whose CRDs the
+# manifests are validated against (../shared/crds/SOURCES.md), by tests/test_upstream_releases.py.
+PORTED_FROM = {
+    "repo": "prometheus-operator/prometheus-operator", "release": TAG, "component": "prometheus-operator",
+    "files": ("pkg/prometheus/server/operator.go", "pkg/prometheus/server/statefulset.go",
+              "pkg/prometheus/promcfg.go"),
+}
+
 
 def prometheus_pod_labels(prometheus_name: str) -> dict[str, str]:
     """pkg/prometheus/server/operator.go makeSelectorLabels: the labels of every Prometheus server

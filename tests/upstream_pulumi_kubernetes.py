@@ -8,6 +8,16 @@ import json
 import re
 
 TAG = "v4.32.0"
+# The stacks run the provider release the SDK asks for (requirements.txt pulumi_kubernetes); it is accepted
+# unread, for the reason below, and nothing else is (tests/test_upstream_releases.py).
+PORTED_FROM = {
+    "repo": "pulumi/pulumi-kubernetes", "release": TAG, "component": "pulumi-kubernetes",
+    "files": ("provider/pkg/await/service.go", "provider/pkg/await/awaiters.go", "provider/pkg/await/daemonset.go",
+              "provider/pkg/await/await.go", "provider/pkg/await/condition/jsonpath.go",
+              "provider/pkg/await/condition/kubectl.go", "provider/pkg/jsonpath/jsonpath.go",
+              "provider/pkg/metadata/overrides.go", "provider/pkg/metadata/annotations.go"),
+    "not_read": {"4.34.2": "the newest tag in the mirror is v4.32.0: the SDK pin's release could not be read here"},
+}
 DEFAULT_SERVICE_TIMEOUT_SECONDS = 10 * 60   # provider/pkg/await/service.go DefaultServiceTimeoutMins
 
 # provider/pkg/await/awaiters.go `awaiters`: apps/v1 DaemonSet is awaited (daemonsetAwaiter) on create

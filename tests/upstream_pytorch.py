@@ -7,5 +7,12 @@ from __future__ import annotations
 
 from source_facts import ReadAt
 
+PORTED_FROM = {
+    "repo": "pytorch/pytorch", "release": None,
+    "untagged": "recorded without a tag (the torch each engine release pins: TORCH in tests/upstream_vllm.py and "
+                "tests/upstream_sglang.py)",
+    "files": ("torch/_inductor/runtime/cache_dir_utils.py",), "component": "torch",
+}
+
 READ = (ReadAt("TORCHINDUCTOR_CACHE_DIR", ("vllm", "sglang"),
                "pytorch/pytorch torch/_inductor/runtime/cache_dir_utils.py", "/tmp/torchinductor_<user>"),)

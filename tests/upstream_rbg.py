@@ -5,6 +5,16 @@ from __future__ import annotations
 
 TAG = "v0.7.0"
 
+# Compared with config_model Platform.rbg_version by tests/test_upstream_releases.py.
+PORTED_FROM = {
+    "repo": "sgl-project/rbg", "release": TAG, "component": "rbg",
+    "files": ("pkg/utils/service_utils.go", "api/workloads/v1alpha2/helper.go",
+              "api/workloads/v1alpha2/rolebasedgroup_types.go", "api/workloads/constants/external.go",
+              "pkg/reconciler/workload_reconciler.go", "pkg/reconciler/roleinstanceset_reconciler.go",
+              "pkg/reconciler/roleinstance/sync/instance_scale.go", "pkg/reconciler/roleinstance/core/instance_core.go",
+              "pkg/reconciler/common.go", "internal/controller/workloads/rolebasedgroup_controller.go"),
+}
+
 
 def _dns(name: str) -> str:
     return name[:63].rstrip("-") if len(name) > 63 else name

@@ -23,6 +23,23 @@ RELEASES = ("0.5.17", "0.5.23")
 # (tests/upstream_tilelang.py, tests/upstream_tvm_ffi.py).
 TILELANG = {"0.5.17": "0.1.11", "0.5.23": "0.1.12"}
 TVM_FFI = {"0.5.17": "0.1.11", "0.5.23": "0.1.11"}
+# The same Requires-Dist for FlashInfer (flashinfer-python) and torch (tests/upstream_flashinfer.py,
+# tests/upstream_pytorch.py, tests/upstream_triton.py).
+FLASHINFER = {"0.5.17": "0.6.15.post1", "0.5.23": "0.7.2"}
+TORCH = {"0.5.17": "2.11.0", "0.5.23": "2.14.1"}
+
+# Compared with the tag of the SGLang image the stacks run (images.sglang) by tests/test_upstream_releases.py:
+# it must be one of RELEASES (each also installed from requirements-engines.txt, which the test checks).
+PORTED_FROM = (
+    {"repo": "sgl-project/sglang", "releases": RELEASES, "component": "sglang",
+     "files": ("sglang/srt/environ.py", "sglang/srt/server_args.py", "sglang/srt/arg_groups/",
+               "sglang/srt/layers/deep_gemm_wrapper/compile_utils.py", "sglang/kernels/jit/utils/",
+               "sglang/srt/observability/", "sglang/srt/managers/tokenizer_manager.py", "sglang/srt/utils/auth.py",
+               "sglang/srt/utils/common.py", "sglang/srt/mem_cache/", "METADATA (Requires-Dist)")},
+    {"repo": "sgl-project/sglang", "release": None, "commit": "004740a9cb3dbf6153455fb38b447021e3e07236",
+     "files": ("docker/Dockerfile",), "untagged": "the image's Dockerfile as stored at a commit",
+     "not_deployed": "the image build, not a release the stack files name"},
+)
 
 
 # ---- caches ----

@@ -14,4 +14,10 @@ from __future__ import annotations
 
 # tilelang/env.py: env.TILELANG_CACHE_DIR defaults to ~/.tilelang/cache; TILELANG_TMP_DIR follows it.
 ENV = "tilelang/env.py"
+# Compared with the TileLang each engine release the stacks run pins (TILELANG in the engine modules);
+# RUN from requirements-engines.txt, so a pin read here must be installed there too (the test checks both).
+PORTED_FROM = {
+    "repo": "tile-ai/tilelang", "releases": ("0.1.9", "0.1.11", "0.1.12"), "component": "tilelang",
+    "files": (ENV,),
+}
 ATTRIBUTES = ("TILELANG_CACHE_DIR", "TILELANG_TMP_DIR")

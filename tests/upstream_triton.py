@@ -7,5 +7,12 @@ from __future__ import annotations
 
 from source_facts import ReadAt
 
+PORTED_FROM = {
+    "repo": "triton-lang/triton", "release": None,
+    "untagged": "recorded without a tag: the Triton the engines' torch requires",
+    "files": ("python/triton/knobs.py",),
+    "not_deployed": "no stack pins it; the engine image's torch brings it",
+}
+
 READ = (ReadAt("TRITON_CACHE_DIR", ("vllm", "sglang"),
                "triton-lang/triton python/triton/knobs.py (cache.dir: TRITON_CACHE_DIR)", "~/.triton/cache"),)

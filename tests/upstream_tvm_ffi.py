@@ -20,3 +20,9 @@ PINNED = sorted(set(upstream_vllm.TVM_FFI.values()) | set(upstream_sglang.TVM_FF
 # ~/.cache/tvm-ffi (cache_dir = os.environ.get("TVM_FFI_CACHE_DIR", ...)).
 STATEMENTS = tuple(Statement(f"apache-tvm-ffi=={v}", "tvm_ffi/cpp/extension.py", "cache_dir", "tvm-ffi C++ builds")
                    for v in PINNED)
+# RUN at every pinned version, so the releases are those pins (compared with the deployed engines' pins,
+# which must also be installed, by tests/test_upstream_releases.py).
+PORTED_FROM = {
+    "repo": "apache/tvm-ffi", "releases": tuple(PINNED), "component": "apache-tvm-ffi",
+    "files": ("python/tvm_ffi/cpp/extension.py",),
+}

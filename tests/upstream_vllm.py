@@ -20,6 +20,30 @@ RELEASES = ("0.26.0", "0.33.0")
 # (tests/upstream_tilelang.py, tests/upstream_tvm_ffi.py).
 TILELANG = {"0.26.0": "0.1.9", "0.33.0": "0.1.12"}
 TVM_FFI = {"0.26.0": "0.1.10", "0.33.0": "0.1.11"}
+# The same Requires-Dist for FlashInfer (flashinfer-python) and torch (tests/upstream_flashinfer.py,
+# tests/upstream_pytorch.py, tests/upstream_triton.py).
+FLASHINFER = {"0.26.0": "0.6.14", "0.33.0": "0.7.2.post1"}
+TORCH = {"0.26.0": "2.11.0", "0.33.0": "2.14.0"}
+
+# Compared with the tag of the vLLM images the stacks run (images.vllm, images.vllmRay) by
+# tests/test_upstream_releases.py: each must be one of RELEASES.
+PORTED_FROM = (
+    {"repo": "vllm-project/vllm", "releases": RELEASES, "component": "vllm",
+     "files": ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py", "vllm/entrypoints/common/cli_args.py",
+               "vllm/config/cache.py", "vllm/config/vllm.py", "vllm/config/parallel.py", "vllm/v1/kv_offload/",
+               "vllm/distributed/kv_transfer/kv_connector/v1/", "vllm/envs.py", "vllm/utils/deep_gemm.py",
+               "vllm/v1/metrics/loggers.py", "vllm/entrypoints/serve/", "vllm/benchmarks/serve.py",
+               "vllm/benchmarks/lib/endpoint_request_func.py", "METADATA (Requires-Dist)")},
+    {"repo": "vllm-project/vllm", "release": None, "commit": "0000977eaf873be6a295cf73017976d49ca2fb9d",
+     "files": ("docker/Dockerfile", "examples/disaggregated/disaggregated_serving/disagg_proxy_multiturn.py"),
+     "untagged": "the image's Dockerfile as stored at a commit (the repository is larger than a mirror may be here); "
+                 "the proxy example was read at v0.26.0",
+     "not_deployed": "the image build, not a release the stack files name"},
+    {"repo": "trallnag/prometheus-fastapi-instrumentator", "release": "8.1.0",
+     "files": ("src/prometheus_fastapi_instrumentator/metrics.py",
+               "src/prometheus_fastapi_instrumentator/instrumentation.py"),
+     "not_deployed": "vLLM requires >=8.0.0 (wheel METADATA); which one an image holds is not in the stack files"},
+)
 
 
 # ---- `vllm serve` options ----
