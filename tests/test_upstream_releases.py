@@ -77,7 +77,8 @@ OUTSIDE = {
         {"repo": "pulumi/pulumi", "release": "v3.259.0", "anchor": "pulumi/pulumi v3.259.0 step_generator.go",
          "component": "pulumi", "covers": {**_PULUMI_COMPARED, "why": "performPostSteps is unchanged at v3.276.0; "
                                            + _PULUMI_COMPARED["why"]},
-         "files": ("pkg/resource/deploy/step_generator.go", "pkg/resource/deploy/deployment_executor.go")},
+         "files": ("pkg/resource/deploy/step_generator.go", "pkg/resource/deploy/deployment_executor.go")},),
+    "render/update_steps.py": (
         {"repo": "pulumi/pulumi-kubernetes", "release": "v4.32.0", "anchor": "pulumi-kubernetes v4.32.0",
          "component": "pulumi-kubernetes", "not_read": update_rules.PULUMI_KUBERNETES_PROVIDER["not_read"],
          "files": ("provider/pkg/await/await.go", "provider/pkg/provider/provider.go")},
@@ -117,7 +118,8 @@ KNOWN_UNEXPLAINED = {
     ("apivalidation/updates.py", "kubernetes/kubernetes", "1.29"), ("apivalidation/updates.py", "kubernetes/kubernetes", "1.33"),
     ("apivalidation/cel_rules.py", "kubernetes/kubernetes", "1.29"),
     ("apivalidation/cel_rules.py", "kubernetes/kubernetes", "1.33"),
-    ("render/changes.py", "kubernetes/kubernetes", "1.29"), ("render/changes.py", "kubernetes/kubernetes", "1.33"),
+    ("render/update_steps.py", "kubernetes/kubernetes", "1.29"),
+    ("render/update_steps.py", "kubernetes/kubernetes", "1.33"),
     ("tests/upstream_day2.py", "kubernetes/kubernetes", "1.29"), ("tests/upstream_day2.py", "kubernetes/kubernetes", "1.33"),
     ("tests/upstream_day2.py", "kubernetes-sigs/structured-merge-diff", "1.29"),
     ("tests/upstream_day2.py", "kubernetes-sigs/structured-merge-diff", "1.33"),
