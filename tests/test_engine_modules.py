@@ -202,6 +202,41 @@ def test_the_shipped_client_spells_the_gauges_as_the_modules_do():
     assert openai_client.IN_FLIGHT_GAUGES == {e.NAME: e.IN_FLIGHT_GAUGES for e in ENGINES}
 
 
+# ---- the pack reads the argv by the engine's own flags ----
+
+def _gpu_parallel_size(obj: dict) -> list[str]:
+    from policy import rules
+    policy = next(p for p in rules.RESOURCE_POLICIES if p.name == "gpu-parallel-size")
+    group, version = obj["apiVersion"].split("/") if "/" in obj["apiVersion"] else ("core", obj["apiVersion"])
+    return policy.check(f"kubernetes:{group}/{version}:{obj['kind']}", obj)
+
+
+def _dev_deployment() -> tuple[dict, dict]:
+    import copy
+
+    from conftest import k8s_objects, render_stack
+    dep = copy.deepcopy(next(o for o in k8s_objects(render_stack("dev")) if o["kind"] == "Deployment"))
+    return dep, next(c for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == "engine")
+
+
+def test_the_pack_reads_the_parallel_size_by_the_engines_declared_flags():
+    dep, c = _dev_deployment()
+    assert _gpu_parallel_size(dep) == []
+    # SGLang's --tp-size is its declared name, vLLM declares none such: a vLLM argv spelling it asks for TP 1.
+    c["args"][c["args"].index("--tensor-parallel-size")] = "--tp-size"
+    assert any("parallel size of 1" in v for v in _gpu_parallel_size(dep))
+    c["command"] = [sglang.COMMAND]
+    assert _gpu_parallel_size(dep) == []
+
+
+def test_a_gpu_container_running_no_known_engine_is_refused():
+    dep, c = _dev_deployment()
+    c["command"], c["args"] = ["python3"], ["server.py", "--tensor-parallel-size", "8"]
+    assert _gpu_parallel_size(dep) == [
+        "Deployment llm-serving-dev/deepseek-v4-flash: container engine has 8 GPUs but its argv runs none of the "
+        "engines vllm, sglang, so its parallel size cannot be read."]
+
+
 # ---- an engine name is switched on in at most three production files ----
 
 NAMES = set(engines.NAMES)
