@@ -20,9 +20,8 @@ import pulumi_kubernetes as k8s
 from components.autoscaling import IGNORE_REPLICAS, workload_annotations
 from components.base import AIBRIX_ORCHESTRATION_API, Component, labels, metadata
 from components.engines import (
-    API_KEY_ENV,
-    ENGINE_PORT,
     engine_command,
+    engine_of,
     gpus_per_pod,
     offload_memory_gib,
     offload_shm_gib,
@@ -90,7 +89,7 @@ def aibrix_labels(model: ServedModel) -> dict[str, str]:
     """AIBrix v0.7.0 discovery labels: the name must equal the request body's `model`; the metric
     port where it is not the plugin's default 8000 (SGLang, same-pod P/D)."""
     return {"model.aibrix.ai/name": model.served_model_name,
-            "model.aibrix.ai/port": str(ENGINE_PORT[model.engine]),
+            "model.aibrix.ai/port": str(engine_of(model).PORT),
             "model.aibrix.ai/engine": model.engine, **metric_port_labels(model)}
 
 
@@ -192,7 +191,7 @@ def pod_spec(args: CombinedEngineArgs) -> EnginePodSpec:
     m = args.model
     cmd = engine_command(model_mount(args).model_path, m)
     engine = EngineContainer(name="engine", command=cmd.command, args=cmd.args, env=cmd.env,
-                             port=ENGINE_PORT[m.engine], gpus=gpus_per_pod(m), api_key_env=API_KEY_ENV[m.engine],
+                             port=engine_of(m).PORT, gpus=gpus_per_pod(m), api_key_env=engine_of(m).API_KEY_ENV,
                              offload_memory_gib=offload_memory_gib(m), offload_shm_gib=offload_shm_gib(m))
     return engine_pod_spec(args, m.name, [engine], {**aibrix_labels(m), **dict(args.extra_pod_labels)},
                            dict(args.extra_pod_annotations))
@@ -318,5 +317,5 @@ class CombinedEngine(Component):
                                      ignore_changes=IGNORE_REPLICAS if replica_mode(m) else None))
         self.route_backend = RouteBackend(
             served_model_name=m.served_model_name, service_name=service_name(m), selector=served_model_selector(m),
-            port=ENGINE_PORT[m.engine], target_port="engine", service_labels=aibrix_labels(m), timeouts=wait)
+            port=engine_of(m).PORT, target_port="engine", service_labels=aibrix_labels(m), timeouts=wait)
         self.register_outputs({"workload": m.name})

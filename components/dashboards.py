@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 from components.base import Component, labels
 from components.monitoring import POD_MONITOR_NAME
 from config_model import Monitoring
+from policy.engines import ENGINES, vllm
 
 # kube-prometheus-stack's own dashboards carry 39; Grafana migrates any version from 9 up to its
 # latest forward on load (tests/upstream_grafana.py).
@@ -31,7 +32,7 @@ CONFIG_MAP_BASE = "llm-serving-dashboards"
 # The engine series of the selected models, as the PodMonitor delivers them.
 SEL = f'namespace="$namespace", job="$namespace/{POD_MONITOR_NAME}", model_name=~"$model"'
 # One series per engine pod and model: the join that gives DCGM's per-GPU series a model.
-ENGINE_PODS = f"group by (namespace, pod, model_name) (vllm:num_requests_waiting{{{SEL}}} or sglang:num_queue_reqs{{{SEL}}})"
+ENGINE_PODS = f"group by (namespace, pod, model_name) ({' or '.join(f'{e.QUEUE_GAUGE}{{{SEL}}}' for e in ENGINES)})"
 # Free framebuffer in MiB per GPU, with the workload's namespace and pod as labels whether the
 # exporter is scraped with honorLabels false (its chart's default: exported_namespace/exported_pod)
 # or true (tests/upstream_dcgm_exporter.py).
@@ -41,15 +42,13 @@ GPU_FREE_MIB = ('label_replace(label_replace(DCGM_FI_DEV_FB_FREE{exported_namesp
 MODEL_GPUS_FREE_MIB = f"({GPU_FREE_MIB}) * on (namespace, pod) group_left (model_name) {ENGINE_PODS}"
 
 # engine -> (TTFT, TPOT, ITL histograms, output-token counter, waiting-requests gauge, KV-cache gauge),
-# exposed names. SGLang exports no TPOT histogram before 0.5.23: that panel shows it from 0.5.23 on.
+# exposed names, from each engine's module. SGLang exports no TPOT histogram before 0.5.23: that panel
+# shows it from 0.5.23 on.
 ENGINE_METRICS = {
-    "vLLM": {"ttft": "vllm:time_to_first_token_seconds_bucket", "tpot": "vllm:request_time_per_output_token_seconds_bucket",
-             "itl": "vllm:inter_token_latency_seconds_bucket", "tokens": "vllm:generation_tokens_total",
-             "queue": "vllm:num_requests_waiting", "kv": "vllm:kv_cache_usage_perc"},
-    "SGLang": {"ttft": "sglang:time_to_first_token_seconds_bucket",
-               "tpot": "sglang:request_time_per_output_token_seconds_bucket",
-               "itl": "sglang:inter_token_latency_seconds_bucket", "tokens": "sglang:generation_tokens_total",
-               "queue": "sglang:num_queue_reqs", "kv": "sglang:token_usage"},
+    e.DISPLAY_NAME: {"ttft": f"{e.TTFT_HISTOGRAM}_bucket", "tpot": f"{e.TPOT_HISTOGRAM}_bucket",
+                     "itl": f"{e.ITL_HISTOGRAM}_bucket", "tokens": e.GENERATION_TOKENS_TOTAL,
+                     "queue": e.QUEUE_GAUGE, "kv": e.KV_CACHE_GAUGE}
+    for e in ENGINES
 }
 
 
@@ -147,20 +146,19 @@ def rows(mon: Monitoring, nixl: bool) -> list[tuple[str, list[tuple[int, dict]]]
         out.append(("P/D KV transfer (NIXL, vLLM)", [
             (8, _panel("NIXL transfers/s", "Successful KV transfers per second (one per TP rank), counted on the "
                        "decode side.", "short",
-                       [(f"sum by (model_name, pod) (rate(vllm:nixl_xfer_time_seconds_count{nixl_sel}))",
+                       [(f"sum by (model_name, pod) (rate({vllm.NIXL_TRANSFERS_HISTOGRAM}_count{nixl_sel}))",
                          "{{model_name}} {{pod}}")])),
             (8, _panel("NIXL bytes/s and transfer time", "KV bytes moved per second, and p95 transfer time (field "
                        "report 9.3: 7.6 ms cold, 0.3 ms warm).", "Bps",
-                       [(f"sum by (model_name, pod) (rate(vllm:nixl_bytes_transferred_sum{nixl_sel}))",
+                       [(f"sum by (model_name, pod) (rate({vllm.NIXL_BYTES_HISTOGRAM}_sum{nixl_sel}))",
                          "{{model_name}} {{pod}} bytes/s"),
-                        (f"histogram_quantile(0.95, sum by (le, model_name) (rate(vllm:nixl_xfer_time_seconds_bucket{nixl_sel})))",
+                        (f"histogram_quantile(0.95, sum by (le, model_name) (rate({vllm.NIXL_TRANSFERS_HISTOGRAM}_bucket{nixl_sel})))",
                          "{{model_name}} p95 transfer s")])),
             (8, _panel("NIXL failures", "Failed transfers and notifications, and expired KV (prefill side): those "
                        "requests were recomputed or failed, not served P/D (field report 11.3).", "short",
                        [(f"sum by (model_name, pod) (increase({name}_total{nixl_sel}))", f"{{{{model_name}}}} {{{{pod}}}} {label}")
-                        for name, label in (("vllm:nixl_num_failed_transfers", "failed transfers"),
-                                            ("vllm:nixl_num_failed_notifications", "failed notifications"),
-                                            ("vllm:nixl_num_kv_expired_reqs", "expired KV"))]))]))
+                        for name, label in zip(vllm.NIXL_FAILURE_COUNTERS,
+                                               ("failed transfers", "failed notifications", "expired KV"))]))]))
     return out
 
 

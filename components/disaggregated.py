@@ -37,14 +37,11 @@ from components.combined import (
     served_model_selector,
 )
 from components.engines import (
-    API_KEY_ENV,
-    ENGINE_PORT,
     OFFLINE_ENV,
     SAME_POD_PROXY_MEMORY,
     parallel_size,
     roleset_name,
     startup_budget_seconds,
-    vllm_args,
 )
 from components.gateway import RouteBackend, service_name
 from components.pod_template import (
@@ -60,6 +57,7 @@ from components.pod_template import (
 from components.routing import ANN_MODEL_CONFIG
 from components.routing import model_config as routing_model_config
 from config_model import ServedModel, derived
+from policy.engines import vllm
 
 ANN_OVERSHOOT = "llm-serving.io/rollout-overshoot-pods"
 # One value for both sides so block hashes agree across engines (as AIBrix's P/D samples set it).
@@ -94,7 +92,7 @@ def kv_transfer_config(role: str, failure_policy: str) -> str:
 
 def fleet_engine_args(model_path: str, model: ServedModel) -> list[str]:
     """The one argument set of both fleet sides: the combined vLLM argv plus mp and NIXL."""
-    return vllm_args(model_path, model.served_model_name, ENGINE_PORT["vllm"], model.vllm) + [
+    return vllm.serve_args(model_path, model.served_model_name, vllm.PORT, model.vllm) + [
         "--distributed-executor-backend", "mp",
         "--kv-transfer-config", kv_transfer_config("kv_both", model.pd.kv_load_failure_policy),
     ]
@@ -107,10 +105,10 @@ def fleet_env(model: ServedModel) -> dict[str, str]:
 
 def same_pod_engine_args(model_path: str, model: ServedModel, port: int, role: str) -> list[str]:
     """Section 9.2's PD_COMMON_ARGS for one side: the same common arguments on both engines."""
-    vllm = model.vllm.model_copy(update={"enforce_eager": model.same_pod.enforce_eager})
-    return vllm_args(model_path, model.served_model_name, port, vllm) + [
+    settings = model.vllm.model_copy(update={"enforce_eager": model.same_pod.enforce_eager})
+    return vllm.serve_args(model_path, model.served_model_name, port, settings) + [
         "--dtype", "auto",
-        "--reasoning-config", json.dumps({"reasoning_parser": vllm.reasoning_parser, "reasoning_start_str": "<think>",
+        "--reasoning-config", json.dumps({"reasoning_parser": settings.reasoning_parser, "reasoning_start_str": "<think>",
                                           "reasoning_end_str": "</think>"}, separators=(",", ":")),
         "--default-chat-template-kwargs", '{"thinking":true}',
         "--enable-prompt-tokens-details",
@@ -129,8 +127,8 @@ def fleet_pod_template(base: CombinedEngineArgs, side: str, hybrid: bool) -> dic
     model_path = model_mount(base).model_path
     rdma = m.pd.rdma
     engine = EngineContainer(
-        name="engine", command=list(RAY_HEAD_WRAPPER), args=["vllm", *fleet_engine_args(model_path, m)],
-        env=fleet_env(m), port=ENGINE_PORT["vllm"], gpus=parallel_size(m), api_key_env=API_KEY_ENV["vllm"],
+        name="engine", command=list(RAY_HEAD_WRAPPER), args=[vllm.COMMAND, *fleet_engine_args(model_path, m)],
+        env=fleet_env(m), port=vllm.PORT, gpus=parallel_size(m), api_key_env=vllm.API_KEY_ENV,
         extra_ports={"nixl": m.pd.side_channel_port},
         extra_resources={rdma.resource_name: str(rdma.count)} if rdma else {},
         # RDMA needs locked memory, and nothing more: the pod stays unprivileged.
@@ -199,7 +197,7 @@ class DisaggregatedEngine(Component):
                 opts=self.child_opts(custom_timeouts=wait))
         self.route_backend = RouteBackend(
             served_model_name=m.served_model_name, service_name=service_name(m), selector=served_model_selector(m),
-            port=ENGINE_PORT["vllm"], target_port="engine", service_labels=aibrix_labels(m), timeouts=wait)
+            port=vllm.PORT, target_port="engine", service_labels=aibrix_labels(m), timeouts=wait)
         self.register_outputs({"roleset": roleset_name(m)})
 
 
@@ -213,12 +211,12 @@ def same_pod_template(base: CombinedEngineArgs) -> dict:
             ("prefill", sp.prefill_port, sp.prefill_side_channel_port, "20000", "kv_producer"),
             ("decode", sp.decode_port, sp.decode_side_channel_port, "30000", "kv_consumer")):
         engines.append(EngineContainer(
-            name=role, command=["vllm"], args=same_pod_engine_args(model_path, m, port, kv_role),
+            name=role, command=[vllm.COMMAND], args=same_pod_engine_args(model_path, m, port, kv_role),
             env={**OFFLINE_ENV, "VLLM_PORT": vllm_port, "UCX_NET_DEVICES": "all",
                  # Same pod: loopback is right here, unlike across pods.
                  "VLLM_NIXL_SIDE_CHANNEL_HOST": "127.0.0.1", "VLLM_NIXL_SIDE_CHANNEL_PORT": str(side_channel),
                  "PYTHONHASHSEED": PYTHONHASHSEED},
-            port=port, gpus=tp, api_key_env=API_KEY_ENV["vllm"]))
+            port=port, gpus=tp, api_key_env=vllm.API_KEY_ENV))
     # Our proxy from the scripts ConfigMap, not the image's disagg_proxy_multiturn.py, which sends
     # the engines no key (401), serves neither /v1/models nor /metrics (smoke and load test: 404)
     # and drops reasoning and tool calls from non-streaming answers (9.5): scripts/pd_proxy.py. The

@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components.base import PART_OF, Component, metadata
 from config_model import Monitoring
+from policy.engines import ENGINES, vllm
 
 # The Prometheus Operator names the scrape job of its targets "<namespace>/<this name>".
 POD_MONITOR_NAME = "llm-serving-engines"
@@ -28,22 +29,26 @@ def pod_monitor_spec() -> dict:
 
 def alert_rules(namespace: str, mon: Monitoring) -> list[dict]:
     """PromQL over the names the pinned engines really export (tests/upstream_vllm.py,
-    tests/upstream_sglang.py, tests/upstream_dcgm_exporter.py); a model runs one engine, so each
-    rule joins the vLLM and SGLang series with `or`. Scoped to the namespace."""
+    tests/upstream_sglang.py, tests/upstream_dcgm_exporter.py), from each engine's module; a model
+    runs one engine, so each rule joins the engines' series with `or`. Scoped to the namespace."""
     ns = f'namespace="{namespace}"'
+
+    def each(series) -> str:
+        return " or ".join(series(e) for e in ENGINES)
+
+    def http(e, failed: bool) -> str:
+        name, matchers, failure = e.HTTP_RESPONSES
+        return f"{name}{{{','.join(m for m in (ns, matchers, failure if failed else '') if m)}}}"
 
     def alert(name: str, expr: str, for_: str, summary: str) -> dict:
         return {"alert": name, "expr": expr, "for": for_, "labels": {"severity": "warning", "namespace": namespace},
                 "annotations": {"summary": summary}}
 
-    # vLLM counts requests in prometheus-fastapi-instrumentator's http_requests_total, status grouped
-    # as "5xx"; SGLang only in sglang:http_responses_total{status_code}, which also counts the
-    # scrapes of its /metrics (vLLM leaves /metrics out of its own counter).
-    sglang = f'sglang:http_responses_total{{{ns},endpoint!="/metrics"'
-    failed = (f'sum by (pod) (rate(http_requests_total{{{ns},status="5xx"}}[5m])) '
-              f'or sum by (pod) (rate({sglang},status_code=~"5.."}}[5m]))')
-    total = (f"sum by (pod) (rate(http_requests_total{{{ns}}}[5m])) "
-             f"or sum by (pod) (rate({sglang}}}[5m]))")
+    # Each engine counts its HTTP answers in a counter of its own (HTTP_RESPONSES): vLLM in
+    # prometheus-fastapi-instrumentator's http_requests_total, status grouped as "5xx"; SGLang in
+    # sglang:http_responses_total{status_code}, which also counts the scrapes of its /metrics.
+    failed = each(lambda e: f"sum by (pod) (rate({http(e, True)}[5m]))")
+    total = each(lambda e: f"sum by (pod) (rate({http(e, False)}[5m]))")
     # dcgm-exporter labels a GPU with the pod that holds it, but scraped without honorLabels (its
     # chart's default) those labels arrive as exported_namespace/exported_pod: read both forms.
     fb_free = (f'label_replace(label_replace(DCGM_FI_DEV_FB_FREE{{exported_namespace="{namespace}"}}, '
@@ -53,14 +58,14 @@ def alert_rules(namespace: str, mon: Monitoring) -> list[dict]:
         alert("LlmServingRequestFailureRate", f"({failed}) / clamp_min({total}, 1e-9) > {mon.max_failure_ratio}",
               "10m", f"More than {mon.max_failure_ratio:.0%} of requests to {{{{ $labels.pod }}}} fail."),
         alert("LlmServingQueueLength",
-              f"max by (pod) (vllm:num_requests_waiting{{{ns}}} or sglang:num_queue_reqs{{{ns}}}) > {mon.max_queue_length}",
+              f"max by (pod) ({each(lambda e: f'{e.QUEUE_GAUGE}{{{ns}}}')}) > {mon.max_queue_length}",
               "5m", f"More than {mon.max_queue_length} requests wait in the queue of {{{{ $labels.pod }}}}."),
         alert("LlmServingKvCacheUsage",
-              f"max by (pod) (vllm:kv_cache_usage_perc{{{ns}}} or sglang:token_usage{{{ns}}}) > {mon.max_kv_cache_usage}",
+              f"max by (pod) ({each(lambda e: f'{e.KV_CACHE_GAUGE}{{{ns}}}')}) > {mon.max_kv_cache_usage}",
               "10m", f"KV-cache usage of {{{{ $labels.pod }}}} above {mon.max_kv_cache_usage:.0%}."),
         alert("LlmServingTtftP95",
-              f"histogram_quantile(0.95, sum by (le, pod) (rate(vllm:time_to_first_token_seconds_bucket{{{ns}}}[5m]) "
-              f"or rate(sglang:time_to_first_token_seconds_bucket{{{ns}}}[5m]))) > {mon.ttft_p95_slo_seconds}",
+              f"histogram_quantile(0.95, sum by (le, pod) ({each(lambda e: f'rate({e.TTFT_HISTOGRAM}_bucket{{{ns}}}[5m])')})) "
+              f"> {mon.ttft_p95_slo_seconds}",
               "10m", f"p95 TTFT of {{{{ $labels.pod }}}} above the {mon.ttft_p95_slo_seconds}s SLO."),
         alert("LlmServingGpuMemoryHeadroom",
               f"min by (pod, gpu) ({fb_free}) / 1024 < {mon.min_gpu_memory_headroom_gib}",
@@ -69,7 +74,7 @@ def alert_rules(namespace: str, mon: Monitoring) -> list[dict]:
         # A failed NIXL transfer is recomputed locally under kv_load_failure_policy "recompute": the
         # request still answers 200, but it was not served P/D (field report 11.3), so count it.
         alert("LlmServingKvTransferFailures",
-              f"sum by (pod) (increase(vllm:nixl_num_failed_transfers_total{{{ns}}}[15m])) > 0",
+              f"sum by (pod) (increase({vllm.NIXL_FAILURE_COUNTERS[0]}_total{{{ns}}}[15m])) > 0",
               "1m", "NIXL KV transfers of {{ $labels.pod }} failed in the last 15 minutes: those requests were "
                     "recomputed or failed, not served prefill/decode."),
     ]

@@ -18,11 +18,12 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component, job_metadata, labels, metadata
 from components.combined import rollout_timeouts, served_model_selector
-from components.engines import ENGINE_PORT, max_model_len, tokenizer_mode
+from components.engines import engine_of, max_model_len, tokenizer_mode
 from components.ops_commands import Engines, SmokeRoute, load_test_plan, smoke_args, warmup_args
 from components.pod_template import SCRIPTS_MOUNT, container_security, cpu_job_pod, revision_path
 from components.retention import kept, kept_annotations
 from config_model import GpuPool, Operations, ServedModel, derived
+from policy.engines import vllm
 
 RESULTS_CLAIM = "llm-bench-results"
 RESULTS_MOUNT = "/results"
@@ -66,7 +67,7 @@ def smoke_route(m: ServedModel, via_gateway: bool) -> SmokeRoute:
         # Hybrid: the probe must be longer than the P/D bucket's shortest prompt, in tokens and in
         # the gateway tokenizer's count (one short word is one token and several characters).
         words = max(512, m.pd.prompt_len_bucket_min_length * 5 // 4) if m.topology == "hybrid" else 512
-        port = ENGINE_PORT["vllm"]
+        port = vllm.PORT   # P/D fleets run vLLM
         return SmokeRoute(m.topology, f"{m.name}-prefill-"[:RAY_POD_PREFIX_MAX], f"{m.name}-decode-"[:RAY_POD_PREFIX_MAX],
                           port, port, words)
     return SmokeRoute("combined")
@@ -84,7 +85,7 @@ def engine_metric_ports(m: ServedModel) -> tuple[int, ...]:
     """Where each engine pod serves /metrics: same-pod P/D has two engines, each on its own port."""
     if m.topology == "pd-same-pod":
         return (m.same_pod.prefill_port, m.same_pod.decode_port)
-    return (ENGINE_PORT[m.engine],)
+    return (engine_of(m).PORT,)
 
 
 def endpoint_wait_seconds(m: ServedModel) -> int:

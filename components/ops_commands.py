@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from config_model import LoadScenario, Smoke, Warmup, is_ip_host
+from policy.engines import NAMES, vllm
 
 SCRIPTS = "/opt/llm-serving"
 
@@ -50,8 +51,8 @@ class SmokeRoute:
     route: str = "service"            # service | combined | pd | hybrid | same-pod
     prefill_pod_prefix: str = ""
     decode_pod_prefix: str = ""
-    prefill_port: int = 8000
-    decode_port: int = 8000
+    prefill_port: int = vllm.PORT
+    decode_port: int = vllm.PORT
     probe_words: int = 512
 
 
@@ -125,7 +126,7 @@ def load_test_plan(endpoint: str, served_model_name: str, model_path: str, token
     """JSON plan for load_test.py: one named round per scenario against the endpoint users reach
     (the gateway: for P/D the gateway picks the pair, field report 11.4), and the engines whose
     gauges must read zero before each round."""
-    if engines.engine not in ("vllm", "sglang") or not engines.ports:
+    if engines.engine not in NAMES or not engines.ports:
         raise OpsConfigError(f"no idle check for engine {engines.engine!r} on ports {engines.ports}")
     rounds = [{"name": f"{run_id}-r{i}-{sc.input_len}x{sc.output_len}-c{sc.concurrency}",
                "argv": bench_round_args(endpoint, served_model_name, model_path, tokenizer_mode, sc)}

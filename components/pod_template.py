@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config_model import CompileCache, GpuPool
+from policy.engines import ENGINES
 
 PROBE_PERIOD_SECONDS = 10
 SCRIPTS_MOUNT = "/opt/llm-serving"
@@ -195,21 +196,16 @@ def _cache_volume(cache: CompileCache) -> dict:
 def cache_env() -> dict[str, str]:
     """Every cache either engine writes at start or on a first request, pointed at the keyed cache
     volume, so the JIT work of field report 8.2 and 12.2 is paid once per key, not per start. The same
-    set for both engines: each ignores the other's variables. Where each variable is read, at which
-    pinned version, is in tests/upstream_<project>.py; tests/test_engine_caches.py runs the upstream
-    code with this env and checks every resolved path lies under the mount."""
+    set for both engines, each engine's own variables from its module (policy/engines/): each ignores
+    the other's. Where each variable is read, at which pinned version, is in tests/upstream_<project>.py;
+    tests/test_engine_caches.py runs the upstream code with this env and checks every resolved path
+    lies under the mount."""
     return {
         # vLLM's VLLM_CACHE_ROOT default and anything else that honours XDG.
         "XDG_CACHE_HOME": CACHE_MOUNT,
         "HF_HOME": f"{CACHE_MOUNT}/huggingface",
-        # vLLM: torch.compile / inductor cache, DeepGEMM default, FlashInfer autotune results.
-        "VLLM_CACHE_ROOT": f"{CACHE_MOUNT}/vllm",
-        # SGLang: the root its other defaults derive from (and 0.5.23's third-party redirects).
-        "SGLANG_CACHE_DIR": f"{CACHE_MOUNT}/sglang",
-        # SGLang 0.5.23 JIT kernels: unset means ~/.cache/sglang/jit, not under SGLANG_CACHE_DIR.
-        "SGLANG_JIT_CACHE_DIR": f"{CACHE_MOUNT}/sglang-jit",
-        # SGLang overwrites DG_JIT_CACHE_DIR from SGLANG_DG_CACHE_DIR at import; both name one path.
-        "SGLANG_DG_CACHE_DIR": f"{CACHE_MOUNT}/deep_gemm",
+        **{k: v for e in ENGINES for k, v in e.cache_env(CACHE_MOUNT).items()},
+        # DeepGEMM's own variable (vLLM reads it; SGLang sets it from SGLANG_DG_CACHE_DIR, the same path).
         "DG_JIT_CACHE_DIR": f"{CACHE_MOUNT}/deep_gemm",
         # SGLang 0.5.17 JIT kernels and tvm-ffi's C++ extension builds (~/.cache/tvm-ffi).
         "TVM_FFI_CACHE_DIR": f"{CACHE_MOUNT}/tvm-ffi",

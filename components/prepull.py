@@ -26,6 +26,7 @@ import pulumi_kubernetes as k8s
 from components.base import Component, labels, metadata
 from components.pod_template import GPU_NODE_LABEL, container_security, job_pod_security, scanner_exceptions
 from config_model import GpuPool, ImageRef, ServedModel
+from policy.engines import engine_named
 
 COMPONENT = "image-prepull"
 # A GPU-less container of an image that sets NVIDIA_VISIBLE_DEVICES=all (the CUDA base images do)
@@ -56,7 +57,8 @@ def engine_image_keys(models: list[ServedModel], named: dict[str, ImageRef]) -> 
     out (the config rules refuse the stack)."""
     keys: list[str] = []
     for m in models:
-        keys += ["vllmRay"] if m.topology == "pd" else [m.engine, "vllmRay"] if m.topology == "hybrid" else [m.engine]
+        image = engine_named(m.engine).IMAGE_KEY
+        keys += ["vllmRay"] if m.topology == "pd" else [image, "vllmRay"] if m.topology == "hybrid" else [image]
     distinct: dict[str, str] = {}
     for key in keys:
         if key in named:

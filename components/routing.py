@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from components.engines import ENGINE_PORT
+from components.engines import engine_of
 from config_model import ROUTING_STRATEGIES, ServedModel
 
 ANN_MODEL_CONFIG = "model.aibrix.ai/config"
@@ -60,7 +60,7 @@ def metric_port(model: ServedModel) -> int:
     the KV cache the plugin's load scores read."""
     if model.topology == "pd-same-pod":
         return model.same_pod.decode_port
-    return ENGINE_PORT[model.engine]
+    return engine_of(model).PORT
 
 
 def metric_port_labels(model: ServedModel) -> dict[str, str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.engines import COLD_START_ESTIMATE_SECONDS
+from policy.engines import engine_named
 
 # Field report 3.2: one 155.43 GiB download took about 364 s, about 437 MiB/s (3.67 Gbit/s). Only the
 # download: the report does not time a verification pass.
@@ -19,11 +19,10 @@ SYNC_MIB_PER_SECOND = 437
 # Field report 12.2: the ~14.29 GB SGLang image took about 127 s on its first pull; the only engine
 # image pull the report times, so it stands for every engine image here.
 IMAGE_PULL_SECONDS = 127
-# What each cold-start estimate (components/engines.py, pod creation to Ready) already contains of
-# the pull: SGLang's 23 min include the image pull (12.2); vLLM's 12 min (6, 9.3) are not broken
-# down, so nothing is taken off them. SGLang's 23 min also include a model preparation the report
-# does not time, so its figure stays an upper bound.
-PULL_IN_COLD_START_SECONDS = {"vllm": 0, "sglang": IMAGE_PULL_SECONDS}
+# Each engine's cold-start estimate (policy/engines/, pod creation to Ready) says whether it already
+# contains the pull (COLD_START_INCLUDES_IMAGE_PULL): SGLang's 23 min do (12.2); vLLM's 12 min (6, 9.3)
+# are not broken down, so nothing is taken off them. SGLang's 23 min also include a model preparation
+# the report does not time, so its figure stays an upper bound.
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,8 @@ def sync_seconds(size_gib: float) -> float:
 
 
 def cold_start_seconds(engine: str) -> float:
-    return COLD_START_ESTIMATE_SECONDS[engine] - PULL_IN_COLD_START_SECONDS[engine]
+    e = engine_named(engine)
+    return e.COLD_START_ESTIMATE_SECONDS - (IMAGE_PULL_SECONDS if e.COLD_START_INCLUDES_IMAGE_PULL else 0)
 
 
 def time_to_serving(size_gib: float, engine: str, gpus: int, pre_pulled: bool, images_per_node: int = 1) -> TimeToServing:

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Callable
 
+from policy.engines import NAMES, engine_of_argv
 from policy.manifests import (
     BUILTIN,
     DIGEST,
@@ -117,10 +118,13 @@ def gpu_counts_match_parallel_size(resource_type: str, props: dict) -> list[str]
 
 def _parallel_size_matches(props: dict, c: dict, gpus: int) -> list[str]:
     argv = argv_of(c)
-    # Declared names only (vLLM; SGLang's --tp-size and its --tensor-parallel-size alias): SGLang has
-    # no --tp or --dp, they only parse as abbreviations (tests/upstream_sglang.py, tests/upstream_vllm.py).
-    size = (int(flag_value(argv, "--tensor-parallel-size", "--tp-size") or 1)
-            * int(flag_value(argv, "--data-parallel-size", "--dp-size") or 1))
+    # By the flags the engine declares (policy/engines/): SGLang has no --tp or --dp, they only parse
+    # as abbreviations (tests/test_engine_modules.py).
+    engine = engine_of_argv(argv)
+    if engine is None:
+        return [f"{name_of(props)}: container {c.get('name')} has {gpus} GPUs but its argv runs none of the engines "
+                f"{', '.join(NAMES)}, so its parallel size cannot be read."]
+    size = engine.parallel_size_of_argv(argv)
     if gpus != size:
         return [f"{name_of(props)}: container {c.get('name')} has {gpus} GPUs but the engine argv asks for a parallel size of {size}."]
     return []
@@ -142,15 +146,13 @@ def shm_is_memory_backed(resource_type: str, props: dict) -> list[str]:
 
 
 def _offload_gib(argv: list[str]) -> tuple[float, bool]:
-    """(GiB of host memory the engine allocates for offloaded KV, whether vLLM may keep it in /dev/shm).
-    vLLM: --kv-offloading-size GiB per engine, again per data-parallel rank; SGLang: --hicache-size
-    10^9 bytes per TP rank (the program's tests/upstream_vllm.py, tests/upstream_sglang.py)."""
-    if (size := flag_value(argv, "--kv-offloading-size")) is not None:
-        return float(size) * int(flag_value(argv, "--data-parallel-size", "--dp-size") or 1), True
-    if "--enable-hierarchical-cache" in argv or "--enable-hicache" in argv:
-        ranks = int(flag_value(argv, "--tensor-parallel-size", "--tp-size") or 1)
-        return int(flag_value(argv, "--hicache-size") or 0) * 10 ** 9 / 2 ** 30 * ranks, False
-    return 0.0, False
+    """(GiB of host memory the engine allocates for offloaded KV, whether it may keep it in /dev/shm),
+    by the arithmetic of the engine's module, which the program's pods are sized with too
+    (components/engines.py offload_memory_gib)."""
+    engine = engine_of_argv(argv)
+    if engine is None:
+        return 0.0, False
+    return engine.offload_gib_of_argv(argv), engine.OFFLOAD_IN_SHM
 
 
 def offload_memory_covered(resource_type: str, props: dict) -> list[str]:
@@ -352,17 +354,15 @@ def custom_workloads_are_awaited(resource_type: str, props: dict) -> list[str]:
     return decide(check)
 
 
-SGLANG_HEALTH = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"
-
-
 def no_generative_health_checks(resource_type: str, props: dict) -> list[str]:
-    """An SGLang engine runs with /health generation off (field report 12.4), whatever probes say."""
+    """An engine runs with the environment its module requires: SGLang with /health generation off
+    (field report 12.4, SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0), whatever probes say."""
     def check(ref: PodTemplateRef, c: dict) -> list[str]:
-        if "sglang" not in " ".join(argv_of(c)):
+        engine = engine_of_argv(argv_of(c))
+        if engine is None:
             return []
-        if env_value(c, SGLANG_HEALTH) != "0":
-            return [f"{name_of(props)}: SGLang container {c.get('name')} must set {SGLANG_HEALTH}=0."]
-        return []
+        return [f"{name_of(props)}: {engine.DISPLAY_NAME} container {c.get('name')} must set {name}={value}."
+                for name, value in engine.ENV.items() if env_value(c, name) != value]
     return each_engine_container(resource_type, props, check)
 
 

@@ -40,6 +40,7 @@ from components.sync_job import ModelSyncArgs, ModelSyncJob
 from components.sync_job import job_name as sync_job_name
 from components.volume import ModelVolumeArgs, ModelVolumeClaims
 from config_model import Environment, ServedModel, StackConfig, derived
+from policy.engines import engine_named, vllm
 from stacks import loader, rules, transitions
 
 
@@ -99,7 +100,7 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
         return engine.route_backend, [engine], [engine.template_source]
     if m.topology == "pd-same-pod":
         same_pod = SamePodPdEngine(m.name, base, opts)
-        workload_images[m.name] = {c: refs["vllm"] for c in ("prefill", "decode", "proxy", "model-gate")}
+        workload_images[m.name] = {c: refs[vllm.IMAGE_KEY] for c in ("prefill", "decode", "proxy", "model-gate")}
         return same_pod.route_backend, [same_pod], [same_pod.template_source]
     ready: list[pulumi.Resource] = []
     sources: list[TemplateSource] = []
@@ -127,7 +128,8 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[switch]))
     engine = CombinedEngine(m.name, base, opts)
     # The engine image also runs the model gate init container.
-    workload_images[m.name] = {"engine": refs[m.engine], "model-gate": refs[m.engine]}
+    image_key = engine_named(m.engine).IMAGE_KEY
+    workload_images[m.name] = {"engine": refs[image_key], "model-gate": refs[image_key]}
     if m.autoscaling.enabled:
         assert switch is not None
         # After its target: a Deployment, or a StormService in replica mode (stacks/rules.py _autoscaling).
@@ -154,7 +156,7 @@ def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list
     for m, ready, key in rolled_out:
         ModelOperations(f"ops-{m.name}", OperationsArgs(
             namespace=ns, model=m, endpoint=routes.endpoints[m.served_model_name], operations=ops,
-            gpu_pool=cfg.gpu_pool, python_image=refs["modelVerify"], bench_image=refs["vllm"], revision_key=key,
+            gpu_pool=cfg.gpu_pool, python_image=refs["modelVerify"], bench_image=refs[vllm.IMAGE_KEY], revision_key=key,
             api_key_secret=secrets.api_key_secret_name, scripts_config_map=scripts.config_map_name,
             model_claim_name=volume.serving_claim_name, model_mount_path=cfg.model_volume.mount_path,
             image_pull_secrets=tuple(images.pull_secrets), results_claim=results.claim_name if results else None,
@@ -269,7 +271,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             workload_images[sync.job_name] = {"download": images.references["modelSync"],
                                               "verify": images.references["modelVerify"]}
         # P/D fleets need Ray in the image; every other engine pod runs the engine's own image.
-        image_key = "vllmRay" if m.topology == "pd" else m.engine
+        image_key = "vllmRay" if m.topology == "pd" else engine_named(m.engine).IMAGE_KEY
         image_ref = cfg.images.named()[image_key]
         base = CombinedEngineArgs(
             namespace=ns, model=m, gpu_pool=cfg.gpu_pool, compile_cache=cfg.compile_cache,
@@ -316,7 +318,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         "namespace": ns,
         "bucketName": store.bucket_name,
         "modelClaimName": volume.serving_claim_name,
-        "engineImage": images.references[primary.engine],
+        "engineImage": images.references[engine_named(primary.engine).IMAGE_KEY],
         "modelSyncImage": images.references["modelSync"],
         "modelVerifyImage": images.references["modelVerify"],
         "vllmRayImage": images.references.get("vllmRay") or "",

@@ -1,4 +1,5 @@
-"""The vLLM argv builder against the field report's validated command (section 5)."""
+"""The engines' argv builders (policy/engines/) against the field report's validated commands (sections 5
+and 12.1), and what components/engines.py asks of a model's engine."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from conftest import shared_dir
 
 from components import engines
 from config_model import ServedModel, Vllm
+from policy.engines import sglang as sglang_engine
+from policy.engines import vllm as vllm_engine
 
 REPORT = "000_238c050cad1f662b.txt"
 
@@ -53,7 +56,7 @@ def test_defaults_are_the_report_command_without_dspark_plus_max_num_seqs():
     report = report_command()
     expected = flags(report[2:])
     expected.pop("--speculative-config")  # section 5: first baseline is target-only
-    ours = engines.vllm_args(report[2], "DeepSeek-V4-Flash", 8000, model().vllm)
+    ours = vllm_engine.serve_args(report[2], "DeepSeek-V4-Flash", 8000, model().vllm)
     assert ours[:2] == ["serve", report[2]]
     got = flags(ours[2:])
     assert got.pop("--max-num-seqs") == "64"  # section 5 asks for an explicit value
@@ -62,31 +65,31 @@ def test_defaults_are_the_report_command_without_dspark_plus_max_num_seqs():
 
 def test_dspark_switch_gives_the_report_speculative_config():
     report = flags(report_command()[2:])
-    ours = flags(engines.vllm_args("/m", "DeepSeek-V4-Flash", 8000, Vllm(speculative_decoding="dspark")))
+    ours = flags(vllm_engine.serve_args("/m", "DeepSeek-V4-Flash", 8000, Vllm(speculative_decoding="dspark")))
     assert json.loads(ours["--speculative-config"]) == json.loads(report["--speculative-config"])
 
 
 def test_enforce_eager_and_data_parallel_switches():
-    argv = engines.vllm_args("/m", "m", 8000, Vllm(enforce_eager=True, tensor_parallel_size=4, data_parallel_size=2))
+    argv = vllm_engine.serve_args("/m", "m", 8000, Vllm(enforce_eager=True, tensor_parallel_size=4, data_parallel_size=2))
     f = flags(argv[2:])
     assert "--enforce-eager" in f and f["--tensor-parallel-size"] == "4" and f["--data-parallel-size"] == "2"
-    assert "--enforce-eager" not in engines.vllm_args("/m", "m", 8000, Vllm())
+    assert "--enforce-eager" not in vllm_engine.serve_args("/m", "m", 8000, Vllm())
 
 
 def test_api_key_never_in_argv():
-    argv = engines.vllm_args("/m", "m", 8000, Vllm())
+    argv = vllm_engine.serve_args("/m", "m", 8000, Vllm())
     assert not any("api-key" in a for a in argv)
 
 
 @pytest.mark.parametrize("value,text", [(0.88, "0.88"), (0.9, "0.9"), (0.875, "0.875")])
 def test_gpu_memory_utilization_has_no_float_noise(value, text):
-    f = flags(engines.vllm_args("/m", "m", 8000, Vllm(gpu_memory_utilization=value))[2:])
+    f = flags(vllm_engine.serve_args("/m", "m", 8000, Vllm(gpu_memory_utilization=value))[2:])
     assert f["--gpu-memory-utilization"] == text
 
 
 def test_parallel_size_and_cold_start_estimates():
     assert engines.parallel_size(model(tensor_parallel_size=4, data_parallel_size=2)) == 8
-    assert engines.COLD_START_ESTIMATE_SECONDS == {"vllm": 720, "sglang": 1380}
+    assert (vllm_engine.COLD_START_ESTIMATE_SECONDS, sglang_engine.COLD_START_ESTIMATE_SECONDS) == (720, 1380)
 
 
 # ---- SGLang (field report 12.1) ----
@@ -110,7 +113,7 @@ def test_sglang_defaults_are_the_report_command_plus_the_api_key_reference():
     report = [REPORT_ABBREVIATIONS.get(a, a) for a in report_sglang_command()]
     expected = flags(report[2:])
     model_path, served = expected["--model-path"], expected["--served-model-name"]
-    ours = engines.sglang_args(model_path, served, 30000, sglang(speculative_algorithm="DSPARK"), "SGLANG_API_KEY")
+    ours = sglang_engine.serve_args(model_path, served, 30000, sglang(speculative_algorithm="DSPARK"))
     assert ours[0] == "serve"
     got = flags(ours[1:])
     assert got.pop("--api-key") == "$(SGLANG_API_KEY)"
@@ -121,17 +124,17 @@ def test_sglang_defaults_are_the_report_command_plus_the_api_key_reference():
 
 
 def test_sglang_keeps_its_own_parser_spelling():
-    f = flags(engines.sglang_args("/m", "m", 30000, sglang(), "K")[1:])
+    f = flags(sglang_engine.serve_args("/m", "m", 30000, sglang())[1:])
     assert f["--reasoning-parser"] == "deepseek-v4" and f["--tool-call-parser"] == "deepseekv4"
     assert f["--moe-runner-backend"] == "marlin" and f["--tensor-parallel-size"] == "8" and f["--port"] == "30000"
 
 
 def test_sglang_dspark_switch_and_optional_shape_limits():
-    off = engines.sglang_args("/m", "m", 30000, sglang(), "K")
+    off = sglang_engine.serve_args("/m", "m", 30000, sglang())
     assert "--speculative-algorithm" not in off
     assert "--max-running-requests" not in off and "--cuda-graph-max-bs-decode" not in off
-    on = flags(engines.sglang_args("/m", "m", 30000, sglang(speculative_algorithm="DSPARK", max_running_requests=64,
-                                                              cuda_graph_max_bs=32), "K")[1:])
+    on = flags(sglang_engine.serve_args("/m", "m", 30000, sglang(speculative_algorithm="DSPARK", max_running_requests=64,
+                                                                  cuda_graph_max_bs=32))[1:])
     assert on["--speculative-algorithm"] == "DSPARK"
     assert on["--max-running-requests"] == "64" and on["--cuda-graph-max-bs-decode"] == "32"
 

@@ -83,7 +83,7 @@ FIELD_SOURCES = {
 ADD_ARGUMENT_SOURCES = ("sglang/srt/server_args.py",)
 
 
-# ---- /metrics (with --enable-metrics, which engines.py passes) ----
+# ---- /metrics (with --enable-metrics, which policy/engines/sglang.py passes) ----
 
 _COLLECTOR = "sglang/srt/observability/metrics_collector.py"
 # The collectors' labelnames are labels.keys() of a dict built at run time, so the tool cannot read

@@ -1,0 +1,169 @@
+"""SGLang: everything the program and the policy pack know about it, once. Pinned facts are read at
+the releases tests/upstream_sglang.py names; tests/test_engine_modules.py checks each against the
+installed wheels.
+
+Standard library only (the pack imports it). The functions are pure and duck-typed over the
+config's `sglang` section (config_model.Sglang), which this package must not import.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policy.manifests import flag_value
+
+NAME = "sglang"                # models[].engine, and the model.aibrix.ai/engine label AIBrix reads
+DISPLAY_NAME = "SGLang"
+COMMAND = "sglang"             # the executable: `sglang serve`
+SECTION = "sglang"             # the served model's settings section (models[].sglang)
+IMAGE_KEY = "sglang"           # its image in the stack file (images.sglang)
+PORT = 30000
+# Our Secret-backed variable; SGLang gets the key as `--api-key $(VAR)`, which Kubernetes expands.
+API_KEY_ENV = "SGLANG_API_KEY"
+# /health only checks the process instead of running a one-token generation every probe period
+# (field report 12.4). Not configurable: the probes are TCP anyway, and this keeps any other /health
+# caller from injecting prefill traffic into the engine. The pack refuses an SGLang container without it.
+ENV = {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0"}
+
+# Measured cold start, pod creation to Ready, TP=8 with DSpark on 8 x H20: about 23 min, of which 854 s
+# engine start with 394 + 123 s of graph capture (field report 12.2); the 23 min include the image pull.
+COLD_START_ESTIMATE_SECONDS = 23 * 60
+COLD_START_INCLUDES_IMAGE_PULL = True
+DEFAULT_STARTUP_BUDGET_SECONDS = 45 * 60
+# The context SGLang takes from the DeepSeek-V4-Flash checkpoint when --context-length is unset is
+# not recorded in the field report; warm-up then assumes this many tokens.
+ASSUMED_CONTEXT = 131072
+
+# ---- `sglang serve` options the pack reads back: declared names (--tp-size and its alias
+# --tensor-parallel-size, --dp-size and its alias --data-parallel-size, at 0.5.17 and 0.5.23); SGLang
+# has no --tp or --dp, they only parse as abbreviations (tests/test_engine_modules.py) ----
+TENSOR_PARALLEL_FLAGS = ("--tensor-parallel-size", "--tp-size")
+DATA_PARALLEL_FLAGS = ("--data-parallel-size", "--dp-size")
+
+# ---- /metrics with --enable-metrics (tests/upstream_sglang.py METRICS): histograms by name, counters by
+# their exposed _total name ----
+IN_FLIGHT_GAUGES = ("sglang:num_running_reqs", "sglang:num_queue_reqs")   # running, waiting
+QUEUE_GAUGE = "sglang:num_queue_reqs"
+KV_CACHE_GAUGE = "sglang:token_usage"
+TTFT_HISTOGRAM = "sglang:time_to_first_token_seconds"
+TPOT_HISTOGRAM = "sglang:request_time_per_output_token_seconds"   # from 0.5.23 on
+ITL_HISTOGRAM = "sglang:inter_token_latency_seconds"
+GENERATION_TOKENS_TOTAL = "sglang:generation_tokens_total"
+# HTTP answers: SGLang's own counter, which also counts the scrapes of its /metrics.
+# (series, matchers on every request, matcher of a failed one)
+HTTP_RESPONSES = ("sglang:http_responses_total", 'endpoint!="/metrics"', 'status_code=~"5.."')
+
+# ---- KV-cache offload: HiCache (models[].kvCacheOffload.backend hicache) ----
+OFFLOAD_BACKEND = "hicache"
+# Refused by the config rules for DeepSeek-V4, which both pinned releases give no --hicache-size
+# (stacks/rules.py _kv_cache_offload, tests/upstream_sglang.py DSV4_HICACHE_SIZE_*): nothing renders it,
+# so the pack reads no HiCache flag either.
+OFFLOAD_IN_SHM = False         # pinned anonymous memory, nothing under /dev/shm (HICACHE_IN_DEV_SHM)
+
+
+def section(model: Any) -> Any:
+    return getattr(model, SECTION)
+
+
+def cache_env(mount: str) -> dict[str, str]:
+    """SGLang's caches under the keyed cache mount (tests/upstream_sglang.py ENVIRON, STATEMENTS)."""
+    return {
+        # The root its other defaults derive from (and 0.5.23's third-party redirects).
+        "SGLANG_CACHE_DIR": f"{mount}/sglang",
+        # 0.5.23 JIT kernels: unset means ~/.cache/sglang/jit, not under SGLANG_CACHE_DIR.
+        "SGLANG_JIT_CACHE_DIR": f"{mount}/sglang-jit",
+        # SGLang overwrites DeepGEMM's DG_JIT_CACHE_DIR from this at import; both name one path.
+        "SGLANG_DG_CACHE_DIR": f"{mount}/deep_gemm",
+    }
+
+
+def parallel_size(sglang: Any) -> int:
+    """GPUs one engine drives: TP (the program sets no data parallelism for SGLang)."""
+    return sglang.tensor_parallel_size
+
+
+def parallel_size_of_argv(argv: list[str]) -> int:
+    """TP x DP as the argv asks. SGLang's --enable-dp-attention would run DP inside the TP group; the
+    program renders neither, and this does not model it."""
+    return (int(flag_value(argv, *TENSOR_PARALLEL_FLAGS) or 1)
+            * int(flag_value(argv, *DATA_PARALLEL_FLAGS) or 1))
+
+
+def max_model_len(sglang: Any) -> int:
+    """Longest prompt plus output the engine accepts, in tokens."""
+    return sglang.context_length or ASSUMED_CONTEXT
+
+
+def tokenizer_mode(sglang: Any) -> str:
+    """`vllm bench serve --tokenizer-mode` for this engine's model: SGLang's settings name none."""
+    return "auto"
+
+
+def speculative_decoding(sglang: Any) -> bool:
+    return sglang.speculative_algorithm != "off"
+
+
+def with_speculative_decoding(sglang: Any, on: bool) -> Any:
+    """The same section with DSpark switched on or off and nothing else changed."""
+    return sglang.model_copy(update={"speculative_algorithm": "DSPARK" if on else "off"})
+
+
+def serve_args(model_path: str, served_model_name: str, port: int, sglang: Any) -> list[str]:
+    """`sglang serve` arguments, the validated H20 command of field report 12.1, in its order, plus
+    `--enable-metrics`. The API key is passed as `$(VAR)`, which Kubernetes expands from the
+    Secret-backed env var, so the manifest never holds it.
+
+    Every flag by an option string SGLang declares (tests/test_engine_flags.py parses the argv with
+    the option strings of each pinned version): the report's `--tp` is only an argparse abbreviation
+    of `--tp-size`; `--tensor-parallel-size` is its declared alias in 0.5.17 and 0.5.23, and the
+    spelling vLLM and the policy pack read. `--cuda-graph-max-bs` is a deprecated alias in 0.5.17 and
+    an ambiguous prefix of the -decode/-prefill pair in 0.5.23, which refuses it.
+    """
+    args = [
+        "serve",
+        "--trust-remote-code",
+        "--model-path", model_path,
+        "--served-model-name", served_model_name,
+        "--tensor-parallel-size", str(sglang.tensor_parallel_size),
+        "--moe-runner-backend", sglang.moe_runner_backend,
+    ]
+    if sglang.speculative_algorithm != "off":
+        args += ["--speculative-algorithm", sglang.speculative_algorithm]
+    args += [
+        "--mem-fraction-static", format(sglang.mem_fraction_static, "g"),   # no float noise
+        "--chunked-prefill-size", str(sglang.chunked_prefill_size),
+        "--swa-full-tokens-ratio", format(sglang.swa_full_tokens_ratio, "g"),
+        "--reasoning-parser", sglang.reasoning_parser,
+        "--tool-call-parser", sglang.tool_call_parser,
+        "--host", "0.0.0.0",
+        "--port", str(port),
+    ]
+    if sglang.max_running_requests is not None:
+        args += ["--max-running-requests", str(sglang.max_running_requests)]
+    if sglang.cuda_graph_max_bs is not None:
+        args += ["--cuda-graph-max-bs-decode", str(sglang.cuda_graph_max_bs)]
+    if sglang.context_length is not None:
+        args += ["--context-length", str(sglang.context_length)]
+    # SGLang serves /metrics only when asked; monitoring, the load-test guard and the drain read it.
+    return args + ["--enable-metrics", "--api-key", f"$({API_KEY_ENV})"]
+
+
+def offload_args(size_gib: int) -> list[str]:
+    """None: HiCache is refused (see OFFLOAD_BACKEND)."""
+    return []
+
+
+def offload_host_gib(size_gib: float, tensor_parallel_size: int) -> float:
+    """Host memory HiCache would hold: every TP rank builds its own host pool of the size in 10^9 bytes,
+    reserved here as GiB (tests/upstream_sglang.py HICACHE_BYTES_PER_UNIT). Only the config rules'
+    node-fit arithmetic of a refused stack reaches it."""
+    return size_gib * tensor_parallel_size
+
+
+def offload_memory_gib(sglang: Any, size_gib: int) -> int:
+    return int(offload_host_gib(size_gib, sglang.tensor_parallel_size))
+
+
+def offload_gib_of_argv(argv: list[str]) -> float:
+    """Nothing renders HiCache (see OFFLOAD_BACKEND), so no flag of it is read back."""
+    return 0.0

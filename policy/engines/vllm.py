@@ -1,0 +1,160 @@
+"""vLLM: everything the program and the policy pack know about it, once. Pinned facts are read at
+the releases tests/upstream_vllm.py names; tests/test_engine_modules.py checks each against them.
+
+Standard library only (the pack imports it). The functions are pure and duck-typed over the
+config's `vllm` section (config_model.Vllm), which this package must not import.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from policy.manifests import flag_value
+
+NAME = "vllm"                  # models[].engine, and the model.aibrix.ai/engine label AIBrix reads
+DISPLAY_NAME = "vLLM"
+COMMAND = "vllm"               # the executable: `vllm serve`
+SECTION = "vllm"               # the served model's settings section (models[].vllm)
+IMAGE_KEY = "vllm"             # its image in the stack file (images.vllm)
+PORT = 8000
+# vLLM reads the key from this variable itself (a Secret-backed env var), so it is never an argument.
+API_KEY_ENV = "VLLM_API_KEY"
+# Environment the engine container must run with besides the caches (none for vLLM).
+ENV: dict[str, str] = {}
+
+# Measured cold start, pod creation to Ready, TP=8 on 8 x H20: about 12 min (field report 6 and 9.3),
+# not broken down, so nothing of it is known to be the image pull. A startup budget below the
+# estimate kills every cold start.
+COLD_START_ESTIMATE_SECONDS = 12 * 60
+COLD_START_INCLUDES_IMAGE_PULL = False
+DEFAULT_STARTUP_BUDGET_SECONDS = 30 * 60
+
+# ---- `vllm serve` options the pack reads back (declared names only, tests/upstream_vllm.py SERVE_OPTIONS) ----
+TENSOR_PARALLEL_FLAGS = ("--tensor-parallel-size",)
+DATA_PARALLEL_FLAGS = ("--data-parallel-size",)
+OFFLOAD_SIZE_FLAG = "--kv-offloading-size"
+OFFLOAD_BACKEND_FLAG = "--kv-offloading-backend"
+
+# ---- /metrics (tests/upstream_vllm.py METRICS): histograms by name (exposed as _bucket/_sum/_count),
+# counters by their exposed _total name ----
+IN_FLIGHT_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")   # running, waiting
+QUEUE_GAUGE = "vllm:num_requests_waiting"
+KV_CACHE_GAUGE = "vllm:kv_cache_usage_perc"
+TTFT_HISTOGRAM = "vllm:time_to_first_token_seconds"
+TPOT_HISTOGRAM = "vllm:request_time_per_output_token_seconds"
+ITL_HISTOGRAM = "vllm:inter_token_latency_seconds"
+GENERATION_TOKENS_TOTAL = "vllm:generation_tokens_total"
+# HTTP answers: prometheus-fastapi-instrumentator's counter, status grouped as "5xx"; it leaves
+# /metrics out itself. (series, matchers on every request, matcher of a failed one)
+HTTP_RESPONSES = ("http_requests_total", "", 'status="5xx"')
+# NixlConnector (P/D pods only), on the decode side; failures and expired KV on either side.
+NIXL_TRANSFERS_HISTOGRAM = "vllm:nixl_xfer_time_seconds"
+NIXL_BYTES_HISTOGRAM = "vllm:nixl_bytes_transferred"
+NIXL_FAILURE_COUNTERS = ("vllm:nixl_num_failed_transfers", "vllm:nixl_num_failed_notifications",
+                         "vllm:nixl_num_kv_expired_reqs")   # exposed with _total
+
+# ---- KV-cache offload to CPU memory (issue 13) ----
+OFFLOAD_BACKEND = "native"     # models[].kvCacheOffload.backend; lmcache is refused by the config rules
+# 0.33.0 maps the buffer to one /dev/shm file for all ranks on CUDA; 0.26.0 allocates pinned anonymous
+# memory. The image tag does not say which vLLM runs, so the pod gets the room in both places.
+OFFLOAD_IN_SHM = True
+
+
+def section(model: Any) -> Any:
+    return getattr(model, SECTION)
+
+
+def cache_env(mount: str) -> dict[str, str]:
+    """vLLM's own cache root under the keyed cache mount: torch.compile / inductor cache, DeepGEMM's
+    default, FlashInfer autotune results (tests/upstream_vllm.py READ)."""
+    return {"VLLM_CACHE_ROOT": f"{mount}/vllm"}
+
+
+def parallel_size(vllm: Any) -> int:
+    """GPUs one engine drives: TP x DP (each data-parallel rank is an engine core of TP GPUs)."""
+    return vllm.tensor_parallel_size * vllm.data_parallel_size
+
+
+def parallel_size_of_argv(argv: list[str]) -> int:
+    return (int(flag_value(argv, *TENSOR_PARALLEL_FLAGS) or 1)
+            * int(flag_value(argv, *DATA_PARALLEL_FLAGS) or 1))
+
+
+def max_model_len(vllm: Any) -> int:
+    """Longest prompt plus output the engine accepts, in tokens."""
+    return vllm.max_model_len
+
+
+def tokenizer_mode(vllm: Any) -> str:
+    """`vllm bench serve --tokenizer-mode` for this engine's model: the one the engine serves with."""
+    return vllm.tokenizer_mode
+
+
+def speculative_decoding(vllm: Any) -> bool:
+    return vllm.speculative_decoding != "off"
+
+
+def with_speculative_decoding(vllm: Any, on: bool) -> Any:
+    """The same section with DSpark switched on or off and nothing else changed."""
+    return vllm.model_copy(update={"speculative_decoding": "dspark" if on else "off"})
+
+
+def serve_args(model_path: str, served_model_name: str, port: int, vllm: Any) -> list[str]:
+    """`vllm serve` arguments, exactly the validated command of field report section 5.
+
+    DSpark stays off unless asked for, so the first deployment is the target-only baseline that
+    section 5 wants before any A/B. The API key is not an argument: vLLM reads VLLM_API_KEY, which
+    comes from a Secret, so it never shows in `ps` or in the manifest.
+    """
+    args = [
+        "serve", model_path,
+        "--served-model-name", served_model_name,
+        "--host", "0.0.0.0",
+        "--port", str(port),
+        "--trust-remote-code",
+        "--tensor-parallel-size", str(vllm.tensor_parallel_size),
+    ]
+    if vllm.data_parallel_size > 1:
+        args += ["--data-parallel-size", str(vllm.data_parallel_size)]
+    args += [
+        "--kv-cache-dtype", vllm.kv_cache_dtype,
+        "--block-size", str(vllm.block_size),
+        "--gpu-memory-utilization", format(vllm.gpu_memory_utilization, "g"),   # 0.88, no float noise
+        "--max-model-len", str(vllm.max_model_len),
+        "--max-num-seqs", str(vllm.max_num_seqs),
+        "--tokenizer-mode", vllm.tokenizer_mode,
+        "--tool-call-parser", vllm.tool_call_parser,
+        "--enable-auto-tool-choice",
+        "--reasoning-parser", vllm.reasoning_parser,
+    ]
+    if vllm.enable_prefix_caching:
+        args.append("--enable-prefix-caching")
+    if vllm.speculative_decoding == "dspark":
+        spec = {"method": "dspark", "num_speculative_tokens": vllm.dspark_num_speculative_tokens,
+                "draft_sample_method": "greedy"}
+        args += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    if vllm.enforce_eager:
+        args.append("--enforce-eager")
+    return args
+
+
+def offload_args(size_gib: int) -> list[str]:
+    """The size is GiB over all TP ranks of one engine (vllm/config/cache.py kv_offloading_size)."""
+    return [OFFLOAD_BACKEND_FLAG, OFFLOAD_BACKEND, OFFLOAD_SIZE_FLAG, str(size_gib)]
+
+
+def offload_host_gib(size_gib: float, data_parallel_size: int) -> float:
+    """Host memory one engine container holds for offloaded KV: vLLM allocates the size once per engine
+    core, and every data-parallel rank is an engine core of its own (its world size excludes DP)."""
+    return size_gib * data_parallel_size
+
+
+def offload_memory_gib(vllm: Any, size_gib: int) -> int:
+    return int(offload_host_gib(size_gib, vllm.data_parallel_size))
+
+
+def offload_gib_of_argv(argv: list[str]) -> float:
+    """The same, read back from an engine argv (the policy pack's side)."""
+    size = flag_value(argv, OFFLOAD_SIZE_FLAG)
+    return 0.0 if size is None else offload_host_gib(float(size), int(flag_value(argv, *DATA_PARALLEL_FLAGS) or 1))
