@@ -142,7 +142,7 @@ def parse(text: str) -> Decimal:
             amount = Decimal(int(digits) << exponent)
         else:
             amount = _EXACT.scaleb(Decimal(int(digits)), _wrap32(exponent - len(denom)))
-        return amount if positive or not amount else -amount
+        return amount if positive or not amount else amount.copy_negate()
     if not any(c in _DIGITS for c in value):  # inf.Dec SetString: "no digits read"
         raise QuantityError(ERR_NUMERIC)
     # inf.Dec of `value` (scale len(denom)), then scale += -exponent (base 10) or unscaled *= 2^exponent.
@@ -156,13 +156,15 @@ def parse(text: str) -> Decimal:
         amount = amount.quantize(Decimal("1e-9"), rounding=decimal.ROUND_UP, context=_EXACT)
     if fmt == BINARY_SI and amount > _INT64_MAX:
         amount = Decimal(_INT64_MAX)
-    return amount if positive or not amount else -amount
+    return amount if positive or not amount else amount.copy_negate()
 
 
 def parse_field(value: object) -> Decimal:
-    """A Quantity field of a manifest as the API server decodes it (Quantity.UnmarshalJSON of what a
-    client's encoding/json writes for `value`): a string with surrounding spaces trimmed, a number by
-    its JSON text, null as 0. Raises QuantityError."""
+    """A Quantity field of a manifest as the API server decodes it: Quantity.UnmarshalJSON of what
+    encoding/json.Marshal writes for `value` (server-side apply, which pulumi-kubernetes sends, converts
+    the unstructured patch so: sigs.k8s.io/structured-merge-diff v6.4.2 value/reflectcache.go
+    FromUnstructured). A string with surrounding spaces trimmed, a number by its JSON text, null as 0.
+    Raises QuantityError."""
     if value is None:
         return Decimal(0)
     if isinstance(value, str):

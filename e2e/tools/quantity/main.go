@@ -5,8 +5,8 @@
 // API server's decoder makes of the field when a client sends s (encoding/json.Marshal(s), then
 // Quantity.UnmarshalJSON: "json"). For any other JSON value (a number, null, true) it prints only "json",
 // the server's decoding of that literal. A value is {"unscaled": "<big int>", "scale": n}, meaning
-// unscaled * 10^-n exactly (the inf.Dec of Quantity.AsDec), with Quantity.Value and MilliValue (int64, so
-// only meaningful while they fit); a refusal is {"error": "<message>"}.
+// unscaled * 10^-n exactly (the inf.Dec of Quantity.AsDec), with "value" and "milli" (Quantity.Value and
+// MilliValue) below 10^15 in magnitude; a refusal is {"error": "<message>"}.
 package main
 
 import (
@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -21,8 +22,8 @@ import (
 type answer struct {
 	Unscaled string `json:"unscaled,omitempty"`
 	Scale    *int32 `json:"scale,omitempty"`
-	Value    int64  `json:"value"`
-	Milli    int64  `json:"milli"`
+	Value    *int64 `json:"value,omitempty"`
+	Milli    *int64 `json:"milli,omitempty"`
 	Error    string `json:"error,omitempty"`
 }
 
@@ -35,10 +36,17 @@ func of(q resource.Quantity, err error) *answer {
 	if err != nil {
 		return &answer{Error: err.Error()}
 	}
-	value, milli := q.Value(), q.MilliValue()
-	d := q.AsDec()
+	// AsDec converts q in place; Value and MilliValue are read from q's own form (int64 or inf.Dec).
+	c := q.DeepCopy()
+	d := c.AsDec()
 	scale := int32(d.Scale())
-	return &answer{Unscaled: d.UnscaledBig().String(), Scale: &scale, Value: value, Milli: milli}
+	a := &answer{Unscaled: d.UnscaledBig().String(), Scale: &scale}
+	// Value and MilliValue overflow int64 silently: only below 10^15 in magnitude.
+	if digits := len(strings.TrimPrefix(a.Unscaled, "-")); int64(digits)-int64(scale) <= 15 {
+		value, milli := q.Value(), q.MilliValue()
+		a.Value, a.Milli = &value, &milli
+	}
+	return a
 }
 
 func decode(raw []byte) *answer {
@@ -57,7 +65,7 @@ func main() {
 		raw := append([]byte(nil), in.Bytes()...)
 		var s string
 		var l line
-		if json.Unmarshal(raw, &s) == nil {
+		if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil { // null unmarshals into a string too
 			l.Parse = of(resource.ParseQuantity(s))
 			sent, err := json.Marshal(s)
 			if err != nil {
