@@ -25,9 +25,10 @@ and every refused one the tests build to a real kube-apiserver (v1.37.2) and lis
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from config_model import k8s
+from policy import quantity
 
 # The name and label formats are config_model/k8s.py's (the same apimachinery functions, ported once);
 # this module words the errors as the server does.
@@ -199,27 +200,11 @@ def container_resource_name(name: str) -> list[str]:
 
 # ---- quantities (R: ParseQuantity) ----
 
-_QUANTITY = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE]?)")
-_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-           "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": 1,
-           "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-
-
 def parse_quantity(value: object) -> Decimal | None:
-    """R: ParseQuantity's grammar (sign, digits, one suffix: binary, decimal or exponent); None if refused.
-    YAML integers are quantities too (the JSON number form)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return Decimal(str(value))
-    m = _QUANTITY.fullmatch(str(value))
-    if not m:
-        return None
-    try:
-        number, suffix = Decimal(m.group(1)), m.group(2)
-        return number * (Decimal(10) ** int(suffix[1:]) if suffix[:1] in ("e", "E") else Decimal(_SUFFIX[suffix]))
-    except (InvalidOperation, KeyError, ValueError):
-        return None
+    """R: the value of a Quantity field as the server decodes it (policy.quantity.parse_field:
+    ParseQuantity after Quantity.UnmarshalJSON, so " 1Gi" is 1Gi and a YAML number its JSON text);
+    None if refused. A missing value (None) stays refused here, as the callers expect."""
+    return quantity.try_parse_field(value) if value is not None else None
 
 
 # ---- objects: pkg/apis/{core,apps,batch,networking,policy}/validation/validation.go (V below) ----

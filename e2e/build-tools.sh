@@ -8,7 +8,7 @@
 # only links. Nothing built here is committed.
 #
 #   e2e/build-tools.sh [name ...]   names: etcd kubernetes kwok pulumi pulumi-kubernetes aibrix kuberay rbg
-#                                   (default: all)
+#                                   quantity (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -129,6 +129,24 @@ build_kuberay() {
 	stamp kuberay kuberay-operator
 }
 
+# e2e/test_quantity.py's reference: k8s.io/apimachinery's ParseQuantity, at the version kube-apiserver is
+# built with (check_quantity_pin), in a module of its own so that it compiles apimachinery only.
+build_quantity() {
+	fresh quantity quantity && return
+	(cd "$TOOLS/quantity" && "${GO_BUILD[@]}" -ldflags "-s -w" -o "$BIN/quantity" .)
+	stamp quantity quantity
+}
+
+check_quantity_pin() {
+	local want have
+	want=$(module_version kubernetes k8s.io/apimachinery)
+	have=$(module_version quantity k8s.io/apimachinery)
+	if [[ "$want" != "$have" ]]; then
+		echo "e2e/tools/quantity/go.mod: k8s.io/apimachinery $have, but e2e/tools/kubernetes builds with $want" >&2
+		exit 2
+	fi
+}
+
 build_rbg() {
 	# The version the stacks deploy (platform.rbgVersion) is not served under either path, so there is no
 	# wrapper: RoleBasedGroup kinds stay at the CRD level (schema, CEL, defaulting by the real API server).
@@ -168,7 +186,7 @@ check_kubernetes_replaces() {
 	fi
 }
 
-ALL=(etcd kwok kubernetes pulumi pulumi-kubernetes aibrix kuberay rbg)
+ALL=(etcd kwok kubernetes pulumi pulumi-kubernetes aibrix kuberay rbg quantity)
 WANT=("$@")
 [[ ${#WANT[@]} -gt 0 ]] || WANT=("${ALL[@]}")
 command -v go >/dev/null || { echo "go not found: the e2e tools build with Go 1.26 from the Go module proxy" >&2; exit 2; }
@@ -177,7 +195,7 @@ i=0
 for name in "${WANT[@]}"; do
 	i=$((i + 1))
 	case "$name" in
-	etcd | kwok | kubernetes | pulumi | pulumi-kubernetes | aibrix | kuberay | rbg) ;;
+	etcd | kwok | kubernetes | pulumi | pulumi-kubernetes | aibrix | kuberay | rbg | quantity) ;;
 	*) echo "unknown tool '$name' (one of: ${ALL[*]})" >&2; exit 2 ;;
 	esac
 	t0=$(date +%s)
@@ -185,6 +203,7 @@ for name in "${WANT[@]}"; do
 	[[ "$name" == kubernetes ]] && check_kubernetes_replaces
 	[[ "$name" == aibrix ]] && check_replaces aibrix github.com/vllm-project/aibrix
 	[[ "$name" == kuberay ]] && check_replaces kuberay github.com/ray-project/kuberay/ray-operator
+	[[ "$name" == quantity ]] && check_quantity_pin
 	"build_${name//-/_}"
 	log "($i/${#WANT[@]}) $name done in $(($(date +%s) - t0)) s"
 done

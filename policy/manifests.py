@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
+from policy import quantity
 from policy.unknowns import UnknownTouched, decide, is_unknown, items_of
 from policy.workloads import (
     PodTemplateRef,
@@ -108,10 +109,12 @@ def each_engine_container(resource_type: str, props: dict, check) -> list[str]:
 
 
 def quantity_gib(q: Any) -> float:
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Gi|Mi|Ti)?", str(q))
-    if not m:
-        return 0.0
-    return float(m.group(1)) * {"Gi": 1, "Mi": 1 / 1024, "Ti": 1024, None: 1 / 1024 ** 3}[m.group(2)]
+    """GiB of a memory quantity as the API server reads it (policy.quantity: "200G", "2048Ki", "1e9" and
+    ".5Gi" too), as a float for the messages; 0 where the server refuses it (apivalidation reports that)."""
+    if is_unknown(q):
+        raise UnknownTouched()
+    value = quantity.try_parse_field(q)
+    return float(quantity.gib(value)) if value is not None else 0.0
 
 
 LOOPBACK = ("localhost", "127.", "::1")
