@@ -10,11 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from config_model import GpuPool, ServedModel, derived
-from policy.engines import ENGINES, Engine, engine_named, engine_offloading_with
-
-# By engine name, for stacks/rules.py and render/output.py until they ask policy.engines themselves.
-COLD_START_ESTIMATE_SECONDS = {e.NAME: e.COLD_START_ESTIMATE_SECONDS for e in ENGINES}
-OFFLOAD_ENGINE = {e.OFFLOAD_BACKEND: e.NAME for e in ENGINES}
+from policy.engines import Engine, engine_named, engine_offloading_with
 
 
 def engine_of(model: ServedModel) -> Engine:

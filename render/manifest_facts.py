@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from policy.engines import engine_of_argv
 from policy.manifests import flag_value, quantity_gib
 from policy.stack_rules import PODAUTOSCALER, grown_to
 from policy.workloads import containers, gpu_count, pod_templates
@@ -156,10 +157,13 @@ def engine_of_workload(rendered: Rendered, kind: str, namespace: str, name: str)
 
 
 def kv_offload_of(container: dict) -> str:
-    """The KV offload an engine container runs, read back from its argv (components/engines.py)."""
+    """The KV offload an engine container runs, read back from its argv (policy/engines/)."""
     argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
-    if (size := flag_value(argv, "--kv-offloading-size")) is not None:
-        return f"vLLM {flag_value(argv, '--kv-offloading-backend') or 'native'}, {size} GiB per engine (all TP ranks)"
+    engine = engine_of_argv(argv)
+    size_flag = getattr(engine, "OFFLOAD_SIZE_FLAG", None)   # an engine whose offload the program renders
+    if engine is not None and size_flag and (size := flag_value(argv, size_flag)) is not None:
+        backend = flag_value(argv, engine.OFFLOAD_BACKEND_FLAG) or engine.OFFLOAD_BACKEND
+        return f"{engine.DISPLAY_NAME} {backend}, {size} GiB per engine (all TP ranks)"
     return "off"
 
 
@@ -184,9 +188,9 @@ def engine_memory_rows(rendered: Rendered) -> list[dict[str, Any]]:
 
 
 def _engine_name(container: dict) -> str | None:
-    """vllm or sglang: the first word of the argv naming one (a Ray head wraps the command)."""
-    return next((a for a in [*(container.get("command") or []), *(container.get("args") or [])]
-                 if a in ("vllm", "sglang")), None)
+    """The engine the container's argv runs (a Ray head wraps the command), by name."""
+    engine = engine_of_argv([*(container.get("command") or []), *(container.get("args") or [])])
+    return engine.NAME if engine else None
 
 
 def _placement(spec: dict) -> tuple:

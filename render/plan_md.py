@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from components.engines import COLD_START_ESTIMATE_SECONDS
 from components.time_to_serving import IMAGE_PULL_SECONDS, SYNC_MIB_PER_SECOND, minutes, time_to_serving
+from policy.engines import ENGINES, NAMES, engine_named
 from policy.manifests import flag_value
 from policy.workloads import gpu_count, pod_templates
 from render.manifest_facts import (
@@ -141,8 +141,8 @@ def _dashboards_section(rendered: Rendered) -> list[str]:
 
 
 # What each AIBrix metric reads on each engine (components/autoscaling.py, tests/upstream_aibrix.py).
-PA_METRIC_TEXT = {"kv_cache_usage_perc": "KV-cache usage (vllm:kv_cache_usage_perc, sglang:token_usage; 0-1)",
-                  "num_requests_waiting": "queue length (vllm:num_requests_waiting, sglang:num_queue_reqs)"}
+PA_METRIC_TEXT = {"kv_cache_usage_perc": f"KV-cache usage ({', '.join(e.KV_CACHE_GAUGE for e in ENGINES)}; 0-1)",
+                  "num_requests_waiting": f"queue length ({', '.join(e.QUEUE_GAUGE for e in ENGINES)})"}
 
 
 def _autoscaling_section(rendered: Rendered) -> list[str]:
@@ -169,8 +169,8 @@ def _autoscaling_section(rendered: Rendered) -> list[str]:
                      f"{windows} | {row['peakGpus'] if row else '?'} |")
         if spec.get("minReplicas", 1) == 0:
             engine = engine_of_workload(rendered, kind, namespace, name)
-            wait = (f"about {COLD_START_ESTIMATE_SECONDS[engine] // 60} min measured for {engine}"
-                    if engine in COLD_START_ESTIMATE_SECONDS else "12-23 min measured")
+            wait = (f"about {engine_named(engine).COLD_START_ESTIMATE_SECONDS // 60} min measured for {engine}"
+                    if engine in NAMES else "12-23 min measured")
             ns = pa["metadata"]["namespace"]
             # A starting pod reads 0, so with minReplicas 0 AIBrix v0.7.0 scales a bare `kubectl scale`
             # away within a resync; at 0 pods with minReplicas 1 it does not scale by itself.

@@ -59,6 +59,19 @@ OFFLOAD_BACKEND = "hicache"
 # (stacks/rules.py _kv_cache_offload, tests/upstream_sglang.py DSV4_HICACHE_SIZE_*): nothing renders it,
 # so the pack reads no HiCache flag either.
 OFFLOAD_IN_SHM = False         # pinned anonymous memory, nothing under /dev/shm (HICACHE_IN_DEV_SHM)
+# Offered by the program's config, but refused for the model it serves (the config rules say why).
+OFFLOAD_REFUSED = ("is not offered: both pinned SGLang releases (0.5.17, 0.5.23) "
+                   "refuse --hicache-size for DeepSeek-V4's KV pool (mem_cache/hybrid_cache/hybrid_pool_assembler.py "
+                   "_deepseek_v4_num_host_pages: \"DeepSeek V4 HiCache currently does not support --hicache-size; "
+                   "use --hicache-ratio instead\"), so the engine would fail at start; a ratio sizes the host pool "
+                   "from the GPU KV pool the engine sizes at start, which leaves nothing fixed for the pod's memory "
+                   "to reserve. Set kvCacheOffload.backend 'off'")
+# Field names of its settings section (models[].sglang) the config rules point at.
+CONTEXT_FIELD = "contextLength"
+SPECULATIVE_FIELD = "speculative_algorithm"   # the switch a DSpark A/B pair may differ in (model_dump name)
+# Its JIT and graph capture are most of a 23-minute cold start and must survive the pod (field report
+# 12.2): the compile cache has to be an existing claim.
+PERSISTENT_COMPILE_CACHE = "its JIT and graph capture are most of a 23-minute cold start and must survive the pod (field report 12.2)"
 
 
 def section(model: Any) -> Any:
@@ -80,6 +93,11 @@ def cache_env(mount: str) -> dict[str, str]:
 def parallel_size(sglang: Any) -> int:
     """GPUs one engine drives: TP (the program sets no data parallelism for SGLang)."""
     return sglang.tensor_parallel_size
+
+
+def describe_parallel_size(sglang: Any) -> str:
+    """The settings the parallel size comes from, as a config message names them."""
+    return f"sglang.tensorParallelSize {parallel_size(sglang)}"
 
 
 def parallel_size_of_argv(argv: list[str]) -> int:

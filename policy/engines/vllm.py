@@ -59,6 +59,11 @@ OFFLOAD_BACKEND = "native"     # models[].kvCacheOffload.backend; lmcache is ref
 # 0.33.0 maps the buffer to one /dev/shm file for all ranks on CUDA; 0.26.0 allocates pinned anonymous
 # memory. The image tag does not say which vLLM runs, so the pod gets the room in both places.
 OFFLOAD_IN_SHM = True
+OFFLOAD_REFUSED: str | None = None
+# Field names of its settings section (models[].vllm) the config rules point at.
+CONTEXT_FIELD = "maxModelLen"
+SPECULATIVE_FIELD = "speculative_decoding"   # the switch a DSpark A/B pair may differ in (model_dump name)
+PERSISTENT_COMPILE_CACHE: str | None = None  # its compile cache may be per pod
 
 
 def section(model: Any) -> Any:
@@ -74,6 +79,11 @@ def cache_env(mount: str) -> dict[str, str]:
 def parallel_size(vllm: Any) -> int:
     """GPUs one engine drives: TP x DP (each data-parallel rank is an engine core of TP GPUs)."""
     return vllm.tensor_parallel_size * vllm.data_parallel_size
+
+
+def describe_parallel_size(vllm: Any) -> str:
+    """The settings the parallel size comes from, as a config message names them."""
+    return f"tensorParallelSize {vllm.tensor_parallel_size} x dataParallelSize {vllm.data_parallel_size}"
 
 
 def parallel_size_of_argv(argv: list[str]) -> int:

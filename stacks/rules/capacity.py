@@ -7,8 +7,7 @@ from typing import Iterator
 
 from components import autoscaling
 from components.engines import (
-    COLD_START_ESTIMATE_SECONDS,
-    OFFLOAD_ENGINE,
+    engine_of,
     gpu_workloads,
     offload_memory_gib,
     pod_memory_limit_gib,
@@ -16,6 +15,7 @@ from components.engines import (
 from components.prepull import MEMORY_MIB as PREPULL_MEMORY_MIB
 from components.prepull import engine_image_keys
 from config_model import StackConfig
+from policy.engines import engine_offloading_with
 from stacks.rules.problem import Problem
 
 
@@ -47,7 +47,7 @@ def autoscaling_bounds(cfg: StackConfig) -> Iterator[Problem]:
         if a.min_replicas == 0 and not cfg.allow_scale_to_zero:
             yield Problem(f"{at}.minReplicas", 0, "scale to zero needs allowScaleToZero: true. With no pod the gateway "
                           "refuses the model's requests, AIBrix v0.7.0 has no pod metric to scale up on, and the first "
-                          f"request after a manual scale-up waits a full cold start (~{COLD_START_ESTIMATE_SECONDS[m.engine] // 60} min)")
+                          f"request after a manual scale-up waits a full cold start (~{engine_of(m).COLD_START_ESTIMATE_SECONDS // 60} min)")
         elif a.min_replicas == 0:
             ops = cfg.operations
             jobs = [f"operations.{key}.enabled" for key, on in (
@@ -110,17 +110,13 @@ def kv_cache_offload(cfg: StackConfig) -> Iterator[Problem]:
                           "server process and ignores the size, and LMCache is not part of the vLLM release (which "
                           "LMCache an image carries cannot be checked here); use 'native'")
             continue
-        if offload.backend == "hicache" and m.engine == "sglang":
-            yield Problem(f"{at}.backend", "hicache", "is not offered: both pinned SGLang releases (0.5.17, 0.5.23) "
-                          "refuse --hicache-size for DeepSeek-V4's KV pool (mem_cache/hybrid_cache/hybrid_pool_assembler.py "
-                          "_deepseek_v4_num_host_pages: \"DeepSeek V4 HiCache currently does not support --hicache-size; "
-                          "use --hicache-ratio instead\"), so the engine would fail at start; a ratio sizes the host pool "
-                          "from the GPU KV pool the engine sizes at start, which leaves nothing fixed for the pod's memory "
-                          "to reserve. Set kvCacheOffload.backend 'off'")
+        owner, engine = engine_offloading_with(offload.backend), engine_of(m)
+        if owner is engine and engine.OFFLOAD_REFUSED:
+            yield Problem(f"{at}.backend", offload.backend, engine.OFFLOAD_REFUSED)
             continue
-        if OFFLOAD_ENGINE[offload.backend] != m.engine:
-            yield Problem(f"{at}.backend", offload.backend, f"is a {OFFLOAD_ENGINE[offload.backend]} backend; engine "
-                          f"{m.engine!r} offloads with {next(b for b, e in OFFLOAD_ENGINE.items() if e == m.engine)!r}")
+        if owner is not engine:
+            yield Problem(f"{at}.backend", offload.backend, f"is a {owner.NAME if owner else 'unknown'} backend; engine "
+                          f"{m.engine!r} offloads with {engine.OFFLOAD_BACKEND!r}")
         if offload.size_gib == 0:
             yield Problem(f"{at}.sizeGiB", 0, f"must be at least 1 when kvCacheOffload.backend is {offload.backend!r}")
         if m.topology != "combined":

@@ -8,7 +8,7 @@ from typing import Iterator
 
 from components.combined import rollout_deadline_seconds
 from components.engines import (
-    COLD_START_ESTIMATE_SECONDS,
+    engine_of,
     gpus_per_pod,
     parallel_size,
     speculative_decoding,
@@ -17,6 +17,7 @@ from components.engines import (
 from components.gateway import service_name
 from components.operations import engines_service
 from config_model import ServedModel, StackConfig, k8s
+from policy.engines import ENGINES
 from policy.manifests import SHM_GIB_PER_GPU
 from stacks.rules.problem import Problem
 
@@ -57,18 +58,16 @@ def each_model(cfg: StackConfig) -> Iterator[Problem]:
                 yield Problem(f"{at}.{field}", mine, f"must equal models[{first}].{field} {theirs!r}: "
                               f"both models use directory {m.directory!r}")
 
-        size = parallel_size(m)
+        size, engine = parallel_size(m), engine_of(m)
         if m.gpus_per_pod is not None and m.gpus_per_pod != size:
-            how = (f"sglang.tensorParallelSize {size}" if m.engine == "sglang" else
-                   f"tensorParallelSize {m.vllm.tensor_parallel_size} x dataParallelSize {m.vllm.data_parallel_size}")
+            how = engine.describe_parallel_size(engine.section(m))
             yield Problem(f"{at}.gpusPerPod", m.gpus_per_pod, f"must equal the parallel size {size} ({how})")
         if gpus_per_pod(m) > cfg.gpu_pool.gpus_per_node:
-            section = m.sglang if m.engine == "sglang" else m.vllm
-            yield Problem(f"{at}.{m.engine}.tensorParallelSize", section.tensor_parallel_size,
+            yield Problem(f"{at}.{engine.SECTION}.tensorParallelSize", engine.section(m).tensor_parallel_size,
                           f"one engine pod needs {gpus_per_pod(m)} GPUs but gpuPool.gpusPerNode is "
                           f"{cfg.gpu_pool.gpus_per_node}; a pod must fit on one node")
 
-        estimate = COLD_START_ESTIMATE_SECONDS[m.engine]
+        estimate = engine.COLD_START_ESTIMATE_SECONDS
         if startup_budget_seconds(m) < estimate:
             yield Problem(f"{at}.startupBudgetSeconds", m.startup_budget_seconds,
                           f"must be at least {estimate} (the measured {m.engine} cold start, "
@@ -107,19 +106,19 @@ def _engine_and_orchestrator(cfg: StackConfig, i: int, m: ServedModel) -> Iterat
             if port in seen:
                 yield Problem(f"{at}.samePod.{key}", port, f"must differ from samePod.{seen[port]}: one pod, one port each")
             seen.setdefault(port, key)
-    other = "sglang" if m.engine == "vllm" else "vllm"
-    if other in m.model_fields_set:
-        yield Problem(f"{at}.{other}", "(set)", f"must be unset for engine {m.engine!r}: only the {m.engine} section applies")
+    for other in ENGINES:
+        if other.NAME != m.engine and other.SECTION in m.model_fields_set:
+            yield Problem(f"{at}.{other.SECTION}", "(set)",
+                          f"must be unset for engine {m.engine!r}: only the {m.engine} section applies")
     if m.orchestrator != "deployment" and m.rollout.strategy == "Recreate":
         yield Problem(f"{at}.rollout.strategy", "Recreate",
                       f"{m.orchestrator} has no Recreate; it rolls with RollingUpdate, maxSurge 0")
-    if m.engine == "sglang":
-        if cfg.images.sglang is None:
-            yield Problem("images.sglang", None, f"is required: {at} runs SGLang")
-        if cfg.compile_cache.kind != "existingClaim":
-            yield Problem("compileCache.kind", cfg.compile_cache.kind,
-                          f"must be 'existingClaim' for SGLang ({at}): its JIT and graph capture are most of a "
-                          "23-minute cold start and must survive the pod (field report 12.2)")
+    engine = engine_of(m)
+    if getattr(cfg.images, engine.IMAGE_KEY) is None:
+        yield Problem(f"images.{engine.IMAGE_KEY}", None, f"is required: {at} runs {engine.DISPLAY_NAME}")
+    if engine.PERSISTENT_COMPILE_CACHE and cfg.compile_cache.kind != "existingClaim":
+        yield Problem("compileCache.kind", cfg.compile_cache.kind,
+                      f"must be 'existingClaim' for {engine.DISPLAY_NAME} ({at}): {engine.PERSISTENT_COMPILE_CACHE}")
 
 
 # What may differ inside a DSpark A/B pair: identity and the speculative switch, nothing else.
@@ -128,8 +127,8 @@ _AB_IDENTITY = {"name", "served_model_name", "dspark_of"}
 
 def _comparable(m: ServedModel) -> dict:
     data = m.model_dump(exclude=_AB_IDENTITY)
-    data["vllm"].pop("speculative_decoding")
-    data["sglang"].pop("speculative_algorithm")
+    for engine in ENGINES:
+        data[engine.SECTION].pop(engine.SPECULATIVE_FIELD)
     return data
 
 

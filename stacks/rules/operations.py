@@ -6,9 +6,7 @@ from typing import Iterator
 
 from components.base import labels
 from components.dashboards import CONFIG_MAP_BASE
-from components.engines import (
-    max_model_len,
-)
+from components.engines import engine_of, max_model_len
 from components.image_refs import PULL_THROUGH_UPSTREAMS, ecr_prefix, parse_upstream
 from config_model import Environment, StackConfig, is_ip_host, k8s
 from stacks.rules.problem import Problem
@@ -62,7 +60,8 @@ def _warmup_fits(cfg: StackConfig) -> Iterator[Problem]:
         limit = max_model_len(m)
         longest = max([*warmup.input_tokens, int(limit * warmup.near_max_input_fraction)])
         if longest + warmup.output_tokens > limit:
-            at = f"models[{i}].{'sglang.contextLength' if m.engine == 'sglang' else 'vllm.maxModelLen'}"
+            engine = engine_of(m)
+            at = f"models[{i}].{engine.SECTION}.{engine.CONTEXT_FIELD}"
             yield Problem(at, limit, f"the warm-up sends {longest} input + {warmup.output_tokens} output "
                           "tokens, more than this context; lower operations.warmup.inputTokens or "
                           "nearMaxInputFraction, or disable operations.warmup")
