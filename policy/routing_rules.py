@@ -1,0 +1,111 @@
+"""Rules over what the AIBrix gateway reads: no model label on workloads its router watches, P/D
+wired for pods apart, and the profiles schema of the model config."""
+
+from __future__ import annotations
+
+import json
+
+from policy.manifests import (
+    LOOPBACK,
+    annotations_of,
+    argv_of,
+    each_engine_container,
+    env_value,
+    flag_value,
+    kind_of,
+    name_of,
+    templates,
+)
+from policy.unknowns import decide
+from policy.workloads import PodTemplateRef
+
+# Kinds whose own labels AIBrix v0.7.0's model router watches to create a `<model>-router` route.
+ROUTER_WATCHED_KINDS = {"Deployment", "RayClusterFleet", "LeaderWorkerSet", "ModelAdapter"}
+
+
+MODEL_LABEL = "model.aibrix.ai/name"
+
+
+def no_router_owned_routes(resource_type: str, props: dict) -> list[str]:
+    """The model label belongs on pods, not on a watched workload: else AIBrix creates a route the
+    workload owns, shared by every workload with that label and deleted with any of them (11.2)."""
+    if kind_of(resource_type) not in ROUTER_WATCHED_KINDS:
+        return []
+
+    def top_level() -> list[str]:
+        if MODEL_LABEL in ((props.get("metadata") or {}).get("labels") or {}):
+            return [f"{name_of(props)}: carries {MODEL_LABEL} at its top level; AIBrix would create a shared "
+                    "HTTPRoute that deleting this workload removes. Keep the label on the pod template only."]
+        return []
+
+    def worker(ref: PodTemplateRef) -> list[str]:
+        # Ray workers are not engines: AIBrix must not discover them as model pods (11.2).
+        if ".workerGroupSpecs[" in ref.path and MODEL_LABEL in ((ref.template.get("metadata") or {}).get("labels") or {}):
+            return [f"{name_of(props)}: Ray worker pods at {ref.path} carry {MODEL_LABEL}; only the head serves."]
+        return []
+
+    out = decide(top_level)
+    for ref in templates(resource_type, props):
+        out += decide(worker, ref)
+    return out
+
+
+def pd_wiring(resource_type: str, props: dict) -> list[str]:
+    """The field report's "looked like P/D but was not" causes (11.3), on every engine pod:
+    Ray executor, loopback side channel across pods, wrong AIBrix connector type, implicit KV
+    failure policy."""
+    def check(ref: PodTemplateRef, c: dict) -> list[str]:
+        out = []
+        argv = argv_of(c)
+        if flag_value(argv, "--distributed-executor-backend") == "ray":
+            out.append(f"{name_of(props)}: container {c.get('name')} uses the Ray executor for a single-node engine; "
+                       "use mp (the Ray executor produced garbage tokens, field report 11.3).")
+        transfer = flag_value(argv, "--kv-transfer-config")
+        if transfer is None:
+            return out
+        try:
+            kv = json.loads(transfer)
+        except ValueError:
+            return out + [f"{name_of(props)}: container {c.get('name')} --kv-transfer-config is not JSON."]
+        if not isinstance(kv, dict):
+            return out + [f"{name_of(props)}: container {c.get('name')} --kv-transfer-config is not a JSON object."]
+        if "kv_load_failure_policy" not in kv:
+            out.append(f"{name_of(props)}: container {c.get('name')} leaves kv_load_failure_policy implicit; set it.")
+        return out + decide(_across_pods_wiring, props, ref, c, kv)
+    return each_engine_container(resource_type, props, check)
+
+
+def _across_pods_wiring(props: dict, ref: PodTemplateRef, c: dict, kv: dict) -> list[str]:
+    pod_labels = (ref.template.get("metadata") or {}).get("labels") or {}
+    if not ("roleset-name" in pod_labels and pod_labels.get("role-name") in ("prefill", "decode")):
+        return []
+    out = []
+    host = env_value(c, "VLLM_NIXL_SIDE_CHANNEL_HOST")
+    if not host or str(host).startswith(LOOPBACK):
+        out.append(f"{name_of(props)}: container {c.get('name')} NIXL side channel host is {host or 'unset (loopback)'}; "
+                   "the other side cannot connect across pods (set 0.0.0.0).")
+    if kv.get("kv_connector") == "NixlConnector" and pod_labels.get("model.aibrix.ai/kv-connector-type") != "shfs":
+        out.append(f"{name_of(props)}: vLLM NixlConnector pods need model.aibrix.ai/kv-connector-type=shfs "
+                   "(AIBrix's nixl agent is for Neuron and its prefill response is not read by GPU vLLM).")
+    return out
+
+
+def aibrix_profiles_schema(resource_type: str, props: dict) -> list[str]:
+    """model.aibrix.ai/config is the profiles schema; the old top-level routingStrategy does not route
+    ordinary requests into P/D reliably (field report 11.3)."""
+    def check(ref: PodTemplateRef) -> list[str]:
+        raw = annotations_of(ref.template).get("model.aibrix.ai/config")
+        if raw is None:
+            return []
+        try:
+            doc = json.loads(str(raw))
+        except ValueError:
+            return [f"{name_of(props)}: model.aibrix.ai/config is not JSON."]
+        if not isinstance(doc, dict) or not isinstance(doc.get("profiles"), dict) or not doc["profiles"] or "routingStrategy" in doc:
+            return [f"{name_of(props)}: model.aibrix.ai/config must be {{\"profiles\": {{\"default\": {{...}}}}}}, "
+                    "not the top-level routingStrategy form."]
+        return []
+    out = []
+    for ref in templates(resource_type, props):
+        out += decide(check, ref)
+    return out

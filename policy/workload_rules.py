@@ -1,0 +1,141 @@
+"""Rules over how workloads hold and give back GPUs: the sync Job and DaemonSets off the GPUs,
+rollouts that never add GPU pods, custom resources Pulumi waits for, Jobs re-run when unready."""
+
+from __future__ import annotations
+
+from policy.manifests import (
+    BUILTIN,
+    STARTUP_BUDGET,
+    annotations_of,
+    containers,
+    each_container,
+    env_value,
+    gpu_count,
+    kind_of,
+    name_of,
+    pod_gpus,
+    templates,
+)
+from policy.unknowns import decide
+from policy.workloads import GPU, PodTemplateRef
+
+
+def model_sync_stays_off_gpus(resource_type: str, props: dict) -> list[str]:
+    """The sync Job requests no GPU and is kept off GPU nodes (field report 3.2)."""
+    if kind_of(resource_type) != "Job":
+        return []
+
+    def gpu_check(ref: PodTemplateRef) -> list[str]:
+        if any(max(gpu_count(c)) for _, c in containers(ref.template)):
+            return [f"{name_of(props)}: a Job must not request {GPU}; downloads and checks run on CPU nodes."]
+        return []
+
+    def affinity_check(ref: PodTemplateRef) -> list[str]:
+        spec = ref.template.get("spec") or {}
+        terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+        if not terms or not all(any(e.get("operator") == "DoesNotExist" for e in t.get("matchExpressions") or []) for t in terms):
+            return [f"{name_of(props)}: the Job needs a required node affinity that excludes GPU nodes (DoesNotExist on the GPU pool labels)."]
+        return []
+
+    def toleration_check(ref: PodTemplateRef) -> list[str]:
+        if any(t.get("key") == GPU for t in (ref.template.get("spec") or {}).get("tolerations") or []):
+            return [f"{name_of(props)}: the Job tolerates the GPU taint; it must never land on a GPU node."]
+        return []
+
+    out = []
+    for ref in templates(resource_type, props):
+        for check in (gpu_check, affinity_check, toleration_check):
+            out += decide(check, ref)
+    return out
+
+
+NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+
+
+def daemonsets_hold_no_gpus(resource_type: str, props: dict) -> list[str]:
+    """A DaemonSet (the engine image pre-pull on the GPU pool) requests no GPU: its pods follow the
+    node count, which no GPU budget can bound. Each container also sets NVIDIA_VISIBLE_DEVICES=void:
+    an engine image sets it to all, and the NVIDIA container runtime would then hand a GPU-less
+    container every GPU of the node, GPUs the device plugin gave the engine pods
+    (tests/upstream_nvidia_container_toolkit.py)."""
+    if kind_of(resource_type) != "DaemonSet":
+        return []
+
+    def check(ref: PodTemplateRef, c: dict) -> list[str]:
+        out = []
+        if max(gpu_count(c)):
+            out.append(f"{name_of(props)}: container {c.get('name')} of a DaemonSet requests {GPU}; a pod per node "
+                       "is a GPU count no budget bounds.")
+        if env_value(c, NVIDIA_VISIBLE_DEVICES) != "void":
+            out.append(f"{name_of(props)}: container {c.get('name')} must set {NVIDIA_VISIBLE_DEVICES}=void, or the "
+                       "NVIDIA runtime hands it the node's GPUs when its image asks for all.")
+        return out
+    return each_container(resource_type, props, check)
+
+
+def rollout_never_adds_gpus(resource_type: str, props: dict) -> list[str]:
+    """A GPU workload of any kind rolls without surge pods; a Deployment also waits at least the
+    startup budget before declaring the rollout stuck."""
+    def surge_check(ref: PodTemplateRef) -> list[str]:
+        if pod_gpus(ref.template) and ref.surge:
+            return [f"{name_of(props)}: the rollout at {ref.path or 'the pod'} may start {ref.surge} extra pod(s) of "
+                    f"{pod_gpus(ref.template)} GPUs; use Recreate or maxSurge 0."]
+        return []
+
+    def deadline_check(ref: PodTemplateRef) -> list[str]:
+        budget = annotations_of(ref.template).get(STARTUP_BUDGET)
+        if kind_of(resource_type) == "Deployment" and budget is not None and pod_gpus(ref.template):
+            deadline = (props.get("spec") or {}).get("progressDeadlineSeconds", 600)
+            if int(deadline) < int(budget):
+                return [f"{name_of(props)}: progressDeadlineSeconds {deadline} is below the startup budget {budget}s."]
+        return []
+
+    out = []
+    for ref in templates(resource_type, props):
+        out += decide(surge_check, ref) + decide(deadline_check, ref)
+    return out
+
+
+def _has_gpu_pods(resource_type: str, props: dict) -> bool:
+    return any(decide(lambda r: [pod_gpus(r.template) > 0], ref) == [True] for ref in templates(resource_type, props))
+
+
+def custom_workloads_are_awaited(resource_type: str, props: dict) -> list[str]:
+    """Pulumi does not wait for a custom resource unless it carries pulumi.com/waitFor; without it
+    `pulumi up` would report success while the engine is still cold."""
+    if kind_of(resource_type) in BUILTIN or not _has_gpu_pods(resource_type, props):
+        return []
+
+    def check() -> list[str]:
+        annotations = (props.get("metadata") or {}).get("annotations") or {}
+        if "pulumi.com/waitFor" not in annotations:
+            return [f"{name_of(props)}: a GPU custom resource needs a pulumi.com/waitFor annotation (e.g. condition=Ready)."]
+        if "pulumi.com/skipAwait" in annotations:
+            return [f"{name_of(props)}: pulumi.com/skipAwait makes `pulumi up` return before the engine is ready."]
+        return []
+    return decide(check)
+
+
+def jobs_rerun_when_unready(resource_type: str, props: dict) -> list[str]:
+    """An awaited Job carries pulumi.com/replaceUnready: else a failed Job stays failed in state and every
+    later `pulumi up` fails at once on it, even after the cause is fixed (pulumi/pulumi-kubernetes v4.32.0,
+    provider/pkg/provider/provider.go Diff). A Job Pulumi does not await (pulumi.com/skipAwait: the load
+    test) never fails a `pulumi up`, and must not carry it: Diff would replace it, and cut short the run,
+    at every later `pulumi up` while it is still running (checker/job/check.go: not Complete is unready)."""
+    if kind_of(resource_type) != "Job":
+        return []
+
+    def check() -> list[str]:
+        annotations = (props.get("metadata") or {}).get("annotations") or {}
+        rerun = annotations.get("pulumi.com/replaceUnready") == "true"
+        if annotations.get("pulumi.com/skipAwait") == "true":
+            if rerun:
+                return [f"{name_of(props)}: a Job with pulumi.com/skipAwait must not set pulumi.com/replaceUnready: "
+                        "every later `pulumi up` would replace it while it runs."]
+            return []
+        if not rerun:
+            return [f"{name_of(props)}: set the annotation pulumi.com/replaceUnready: \"true\" so a retried `pulumi up` "
+                    "replaces a failed Job instead of failing on it again."]
+        return []
+    return decide(check)
