@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
-from config_model import GpuPool, ServedModel, Sglang, Vllm, derived
+from config_model import ServedModel, Sglang, Vllm
 
 # Measured cold starts, pod creation to Ready, on 8 x H20. vLLM TP=8: about 12 min (field report 6
 # and 9.3); SGLang TP=8 with DSpark: about 23 min, of which 854 s engine start with 394 + 123 s of
@@ -34,52 +35,6 @@ def parallel_size(model: ServedModel) -> int:
     if model.engine == "sglang":
         return model.sglang.tensor_parallel_size
     return model.vllm.tensor_parallel_size * model.vllm.data_parallel_size
-
-
-def gpus_per_pod(model: ServedModel) -> int:
-    """GPUs of one engine pod: the parallel size, twice over for same-pod 4P+4D."""
-    if model.gpus_per_pod is not None:
-        return model.gpus_per_pod
-    return parallel_size(model) * (2 if model.topology == "pd-same-pod" else 1)
-
-
-@dataclass(frozen=True)
-class GpuWorkload:
-    """One workload of a served model, for GPU accounting: pods at steady state, the extra pods a
-    rollout or a known controller overshoot may add, and GPUs per pod."""
-
-    name: str
-    pods: int
-    extra_pods: int
-    gpus_per_pod: int
-
-    @property
-    def peak_gpus(self) -> int:
-        return (self.pods + self.extra_pods) * self.gpus_per_pod
-
-
-def peak_replicas(model: ServedModel) -> int:
-    """Pods the model's (combined) workload may run at steady state: its replicas, or as many as its
-    autoscaler may make, whichever is more."""
-    if model.autoscaling.enabled:
-        return max(model.replicas, model.autoscaling.max_replicas)
-    return model.replicas
-
-
-def gpu_workloads(model: ServedModel) -> list[GpuWorkload]:
-    per_pod = gpus_per_pod(model)
-    rollout = model.rollout
-    surge = 0 if rollout.strategy == "Recreate" else rollout.max_surge
-    out = []
-    if model.topology in ("combined", "pd-same-pod", "hybrid"):
-        out.append(GpuWorkload(model.name, peak_replicas(model), surge, per_pod))
-    if model.topology in ("pd", "hybrid"):
-        pd_replicas = 1 if model.topology == "hybrid" else model.replicas
-        # The pair's overshoot reserve sits on the prefill side; either fleet may use it.
-        out.append(GpuWorkload(derived.fleet_name(model.name, "prefill"), pd_replicas, model.pd.rollout_overshoot_pods,
-                               per_pod))
-        out.append(GpuWorkload(derived.fleet_name(model.name, "decode"), pd_replicas, 0, per_pod))
-    return out
 
 
 def startup_budget_seconds(model: ServedModel) -> int:
@@ -117,10 +72,6 @@ def with_speculative_decoding(model: ServedModel, on: bool) -> ServedModel:
     else:
         section = {"vllm": model.vllm.model_copy(update={"speculative_decoding": "dspark" if on else "off"})}
     return model.model_copy(update=section)
-
-
-def roleset_name(model: ServedModel) -> str:
-    return model.pd.roleset_name or derived.default_roleset(model.name)
 
 
 def vllm_args(model_path: str, served_model_name: str, port: int, vllm: Vllm) -> list[str]:
@@ -247,23 +198,6 @@ def offload_shm_gib(model: ServedModel) -> int:
     return offload_memory_gib(model) if model.kv_cache_offload.backend == "native" else 0
 
 
-# Memory of the same-pod P/D proxy container (components/disaggregated.py), GiB.
-SAME_POD_PROXY_MEMORY = (4, 8)
-
-
-def engines_per_pod(model: ServedModel) -> int:
-    return 2 if model.topology == "pd-same-pod" else 1
-
-
-def pod_memory_limit_gib(pool: GpuPool, model: ServedModel) -> int:
-    """Sum of the memory limits of one engine pod's containers, as components/pod_template.py
-    engine_memory_gib sets them (tests/test_kv_offload.py compares it with every rendered pod): the bound
-    of what the pod may hold in memory, its Memory /dev/shm emptyDir included."""
-    share = engines_per_pod(model)
-    limit = share * (pool.memory_limit_gib // share + offload_memory_gib(model))
-    return limit + (SAME_POD_PROXY_MEMORY[1] if model.topology == "pd-same-pod" else 0)
-
-
 def engine_command(model_path: str, model: ServedModel) -> EngineCommand:
     port = ENGINE_PORT[model.engine]
     if model.engine == "sglang":
@@ -280,3 +214,16 @@ def engine_command(model_path: str, model: ServedModel) -> EngineCommand:
 def _decimal(value: float) -> str:
     """0.88 -> "0.88" without float noise."""
     return format(value, "g")
+
+
+# Moved to components/topologies (GPU accounting is the topology's). stacks/rules.py still imports them
+# from here; the lead converts it, then this goes. Resolved on first use, as components/topologies
+# imports this module's engine facts.
+_MOVED_TO_TOPOLOGIES = {"gpu_workloads", "gpus_per_pod", "pod_memory_limit_gib"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED_TO_TOPOLOGIES:
+        import components.topologies as topologies  # noqa: PLC0415 (a top-level import would be a cycle)
+        return getattr(topologies, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
