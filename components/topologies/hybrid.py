@@ -9,6 +9,10 @@ from components.topologies.pd import Pd
 from config_model import ServedModel, derived
 from policy.stack_rules import COMBINED_ROLE
 
+# The routingConfig field that marks a pod as the fallback for every prompt length, a field name of the
+# plugin's, not a topology (aibrix v0.7.0 pkg/plugins/gateway/algorithms/pd_disaggregation.go, json:"combined").
+ROUTING_CONFIG_COMBINED = "combined"
+
 
 class Hybrid(Pd):
     name = "hybrid"
@@ -36,7 +40,7 @@ class Hybrid(Pd):
 
     def combined_routing_config(self, model: ServedModel) -> dict | None:
         """`combined: true` marks them as the pods that take any prompt (11.5)."""
-        return {"combined": True}
+        return {ROUTING_CONFIG_COMBINED: True}
 
     def smoke_probe_words(self, model: ServedModel) -> int:
         """Longer than the P/D bucket's shortest prompt, in tokens and in the gateway tokenizer's count
