@@ -104,3 +104,11 @@ def test_every_topology_of_the_config_has_its_module():
     for name, topology in TOPOLOGIES.items():
         assert topology.name == name
         assert topology.model_workload or topology.fleets, name
+
+
+def test_the_plan_prose_of_each_topology_is_its_modules():
+    """render/output.py still keeps its own copies (TOPOLOGY_NOTES, SMOKE_PROVES); until the lead makes it
+    ask components/topologies (and deletes this test), the two must not drift."""
+    from render import output
+    assert output.TOPOLOGY_NOTES == {n: t.plan_note for n, t in TOPOLOGIES.items() if t.plan_note is not None}
+    assert output.SMOKE_PROVES == {n: t.smoke_proves for n, t in TOPOLOGIES.items()}
