@@ -146,3 +146,13 @@ def test_prod_rolls_its_two_replicas_in_two_waves():
     waves = {w.name: gpu_accounting.rollout_waves(w.pods, m.rollout.max_unavailable, rollout_strategy(m) == "Recreate")
              for m in stack_models(stackfile.read(PROJECT_DIR, "prod")) for w in gpu_workloads(m) if m.replicas == 2}
     assert waves and set(waves.values()) == {2}
+
+
+def test_the_rule_module_imports_the_standard_library_only():
+    """The pack publishes it, and components import it: nothing of ours, nothing installed."""
+    import ast
+    import sys
+    tree = ast.parse(open(gpu_accounting.__file__).read())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported and imported <= set(sys.stdlib_module_names) | {"__future__"}, imported

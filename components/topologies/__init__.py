@@ -1,7 +1,9 @@
 """One module per topology (combined, pd, pd-same-pod, hybrid): which workloads it registers, its
 routing labels and strategy, its GPU accounting, what autoscaling, the pre-pull, the day-2 Jobs and
 the plan need to know of it. Everything else asks `topology_of(model)` instead of comparing the
-name; a new topology is one module here plus its name in config_model/serving.py's Literal.
+name. A new topology is one module here and its entry in TOPOLOGIES, its name in config_model/
+serving.py's Literal, and, where it derives names or proves a route of its own, config_model/derived.py
+and components/scripts/route_evidence.py (which cannot ask: a leaf, and a script shipped alone).
 
 The package imports no workload component (they ask it: a top-level import of them here would be a
 cycle), only engine facts, the smoke route type and the accounting rules of policy/gpu_accounting.py.
