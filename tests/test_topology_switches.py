@@ -112,3 +112,10 @@ def test_the_plan_prose_of_each_topology_is_its_modules():
     from render import plan_md
     assert plan_md.TOPOLOGY_NOTES == {n: t.plan_note for n, t in TOPOLOGIES.items() if t.plan_note is not None}
     assert plan_md.SMOKE_PROVES == {n: t.smoke_proves for n, t in TOPOLOGIES.items()}
+
+
+def test_the_supported_combinations_are_the_topologies():
+    """stacks/rules/models.py still keeps its own SUPPORTED; until the lead makes it ask
+    `topology_of(m).supported` (and deletes this test), the two must not drift."""
+    from stacks.rules.models import SUPPORTED
+    assert SUPPORTED == {(n, e, o) for n, t in TOPOLOGIES.items() for e, o in t.supported}
