@@ -33,6 +33,7 @@ import pulumi_kubernetes as k8s
 
 from components.base import AIBRIX_ORCHESTRATION_API, Component, metadata
 from components.routing import metric_port
+from components.topologies import topology_of
 from config_model import ServedModel, derived
 
 API_VERSION = "autoscaling.aibrix.ai/v1alpha1"
@@ -109,16 +110,9 @@ def autoscaling_switch(name: str, namespace: str, model: ServedModel,
 
 def refusal(model: ServedModel) -> str | None:
     """Why v0.7.0 (or this program around it) cannot autoscale this model; None when it can."""
-    if model.topology == "pd":
-        return ("topology pd runs prefill and decode on two RayClusterFleets, one PodAutoscaler each (AIBrix v0.7.0 "
-                "keys a PodAutoscaler to one target, podautoscaler_controller.go buildScalingTargetKey): they would "
-                "scale the pair's sides apart, which this program does not build")
-    if model.topology == "pd-same-pod":
-        return ("topology pd-same-pod is for functional validation only and cannot scale prefill and decode "
-                "independently (field report 9.5)")
-    if model.topology == "hybrid":
-        return ("topology hybrid keeps its P/D roleset at one fixed pair beside the combined pods; this program "
-                "autoscales combined models only")
+    refused = topology_of(model).autoscale_refusal
+    if refused is not None:
+        return refused
     if model.orchestrator == "rolebasedgroup":
         return ("AIBrix v0.7.0's PodAutoscaler reads and writes its target's spec.replicas (pkg/controller/"
                 "podautoscaler/workload_scale.go), which a RoleBasedGroup does not have (replicas per role), and "

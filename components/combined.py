@@ -22,11 +22,9 @@ from components.base import AIBRIX_ORCHESTRATION_API, Component, labels, metadat
 from components.engines import (
     engine_command,
     engine_of,
-    gpus_per_pod,
     offload_memory_gib,
     offload_shm_gib,
     parallel_size,
-    peak_replicas,
     startup_budget_seconds,
 )
 from components.gateway import RouteBackend, service_name
@@ -41,7 +39,9 @@ from components.pod_template import (
 )
 from components.routing import ANN_MODEL_CONFIG, metric_port_labels, model_config, routing_strategy
 from components.secrets import secret_tag_annotation
+from components.topologies import gpus_per_pod, peak_replicas
 from config_model import CompileCache, GpuPool, ServedModel
+from policy.gpu_accounting import rollout_waves
 
 ANN_AB_BASELINE = "llm-serving.io/ab-baseline"
 ANN_TOPOLOGY = "llm-serving.io/topology"
@@ -134,16 +134,11 @@ def rollout_deadline_seconds(model: ServedModel) -> int:
     return startup_budget_seconds(model) + PRE_START_ALLOWANCE_SECONDS
 
 
-def rollout_waves(pods: int, max_unavailable: int, recreate: bool = False) -> int:
-    """Cold starts in a row during an update: a RollingUpdate with maxUnavailable k replaces N pods
-    k at a time, each wave a full cold start (maxSurge is 0); Recreate restarts them all at once."""
-    return 1 if recreate else max(1, -(-pods // max_unavailable))
-
-
 def rollout_timeouts(model: ServedModel, waves: int | None = None) -> pulumi.CustomTimeouts:
     """Pulumi's await covers the whole rollout, not one pod: a create starts every pod at once (one
     deadline), an update waits for every wave. Kubernetes' progressDeadlineSeconds stays one cold
-    start, since each pod that becomes available resets its timer."""
+    start, since each pod that becomes available resets its timer. The waves are policy/gpu_accounting.py's,
+    which the pack counts from the manifest too."""
     if waves is None:
         # An autoscaler may have grown the workload to maxReplicas by the time an update rolls it.
         waves = rollout_waves(peak_replicas(model), model.rollout.max_unavailable, rollout_strategy(model) == "Recreate")

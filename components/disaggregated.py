@@ -33,14 +33,11 @@ from components.combined import (
     model_mount,
     rollout_deadline_seconds,
     rollout_timeouts,
-    rollout_waves,
     served_model_selector,
 )
 from components.engines import (
     OFFLINE_ENV,
-    SAME_POD_PROXY_MEMORY,
     parallel_size,
-    roleset_name,
     startup_budget_seconds,
 )
 from components.gateway import RouteBackend, service_name
@@ -56,8 +53,12 @@ from components.pod_template import (
 )
 from components.routing import ANN_MODEL_CONFIG
 from components.routing import model_config as routing_model_config
+from components.topologies import roleset_name, topology_of
+from components.topologies.pd import PD_STRATEGY
+from components.topologies.pd_same_pod import PROXY_MEMORY_GIB
 from config_model import ServedModel, derived
 from policy.engines import vllm
+from policy.gpu_accounting import rollout_waves
 
 ANN_OVERSHOOT = "llm-serving.io/rollout-overshoot-pods"
 # One value for both sides so block hashes agree across engines (as AIBrix's P/D samples set it).
@@ -71,7 +72,7 @@ def model_config(routing_config: dict | None = None) -> str:
     """The P/D pods' AIBrix model config: strategy pd, in the profiles schema (11.3). Every pod of
     a P/D or hybrid model says pd: the plugin takes the profile of the first pod it lists that has
     one (aibrix v0.7.0 pkg/plugins/gateway/configprofiles ResolveProfile), in no fixed order."""
-    return routing_model_config("pd", routing_config)
+    return routing_model_config(PD_STRATEGY, routing_config)
 
 
 # What `pulumi up` waits for on a fleet: the Deployment-style Progressing condition with reason
@@ -119,10 +120,9 @@ def same_pod_engine_args(model_path: str, model: ServedModel, port: int, role: s
 @dataclass(frozen=True)
 class DisaggregatedArgs:
     base: CombinedEngineArgs          # namespace, model, pool, cache, image, claims ... as for combined
-    hybrid: bool = False              # True: this roleset takes only long prompts beside combined pods
 
 
-def fleet_pod_template(base: CombinedEngineArgs, side: str, hybrid: bool) -> dict:
+def fleet_pod_template(base: CombinedEngineArgs, side: str) -> dict:
     m = base.model
     model_path = model_mount(base).model_path
     rdma = m.pd.rdma
@@ -133,18 +133,18 @@ def fleet_pod_template(base: CombinedEngineArgs, side: str, hybrid: bool) -> dic
         extra_resources={rdma.resource_name: str(rdma.count)} if rdma else {},
         # RDMA needs locked memory, and nothing more: the pod stays unprivileged.
         add_capabilities=("IPC_LOCK",) if rdma else ())
-    routing = {"promptLenBucketMinLength": m.pd.prompt_len_bucket_min_length} if hybrid else None
+    routing = topology_of(m).fleet_routing_config(m)
     pod_labels = {**aibrix_labels(m), "roleset-name": roleset_name(m), "role-name": side,
                   "model.aibrix.ai/kv-connector-type": "shfs"}
     return engine_pod_template(engine_pod_spec(base, derived.fleet_name(m.name, side), [engine], pod_labels,
                                          {ANN_MODEL_CONFIG: model_config(routing)}))
 
 
-def fleet_manifest_spec(base: CombinedEngineArgs, side: str, hybrid: bool, ray_version: str) -> dict:
+def fleet_manifest_spec(base: CombinedEngineArgs, side: str, ray_version: str) -> dict:
     m = base.model
     name = derived.fleet_name(m.name, side)
     return {
-        "replicas": 1 if hybrid else m.replicas,
+        "replicas": topology_of(m).fleet_replicas(m),
         "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
         "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
         # One cold start: each cluster that becomes available resets the timer, as for a Deployment.
@@ -155,7 +155,7 @@ def fleet_manifest_spec(base: CombinedEngineArgs, side: str, hybrid: bool, ray_v
             "spec": {
                 "rayVersion": ray_version,
                 # Head only: each side is one single-node engine; mp runs its 8 TP ranks.
-                "headGroupSpec": {"rayStartParams": {}, "template": fleet_pod_template(base, side, hybrid)},
+                "headGroupSpec": {"rayStartParams": {}, "template": fleet_pod_template(base, side)},
             },
         },
     }
@@ -166,8 +166,7 @@ def fleet_pod_templates(args: DisaggregatedArgs, ray_version: str) -> dict[str, 
     group pod template, rayVersion and all), which the fleet hashes to tell revisions apart and rolls
     new RayClusters on any change of (aibrix v0.7.0 pkg/controller/rayclusterfleet/sync.go,
     util/fleet.go ComputeHash)."""
-    return {derived.fleet_name(args.base.model.name, side): fleet_manifest_spec(args.base, side, args.hybrid,
-                                                                               ray_version)["template"]
+    return {derived.fleet_name(args.base.model.name, side): fleet_manifest_spec(args.base, side, ray_version)["template"]
             for side in ("prefill", "decode")}
 
 
@@ -183,7 +182,7 @@ class DisaggregatedEngine(Component):
         m = base.model
         self.template_source = TemplateSource(lambda a: fleet_pod_templates(a, ray_version), args)
         # The fleets roll their RayClusters one at a time (maxUnavailable 1 in fleet_manifest_spec).
-        wait = rollout_timeouts(m, rollout_waves(1 if args.hybrid else m.replicas, 1))
+        wait = rollout_timeouts(m, rollout_waves(topology_of(m).fleet_replicas(m), 1))
         for side in ("prefill", "decode"):
             fleet = derived.fleet_name(m.name, side)
             annotations = {"pulumi.com/waitFor": FLEET_WAIT_FOR}
@@ -193,7 +192,7 @@ class DisaggregatedEngine(Component):
                 f"{name}-{side}", api_version=AIBRIX_ORCHESTRATION_API, kind="RayClusterFleet",
                 # No model label here: AIBrix would make a route both fleets share (11.2).
                 metadata={**metadata(fleet, base.namespace, "engine"), "annotations": annotations},
-                spec=fleet_manifest_spec(base, side, args.hybrid, ray_version),
+                spec=fleet_manifest_spec(base, side, ray_version),
                 opts=self.child_opts(custom_timeouts=wait))
         self.route_backend = RouteBackend(
             served_model_name=m.served_model_name, service_name=service_name(m), selector=served_model_selector(m),
@@ -234,8 +233,8 @@ def same_pod_template(base: CombinedEngineArgs) -> dict:
                 {"name": "PYTHONUNBUFFERED", "value": "1"}],
         "ports": [{"name": "proxy", "containerPort": sp.proxy_port, "protocol": "TCP"}],
         "volumeMounts": [{"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True}],
-        "resources": {"requests": {"cpu": "2", "memory": f"{SAME_POD_PROXY_MEMORY[0]}Gi"},
-                      "limits": {"cpu": "4", "memory": f"{SAME_POD_PROXY_MEMORY[1]}Gi"}},
+        "resources": {"requests": {"cpu": "2", "memory": f"{PROXY_MEMORY_GIB[0]}Gi"},
+                      "limits": {"cpu": "4", "memory": f"{PROXY_MEMORY_GIB[1]}Gi"}},
         "startupProbe": tcp_probe("proxy", startup_failure_threshold(startup_budget_seconds(m))),
         "readinessProbe": tcp_probe("proxy", 3),
         "livenessProbe": tcp_probe("proxy", 4, period=15, timeout=5),

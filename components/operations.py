@@ -18,12 +18,12 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component, job_metadata, labels, metadata
 from components.combined import rollout_timeouts, served_model_selector
-from components.engines import engine_of, max_model_len, tokenizer_mode
+from components.engines import max_model_len, tokenizer_mode
 from components.ops_commands import Engines, SmokeRoute, load_test_plan, smoke_args, warmup_args
 from components.pod_template import SCRIPTS_MOUNT, container_security, cpu_job_pod, revision_path
 from components.retention import kept, kept_annotations
+from components.topologies import topology_of
 from config_model import GpuPool, Operations, ServedModel, derived
-from policy.engines import vllm
 
 RESULTS_CLAIM = "llm-bench-results"
 RESULTS_MOUNT = "/results"
@@ -50,27 +50,12 @@ class OperationsArgs:
     gateway_endpoint: str | None = None   # the gateway's in-cluster /v1 URL; None: the stack has no gateway
 
 
-# KubeRay v1.2.1 utils.PodGenerateName: a head pod is named <RayCluster name, cut to 50>-head-<5>,
-# and AIBrix v0.7.0 names a fleet's RayClusters <fleet>-<random>-<random> (GenerateName).
-RAY_POD_PREFIX_MAX = 50
-
-
 def smoke_route(m: ServedModel, via_gateway: bool) -> SmokeRoute:
     """What the topology's route must show: the gateway's pick, a prefill/decode pair, and KV that
-    moved (route_evidence.py)."""
+    moved (route_evidence.py); without the gateway, only that the Service answers."""
     if not via_gateway:
         return SmokeRoute()
-    if m.topology == "pd-same-pod":
-        sp = m.same_pod
-        return SmokeRoute("same-pod", prefill_port=sp.prefill_port, decode_port=sp.decode_port)
-    if m.topology in ("pd", "hybrid"):
-        # Hybrid: the probe must be longer than the P/D bucket's shortest prompt, in tokens and in
-        # the gateway tokenizer's count (one short word is one token and several characters).
-        words = max(512, m.pd.prompt_len_bucket_min_length * 5 // 4) if m.topology == "hybrid" else 512
-        port = vllm.PORT   # P/D fleets run vLLM
-        return SmokeRoute(m.topology, f"{m.name}-prefill-"[:RAY_POD_PREFIX_MAX], f"{m.name}-decode-"[:RAY_POD_PREFIX_MAX],
-                          port, port, words)
-    return SmokeRoute("combined")
+    return topology_of(m).smoke_route(m)
 
 
 def engines_service(m: ServedModel) -> str:
@@ -83,9 +68,7 @@ def engines_service(m: ServedModel) -> str:
 
 def engine_metric_ports(m: ServedModel) -> tuple[int, ...]:
     """Where each engine pod serves /metrics: same-pod P/D has two engines, each on its own port."""
-    if m.topology == "pd-same-pod":
-        return (m.same_pod.prefill_port, m.same_pod.decode_port)
-    return (engine_of(m).PORT,)
+    return topology_of(m).engine_metric_ports(m)
 
 
 def endpoint_wait_seconds(m: ServedModel) -> int:
@@ -111,23 +94,19 @@ SCALED_POD_CONTROLLERS = frozenset({"ReplicaSet"})
 def pod_controllers(m: ServedModel) -> set[str]:
     """The controller kinds of the pods served_model_selector matches: every engine pod of the model,
     a P/D or hybrid model's fleet pods included (they carry the same model and component labels)."""
+    t = topology_of(m)
     kinds = set()
-    if m.topology != "pd":
+    if t.model_workload:
         kinds.add(COMBINED_POD_CONTROLLER[m.orchestrator])
-    if m.topology in ("pd", "hybrid"):
+    if t.fleets:
         kinds.add(FLEET_POD_CONTROLLER)
     return kinds
 
 
 def steady_engine_pods(m: ServedModel) -> int:
-    """Engine pods the PDB's selector matches when nothing rolls out: the combined pods, plus one
-    pod per RayCluster of each fleet side (head only, components/disaggregated.py). An autoscaled
-    model counts its minReplicas: see disruption_budget."""
-    combined = m.autoscaling.min_replicas if m.autoscaling.enabled else m.replicas
-    fleet_pods = len(derived.FLEET_SIDES) * (1 if m.topology == "hybrid" else m.replicas)
-    if m.topology == "pd":
-        return fleet_pods
-    return combined + (fleet_pods if m.topology == "hybrid" else 0)
+    """Engine pods the PDB's selector matches when nothing rolls out (the topology counts them). An
+    autoscaled model counts its minReplicas: see disruption_budget."""
+    return topology_of(m).steady_engine_pods(m)
 
 
 def disruption_budget(m: ServedModel) -> dict[str, int]:

@@ -25,8 +25,8 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
 from components.pod_template import GPU_NODE_LABEL, container_security, job_pod_security, scanner_exceptions
+from components.topologies import topology_of
 from config_model import GpuPool, ImageRef, ServedModel
-from policy.engines import engine_named
 
 COMPONENT = "image-prepull"
 # A GPU-less container of an image that sets NVIDIA_VISIBLE_DEVICES=all (the CUDA base images do)
@@ -55,10 +55,7 @@ def engine_image_keys(models: list[ServedModel], named: dict[str, ImageRef]) -> 
     """The stack-file keys of every image an engine pod of these models runs (what stacks/program.py gives
     each topology), one key per distinct image reference: one DaemonSet each. A key the stack lacks is left
     out (the config rules refuse the stack)."""
-    keys: list[str] = []
-    for m in models:
-        image = engine_named(m.engine).IMAGE_KEY
-        keys += ["vllmRay"] if m.topology == "pd" else [image, "vllmRay"] if m.topology == "hybrid" else [image]
+    keys = [key for m in models for key in topology_of(m).image_keys(m)]
     distinct: dict[str, str] = {}
     for key in keys:
         if key in named:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from components.engines import engine_of
+from components.topologies import TOPOLOGIES, topology_of
 from config_model import ROUTING_STRATEGIES, ServedModel
 
 ANN_MODEL_CONFIG = "model.aibrix.ai/config"
@@ -25,12 +25,12 @@ DEFAULT_METRIC_PORT = 8000
 # Profile the plugin falls back to when the client names none (header `config-profile`).
 DEFAULT_PROFILE = "default"
 
-assert "pd" in ROUTING_STRATEGIES
+assert {t.routing_strategy for t in TOPOLOGIES.values()} <= set(ROUTING_STRATEGIES)
 
 
 def routing_strategy(model: ServedModel) -> str:
-    """The model's strategy: configured, else pd for P/D topologies and prefix-cache for every other
-    one, whatever the replica count or autoscaler (what users of this stack ask for: reused system
+    """The model's strategy: configured, else its topology's (pd for P/D topologies and prefix-cache
+    for every other one), whatever the replica count or autoscaler (what users of this stack ask for: reused system
     prompts land where their KV is). It must not follow the replica count: it is a pod-template
     annotation, so a strategy that changed with `replicas` recreated the serving pod on a scale-out
     (issue 18 case 2). With one pod it routes as least-request did: the plugin sends a model with a
@@ -40,9 +40,7 @@ def routing_strategy(model: ServedModel) -> str:
     the least-request pick when no pod holds the prefix (algorithms/prefix_cache.go routeOriginal)."""
     if model.routing_strategy is not None:
         return model.routing_strategy
-    if model.topology in ("pd", "hybrid"):
-        return "pd"
-    return "prefix-cache"
+    return topology_of(model).routing_strategy
 
 
 def model_config(strategy: str, routing_config: dict | None = None) -> str:
@@ -55,12 +53,9 @@ def model_config(strategy: str, routing_config: dict | None = None) -> str:
 
 
 def metric_port(model: ServedModel) -> int:
-    """Where the plugin reads the pod's engine metrics: the engine's own port. Same-pod P/D's proxy
-    serves no /metrics, so there it is the decode engine, which holds the running requests and
-    the KV cache the plugin's load scores read."""
-    if model.topology == "pd-same-pod":
-        return model.same_pod.decode_port
-    return engine_of(model).PORT
+    """Where the plugin reads the pod's engine metrics: the engine's own port, except where the
+    topology puts something else in front (same-pod P/D's proxy: the decode engine)."""
+    return topology_of(model).metric_port(model)
 
 
 def metric_port_labels(model: ServedModel) -> dict[str, str]:

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from policy.gpu_accounting import peak_gpus, scaled_pods
 from policy.manifests import (
     STARTUP_BUDGET,
     annotations_of,
@@ -41,6 +42,10 @@ PODAUTOSCALER = "PodAutoscaler"
 
 WorkloadKey = tuple[str, str, str]   # (kind, namespace, name)
 
+# The role-name label of a hybrid model's combined pods (components/topologies/hybrid.py writes it):
+# AIBrix routes a short prompt to them, so their roleset has no prefill or decode side to pair.
+COMBINED_ROLE = "combined"
+
 
 def workload_key(resource_type: str, props: dict) -> WorkloadKey:
     """Raises UnknownTouched when the name or namespace is unknown."""
@@ -68,7 +73,7 @@ def grown_to(props: dict, max_replicas: Any) -> dict:
     """The workload as its autoscaler may grow it: spec.replicas raised to maxReplicas. Raises
     UnknownTouched when either count is unknown."""
     spec = mapping(props.get("spec"))
-    return {**props, "spec": {**spec, "replicas": max(int(spec.get("replicas", 1)), int(max_replicas))}}
+    return {**props, "spec": {**spec, "replicas": scaled_pods(int(spec.get("replicas", 1)), int(max_replicas))}}
 
 
 def workload_gpus(resource_type: str, props: dict, max_replicas: Any = None) -> Any:
@@ -81,7 +86,7 @@ def workload_gpus(resource_type: str, props: dict, max_replicas: Any = None) -> 
             return props
     total: Any = 0
     for ref in templates(resource_type, props):
-        total = total + known_or_unknown(lambda r=ref: (r.replicas + r.extra_pods) * pod_gpus(r.template))
+        total = total + known_or_unknown(lambda r=ref: peak_gpus(r.replicas, r.extra_pods, pod_gpus(r.template)))
     return total
 
 
@@ -314,7 +319,7 @@ def pd_rolesets_are_complete_and_matched(resources: list[StackResource]) -> list
     and block size; decode TP is at least prefill TP."""
     out = []
     for roleset, roles in sorted(_roleset_engines(resources).items()):
-        if set(roles) == {"combined"}:
+        if set(roles) == {COMBINED_ROLE}:
             continue
         missing = {"prefill", "decode"} - set(roles)
         if missing:

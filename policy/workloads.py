@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from policy import gpu_accounting
 from policy.unknowns import UNKNOWN, UnknownTouched, decide, each, is_unknown, known_or_unknown
 
 GPU = "nvidia.com/gpu"
@@ -35,13 +36,10 @@ def _int(value: Any, default: int) -> Any:
 
 
 def _surge(value: Any, replicas: Any) -> Any:
-    """maxSurge as pods: an int, or a percentage of replicas rounded up (as Kubernetes does)."""
+    """maxSurge as pods (policy/gpu_accounting.py surge_pods); UNKNOWN when it is unknown."""
     if is_unknown(value):
         return UNKNOWN
-    if isinstance(value, str):
-        percent = int(value.rstrip("%"))
-        return -(-replicas * percent // 100)
-    return int(value)
+    return gpu_accounting.surge_pods(value, replicas)
 
 
 def _deployment_surge(spec: dict) -> Any:
@@ -178,37 +176,27 @@ def pod_gpus(template: dict) -> int:
     return sum(max(gpu_count(c)) for group, c in containers(template) if group == "containers")
 
 
-def _unavailable(value: Any, replicas: int) -> int:
-    """maxUnavailable as pods: percentages round down as Kubernetes does; at least one pod."""
-    if isinstance(value, str):
-        return max(1, replicas * int(value.rstrip("%")) // 100)
-    return max(1, int(value))
-
-
-def _waves(pods: int, max_unavailable: Any) -> int:
-    return max(1, -(-pods // _unavailable(max_unavailable, pods)))
-
-
 def rollout_waves(kind: str, manifest: dict) -> int:
-    """Cold starts in a row when an update replaces every pod with maxSurge 0: ceil(pods / maxUnavailable)
-    per level (Recreate: one). An unset maxUnavailable counts as one pod, the slowest case, except
-    where the API defaults it (Deployment: 25%). Raises UnknownTouched on unknown counts."""
+    """Cold starts in a row when an update replaces every pod with maxSurge 0, per level
+    (policy/gpu_accounting.py rollout_waves). An unset maxUnavailable counts as one pod, the slowest
+    case, except where the API defaults it (Deployment: 25%). Raises UnknownTouched on unknown counts."""
+    waves = gpu_accounting.rollout_waves
     spec = manifest.get("spec") or {}
     if kind == "Deployment":
         strategy = spec.get("strategy") or {}
         if strategy.get("type") == "Recreate":
             return 1
-        return _waves(_int(spec.get("replicas"), 1), (strategy.get("rollingUpdate") or {}).get("maxUnavailable", "25%"))
+        return waves(_int(spec.get("replicas"), 1), (strategy.get("rollingUpdate") or {}).get("maxUnavailable", "25%"))
     if kind == "StormService":
-        role_sets = _waves(_int(spec.get("replicas"), 1), (spec.get("updateStrategy") or {}).get("maxUnavailable", 1))
+        role_sets = waves(_int(spec.get("replicas"), 1), (spec.get("updateStrategy") or {}).get("maxUnavailable", 1))
         roles = ((spec.get("template") or {}).get("spec") or {}).get("roles") or []
-        return role_sets * max([_waves(_int(r.get("replicas"), 1), (r.get("updateStrategy") or {}).get("maxUnavailable", 1))
+        return role_sets * max([waves(_int(r.get("replicas"), 1), (r.get("updateStrategy") or {}).get("maxUnavailable", 1))
                                 for r in roles] or [1])
     if kind == "RoleBasedGroup":
-        return max([_waves(_int(r.get("replicas"), 1),
-                           ((r.get("rolloutStrategy") or {}).get("rollingUpdate") or {}).get("maxUnavailable", 1))
+        return max([waves(_int(r.get("replicas"), 1),
+                          ((r.get("rolloutStrategy") or {}).get("rollingUpdate") or {}).get("maxUnavailable", 1))
                     for r in spec.get("roles") or []] or [1])
     if kind == "RayClusterFleet":
-        return _waves(_int(spec.get("replicas"), 1),
-                      ((spec.get("strategy") or {}).get("rollingUpdate") or {}).get("maxUnavailable", 1))
+        return waves(_int(spec.get("replicas"), 1),
+                     ((spec.get("strategy") or {}).get("rollingUpdate") or {}).get("maxUnavailable", 1))
     return 1

@@ -8,9 +8,10 @@ import json
 from typing import Any
 
 from policy.engines import engine_of_argv
+from policy.gpu_accounting import peak_gpus
 from policy.manifests import flag_value, quantity_gib
 from policy.stack_rules import PODAUTOSCALER, grown_to
-from policy.workloads import containers, gpu_count, pod_templates
+from policy.workloads import containers, gpu_count, pod_gpus, pod_templates
 from render.runtime import Rendered
 from render.serialize import kubernetes_objects
 
@@ -62,7 +63,7 @@ def workload_rows(rendered: Rendered) -> list[dict[str, Any]]:
         peak = {r.path: r for r in pod_templates(kind, _as_scaled(obj, scaled))}
         for ref in pod_templates(kind, obj):
             main = [c for g, c in containers(ref.template) if g == "containers"]
-            gpus = sum(max(gpu_count(c)) for c in main)
+            gpus = pod_gpus(ref.template)
             top = peak[ref.path]
             pa = scaled.get((kind, (obj.get("metadata") or {}).get("namespace"), name))
             rows.append({
@@ -70,7 +71,7 @@ def workload_rows(rendered: Rendered) -> list[dict[str, Any]]:
                 "kind": kind, "name": name,
                 "replicas": "1 per node" if kind == "DaemonSet" else ref.replicas if pa is None else
                 f"{ref.replicas} (autoscaled {pa['spec'].get('minReplicas', 1)}-{pa['spec']['maxReplicas']})",
-                "surge": top.extra_pods, "gpusPerPod": gpus, "peakGpus": (top.replicas + top.extra_pods) * gpus,
+                "surge": top.extra_pods, "gpusPerPod": gpus, "peakGpus": peak_gpus(top.replicas, top.extra_pods, gpus),
                 "images": sorted({c.get("image", "") for _, c in containers(ref.template)}),
                 "probes": "; ".join(f"{c['name']}: {_probe_kinds(c)}" for c in main),
                 "modelMount": _model_mount_mode(ref.template),
@@ -137,13 +138,13 @@ def served_model_gpus(rendered: Rendered) -> list[dict[str, Any]]:
             name = (meta.get("labels") or {}).get("llm-serving.io/model")
             if not name or (meta.get("annotations") or {}).get("llm-serving.io/role") != "engine":
                 continue
-            gpus = sum(max(gpu_count(c)) for g, c in containers(ref.template) if g == "containers")
+            gpus = pod_gpus(ref.template)
             row = models.setdefault(name, {"model": name, "served": (meta.get("labels") or {}).get("model.aibrix.ai/name"),
                                            "topology": (meta.get("annotations") or {}).get("llm-serving.io/topology"),
                                            "workloads": [], "gpus": 0, "peakGpus": 0})
             row["workloads"].append(f"{obj['kind']} {obj['metadata']['name']}")
             row["gpus"] += ref.replicas * gpus
-            row["peakGpus"] += (peak[ref.path].replicas + peak[ref.path].extra_pods) * gpus
+            row["peakGpus"] += peak_gpus(peak[ref.path].replicas, peak[ref.path].extra_pods, gpus)
     return [models[k] for k in sorted(models)]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from components.time_to_serving import IMAGE_PULL_SECONDS, SYNC_MIB_PER_SECOND, minutes, time_to_serving
+from components.topologies import TOPOLOGIES
 from policy.engines import ENGINES, NAMES, engine_named
 from policy.manifests import flag_value
 from policy.workloads import gpu_count, pod_templates
@@ -67,33 +68,6 @@ def _routes_section(rendered: Rendered) -> list[str]:
     lines += ["", "ReferenceGrants: " + (", ".join(f"{g['metadata']['namespace']}/{g['metadata']['name']}" for g in grants)
                                           or "none")]
     return lines
-
-
-TOPOLOGY_NOTES = {
-    "pd": "P/D on two RayClusterFleets. Compare at a fixed GPU total: the field report (11.4) measured P/D "
-          "48.9-73.0% lower in output tokens/s/GPU than combined; its value is tail latency on long prompts.",
-    "pd-same-pod": "Same-pod 4P+4D is for functional validation only: field report 9.4 measured 3.7-12.1% of "
-                   "the TP=8 output throughput. The proxy is ours (components/scripts/pd_proxy.py), not the "
-                   "image's: it passes the API key on, serves /v1/models and /metrics, and returns the decode's "
-                   "answer unchanged, so non-streaming responses keep the reasoning content (9.5).",
-    "hybrid": "Hybrid routing needs the AIBrix gateway plugin to run with AIBRIX_PROMPT_LENGTH_BUCKETING=true "
-              "(gatewayPlugin.container.envs in the AIBrix chart); this stack does not manage the gateway plugin.",
-}
-
-
-# What the smoke Job proves for each topology, through the gateway the way users reach the model
-# (components/scripts/smoke.py and route_evidence.py; field report 11.3, 12.3).
-SMOKE_PROVES = {
-    "combined": "/v1/models, a deterministic chat answer, streaming and the parsers, through the gateway; the "
-                "gateway's plugin picked the pod (routing-strategy and target-pod headers).",
-    "pd": "the combined checks, and that the gateway chose a prefill/decode pair (prefill-target-pod and target-pod "
-          "in the two fleets), the decode's successful NIXL transfers grew and no transfer failed or expired "
-          "(a failed load is recomputed, which is not P/D).",
-    "pd-same-pod": "the combined checks through our proxy, and that the pod's decode engine counted new NIXL "
-                   "transfers with none failed.",
-    "hybrid": "the P/D checks for a prompt past the P/D bucket's minimum length, and that a short prompt lands on a "
-              "combined pod.",
-}
 
 
 def _network_section(rendered: Rendered) -> list[str]:
@@ -199,13 +173,15 @@ def _topology_section(rendered: Rendered) -> list[str]:
              "| Served model | Topology | Workloads | GPUs | Peak GPUs |", "|---|---|---|---|---|"]
     lines += [f"| {r['served']} | {r['topology']} | {', '.join(sorted(r['workloads']))} | {r['gpus']} | {r['peakGpus']} |"
               for r in rows]
-    notes = sorted({r["topology"] for r in rows} & set(TOPOLOGY_NOTES))
+    # The topology of each row is the llm-serving.io/topology annotation of its workloads.
+    shown = sorted({r["topology"] for r in rows} & set(TOPOLOGIES))
+    notes = [t for t in shown if TOPOLOGIES[t].plan_note is not None]
     if notes:
-        lines += [""] + [f"- **{t}**: {TOPOLOGY_NOTES[t]}" for t in notes]
-    proofs = sorted({r["topology"] for r in rows} & set(SMOKE_PROVES))
-    if proofs and any(r.type == "kubernetes:batch/v1:Job" and r.name.endswith("-smoke") for r in rendered.resources):
+        lines += [""] + [f"- **{t}**: {TOPOLOGIES[t].plan_note}" for t in notes]
+    if shown and any(r.type == "kubernetes:batch/v1:Job" and r.name.endswith("-smoke") for r in rendered.resources):
+        # Through the gateway the way users reach the model (components/scripts/smoke.py, route_evidence.py).
         lines += ["", "What the smoke Job proves after each rollout:", ""]
-        lines += [f"- **{t}**: {SMOKE_PROVES[t]}" for t in proofs]
+        lines += [f"- **{t}**: {TOPOLOGIES[t].smoke_proves}" for t in shown]
     return lines
 
 

@@ -19,7 +19,7 @@ from components.disaggregated import (
     SamePodPdEngine,
     model_config,
 )
-from components.engines import roleset_name, with_speculative_decoding
+from components.engines import with_speculative_decoding
 from components.gateway import ModelRoutes, ModelRoutesArgs, RouteBackend
 from components.images import ImageMirror, ImageMirrorArgs
 from components.monitoring import EngineMonitoring, MonitoringArgs
@@ -38,6 +38,8 @@ from components.secrets import API_KEY_SECRET, SecretsArgs, ServingSecrets, cont
 from components.storage import ModelStore, ModelStoreArgs
 from components.sync_job import ModelSyncArgs, ModelSyncJob
 from components.sync_job import job_name as sync_job_name
+from components.topologies import roleset_name, topology_of
+from components.topologies.base import FLEET_IMAGE_KEY
 from components.volume import ModelVolumeArgs, ModelVolumeClaims
 from config_model import Environment, ServedModel, StackConfig, derived
 from policy.engines import engine_named, vllm
@@ -89,37 +91,38 @@ def read_secrets() -> StackSecrets:
 def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, images: ImageMirror,
                 opts: pulumi.ResourceOptions, workload_images: dict
                 ) -> tuple[RouteBackend, list[pulumi.Resource], list[TemplateSource]]:
-    """Register the workloads of one served model by topology; return what its route points at,
-    the components that must be ready before the day-2 Jobs run, and their pod templates' sources."""
+    """Register the workloads of one served model as its topology says (components/topologies);
+    return what its route points at, the components that must be ready before the day-2 Jobs run,
+    and their pod templates' sources."""
+    t = topology_of(m)
     refs = images.references
-    if m.topology == "pd":
-        assert cfg.images.vllm_ray is not None
-        engine = DisaggregatedEngine(m.name, DisaggregatedArgs(base=base), cfg.images.vllm_ray.ray_version, opts)
-        for side in ("prefill", "decode"):
-            workload_images[derived.fleet_name(m.name, side)] = {"engine": refs["vllmRay"], "model-gate": refs["vllmRay"]}
-        return engine.route_backend, [engine], [engine.template_source]
-    if m.topology == "pd-same-pod":
-        same_pod = SamePodPdEngine(m.name, base, opts)
-        workload_images[m.name] = {c: refs[vllm.IMAGE_KEY] for c in ("prefill", "decode", "proxy", "model-gate")}
-        return same_pod.route_backend, [same_pod], [same_pod.template_source]
     ready: list[pulumi.Resource] = []
     sources: list[TemplateSource] = []
-    if m.topology == "hybrid":
-        # Combined pods are the fallback for every prompt length: they need a roleset and a role
-        # name, or AIBrix skips them, plus `combined: true` (11.5).
-        assert cfg.images.vllm_ray is not None
-        base = replace(base, extra_pod_labels=(("roleset-name", derived.combined_roleset(m.name)), ("role-name", "combined")),
-                       extra_pod_annotations=((ANN_MODEL_CONFIG, model_config({"combined": True})),))
+    if t.fleets:
         ray = cfg.images.vllm_ray
-        pd_base = replace(base, image=images.engine_image("vllmRay"), image_digest=ray.digest, image_cuda_version=ray.cuda_version,
-                          extra_pod_labels=(), extra_pod_annotations=())
-        # A '.' cannot occur in a model name (a DNS label), so no other model's components can take
-        # this name: `X-pd` here collided with the pd model `X-pd` (three duplicate URNs).
-        fleets = DisaggregatedEngine(f"{m.name}.pd", DisaggregatedArgs(base=pd_base, hybrid=True), ray.ray_version, opts)
+        assert ray is not None
+        pd_base = replace(base, image=images.engine_image(FLEET_IMAGE_KEY), image_digest=ray.digest,
+                          image_cuda_version=ray.cuda_version)
+        # Beside the model's own workload, a '.' keeps the name apart: it cannot occur in a model name (a
+        # DNS label), so no other model's components can take it (`X-pd` collided with the pd model `X-pd`).
+        fleets = DisaggregatedEngine(f"{m.name}.pd" if t.model_workload else m.name, DisaggregatedArgs(base=pd_base),
+                                     ray.ray_version, opts)
+        for side in derived.FLEET_SIDES:
+            workload_images[derived.fleet_name(m.name, side)] = {"engine": refs[FLEET_IMAGE_KEY],
+                                                                 "model-gate": refs[FLEET_IMAGE_KEY]}
+        if not t.model_workload:
+            return fleets.route_backend, [fleets], [fleets.template_source]
         ready.append(fleets)
         sources.append(fleets.template_source)
-        for side in ("prefill", "decode"):
-            workload_images[derived.fleet_name(m.name, side)] = {"engine": refs["vllmRay"], "model-gate": refs["vllmRay"]}
+    if t.same_pod:
+        same_pod = SamePodPdEngine(m.name, base, opts)
+        workload_images[m.name] = {c: refs[m.engine] for c in ("prefill", "decode", "proxy", "model-gate")}
+        return same_pod.route_backend, [same_pod], [same_pod.template_source]
+    routing_config = t.combined_routing_config(m)
+    if routing_config is not None:
+        # The combined pods of a P/D roleset's model: strategy pd, marked as the fallback (11.5).
+        base = replace(base, extra_pod_labels=t.combined_pod_labels(m),
+                       extra_pod_annotations=((ANN_MODEL_CONFIG, model_config(routing_config)),))
     switch = None
     if can_autoscale(m):
         # Before the workload, on or off: flipping it deletes the PodAutoscaler before the workload's
@@ -168,7 +171,7 @@ def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list
         EngineMonitoring("monitoring", MonitoringArgs(namespace=ns, monitoring=ops.monitoring), opts)
         if ops.monitoring.dashboards.enabled:
             GrafanaDashboards("dashboards", DashboardArgs(namespace=ns, monitoring=ops.monitoring, models=tuple(
-                DashboardModel(m.served_model_name, nixl=m.topology in ("pd", "pd-same-pod", "hybrid"))
+                DashboardModel(m.served_model_name, nixl=topology_of(m).transfers_kv)
                 for m in cfg.models)), opts)
     if ops.open_webui.enabled:
         primary = cfg.models[0].served_model_name
@@ -271,7 +274,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             workload_images[sync.job_name] = {"download": images.references["modelSync"],
                                               "verify": images.references["modelVerify"]}
         # P/D fleets need Ray in the image; every other engine pod runs the engine's own image.
-        image_key = "vllmRay" if m.topology == "pd" else engine_named(m.engine).IMAGE_KEY
+        image_key = topology_of(m).engine_image_key(m)
         image_ref = cfg.images.named()[image_key]
         base = CombinedEngineArgs(
             namespace=ns, model=m, gpu_pool=cfg.gpu_pool, compile_cache=cfg.compile_cache,
@@ -298,7 +301,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             namespace=ns, gateway_namespace=cfg.gateway.namespace if cfg.gateway.enabled else None,
             gateway_name=cfg.gateway.name, gateway_proxy_namespace=cfg.gateway.proxy_namespace,
             prometheus_namespace=ops_monitoring.prometheus_namespace if ops_monitoring.enabled else None,
-            rolesets=[roleset_name(m) for m in cfg.models if m.topology in ("pd", "hybrid")],
+            rolesets=[roleset_name(m) for m in cfg.models if topology_of(m).fleets],
             aibrix_namespace=cfg.gateway.namespace,
             autoscaled_models=[m.name for m in cfg.models if m.autoscaling.enabled]), opts)
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import pulumi
 
-from components.engines import gpu_workloads
 from components.time_to_serving import time_to_serving
+from components.topologies import gpu_workloads
 from config_model import StackConfig
 from policy.stack_rules import workload_gpus
 from policy.unknowns import is_unknown

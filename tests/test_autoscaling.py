@@ -28,7 +28,7 @@ from components import autoscaling, combined
 from components.gateway import service_name
 from components.routing import routing_strategy
 from config_model import AUTOSCALING_METRICS, ServedModel
-from policy import stack_rules, workloads
+from policy import gpu_accounting, stack_rules, workloads
 from render import output, runtime, stackfile
 from stacks import loader, rules
 
@@ -496,7 +496,7 @@ def test_a_replica_mode_update_never_raises_the_gpu_count_and_fits_the_await(pod
     # Never a RoleSet (8 GPUs) beyond the count the autoscaler set; never more down than maxUnavailable.
     assert most == pods and fewest == pods - min(max_unavailable, pods)
     # The waves the Pulumi update timeout and the policy count (at the autoscaler's maxReplicas).
-    assert waves == combined.rollout_waves(pods, max_unavailable)
+    assert waves == gpu_accounting.rollout_waves(pods, max_unavailable)
     assert waves == workloads.rollout_waves("StormService", {"spec": {**ss["spec"], "replicas": pods}})
     deadline = combined.rollout_deadline_seconds(m)
     assert combined.rollout_timeouts(m).update == f"{deadline * waves}s"

@@ -448,7 +448,7 @@ def contexts() -> dict[str, tuple[typing.Callable, typing.Any, typing.Callable]]
         "existing cache claim": (*combined[:1], dataclasses.replace(base, compile_cache=CompileCache(
             kind="existingClaim", claim_name="jit-cache")), combined[1]),
         "pd fleets": (fleet[0], DisaggregatedArgs(base=with_model(base, topology="pd")), fleet[1]),
-        "hybrid fleets": (fleet[0], DisaggregatedArgs(base=with_model(base, topology="hybrid"), hybrid=True), fleet[1]),
+        "hybrid fleets": (fleet[0], DisaggregatedArgs(base=with_model(base, topology="hybrid")), fleet[1]),
         "same pod": (lambda a: {"same-pod": same_pod_template(a)}, with_model(base, topology="pd-same-pod"),
                      combined[1]),
     }
@@ -502,7 +502,7 @@ def test_the_fleet_and_same_pod_builders_reach_the_key_too():
     fleets = DisaggregatedArgs(base=base)
     key = rollout_key("ns", engine_templates([TemplateSource(lambda a: fleet_pod_templates(a, "2.44.0"), fleets)]))
     assert key != rollout_key("ns", engine_templates([TemplateSource(lambda a: fleet_pod_templates(a, "2.45.0"), fleets)]))
-    hybrid = dataclasses.replace(fleets, hybrid=True)
+    hybrid = DisaggregatedArgs(base=dataclasses.replace(base, model=base.model.model_copy(update={"topology": "hybrid"})))
     assert key != rollout_key("ns", engine_templates([TemplateSource(lambda a: fleet_pod_templates(a, "2.44.0"), hybrid)]))
     same_pod = dataclasses.replace(base, model=base.model.model_copy(update={"topology": "pd-same-pod"}))
     a = rollout_key("ns", engine_templates([TemplateSource(lambda x: {"p": same_pod_template(x)}, same_pod)]))

@@ -13,7 +13,7 @@ import upstream_vllm as vllm
 from engine_containers import engine_containers, engine_packages
 from test_config import problems, raw_config
 
-from components.engines import pod_memory_limit_gib
+from components.topologies import pod_memory_limit_gib
 from config_model import GpuPool
 from policy.manifests import quantity_gib
 from stacks import loader

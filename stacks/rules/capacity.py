@@ -6,16 +6,13 @@ from __future__ import annotations
 from typing import Iterator
 
 from components import autoscaling
-from components.engines import (
-    engine_of,
-    gpu_workloads,
-    offload_memory_gib,
-    pod_memory_limit_gib,
-)
+from components.engines import engine_of, offload_memory_gib
 from components.prepull import MEMORY_MIB as PREPULL_MEMORY_MIB
 from components.prepull import engine_image_keys
+from components.topologies import gpu_workloads, pod_memory_limit_gib, topology_of
 from config_model import StackConfig
 from policy.engines import engine_offloading_with
+from policy.gpu_accounting import peak_pods
 from stacks.rules.problem import Problem
 
 
@@ -37,7 +34,8 @@ def autoscaling_bounds(cfg: StackConfig) -> Iterator[Problem]:
         at = f"models[{i}].autoscaling"
         why = autoscaling.refusal(m)
         if why is not None:
-            field, value = ("orchestrator", m.orchestrator) if m.topology == "combined" else ("topology", m.topology)
+            field, value = (("orchestrator", m.orchestrator) if topology_of(m).autoscale_refusal is None
+                            else ("topology", m.topology))
             yield Problem(f"models[{i}].{field}", value, f"cannot be autoscaled: {why}")
         if a.min_replicas > a.max_replicas:
             yield Problem(f"{at}.minReplicas", a.min_replicas, f"must not exceed maxReplicas {a.max_replicas}")
@@ -119,7 +117,7 @@ def kv_cache_offload(cfg: StackConfig) -> Iterator[Problem]:
                           f"{m.engine!r} offloads with {engine.OFFLOAD_BACKEND!r}")
         if offload.size_gib == 0:
             yield Problem(f"{at}.sizeGiB", 0, f"must be at least 1 when kvCacheOffload.backend is {offload.backend!r}")
-        if m.topology != "combined":
+        if topology_of(m).transfers_kv:
             yield Problem(f"{at}.backend", offload.backend, f"is only for topology 'combined', not {m.topology!r}: "
                           "vLLM's --kv-offloading-size overwrites the connector of the NixlConnector "
                           "--kv-transfer-config P/D runs on (vllm/config/vllm.py _post_init_kv_transfer_config), "
@@ -140,7 +138,7 @@ def node_memory(cfg: StackConfig) -> Iterator[Problem]:
     for i, m in enumerate(cfg.models):
         memory = pod_memory_limit_gib(pool, m)
         for w in gpu_workloads(m):
-            for _ in range(min(w.pods + w.extra_pods, pool.gpus_per_node // max(w.gpus_per_pod, 1))):
+            for _ in range(min(peak_pods(w.pods, w.extra_pods), pool.gpus_per_node // max(w.gpus_per_pod, 1))):
                 for gpus in range(pool.gpus_per_node, w.gpus_per_pod - 1, -1):
                     held, pods = best[gpus - w.gpus_per_pod]
                     if held + memory > best[gpus][0]:

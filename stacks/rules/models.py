@@ -9,26 +9,22 @@ from typing import Iterator
 from components.combined import rollout_deadline_seconds
 from components.engines import (
     engine_of,
-    gpus_per_pod,
     parallel_size,
     speculative_decoding,
     startup_budget_seconds,
 )
 from components.gateway import service_name
 from components.operations import engines_service
+from components.topologies import TOPOLOGIES, gpus_per_pod, topology_of
 from config_model import ServedModel, StackConfig, k8s
 from policy.engines import ENGINES
 from policy.manifests import SHM_GIB_PER_GPU
 from stacks.rules.problem import Problem
 
-# The combinations the field report validated: vLLM on a plain pod (5) and on a StormService
-# (11.1), SGLang on a RoleBasedGroup (12), P/D on two RayClusterFleets (11.2), 4P+4D in one pod
-# (9), and combined pods beside a P/D roleset (11.5).
-SUPPORTED = {
-    ("combined", "vllm", "deployment"), ("combined", "vllm", "stormservice"), ("combined", "sglang", "rolebasedgroup"),
-    ("pd", "vllm", "rayclusterfleet"), ("pd-same-pod", "vllm", "deployment"),
-    ("hybrid", "vllm", "deployment"), ("hybrid", "vllm", "stormservice"),
-}
+
+def supported() -> set[tuple[str, str, str]]:
+    """(topology, engine, orchestrator) the field report validated, as each topology states them."""
+    return {(name, e, o) for name, t in TOPOLOGIES.items() for e, o in t.supported}
 
 
 def each_model(cfg: StackConfig) -> Iterator[Problem]:
@@ -78,7 +74,7 @@ def each_model(cfg: StackConfig) -> Iterator[Problem]:
             yield Problem("gpuPool.shmSizeGiB", cfg.gpu_pool.shm_size_gib,
                           f"must be at least {need_shm} GiB for {at} ({m.name}) with "
                           f"{gpus_per_pod(m)} GPUs per pod (TP={parallel_size(m)}"
-                          f"{' per engine, two engines' if m.topology == 'pd-same-pod' else ''})")
+                          f"{' per engine, two engines' if topology_of(m).engines_per_pod == 2 else ''})")
 
         yield from _engine_and_orchestrator(cfg, i, m)
         if m.rollout.max_surge != 0:
@@ -89,15 +85,16 @@ def each_model(cfg: StackConfig) -> Iterator[Problem]:
 
 def _engine_and_orchestrator(cfg: StackConfig, i: int, m: ServedModel) -> Iterator[Problem]:
     at = f"models[{i}]"
-    if (m.topology, m.engine, m.orchestrator) not in SUPPORTED:
-        combos = ", ".join(f"{t} {e}+{o}" for t, e, o in sorted(SUPPORTED))
+    topology = topology_of(m)
+    if (m.engine, m.orchestrator) not in topology.supported:
+        combos = ", ".join(f"{t} {e}+{o}" for t, e, o in sorted(supported()))
         yield Problem(f"{at}.orchestrator", m.orchestrator,
                       f"topology {m.topology!r} with engine {m.engine!r} on {m.orchestrator!r} is not a combination "
                       f"this program supports; supported (validated in the field report): {combos}")
-    if m.topology in ("pd", "hybrid") and cfg.images.vllm_ray is None:
+    if topology.fleets and cfg.images.vllm_ray is None:
         yield Problem("images.vllmRay", None, f"is required: {at} runs P/D on RayClusterFleets, whose image must "
                       "bring Ray itself (field report 11.3)")
-    if m.topology == "pd-same-pod":
+    if topology.same_pod:
         sp = m.same_pod
         ports = {"prefillPort": sp.prefill_port, "decodePort": sp.decode_port, "proxyPort": sp.proxy_port,
                  "prefillSideChannelPort": sp.prefill_side_channel_port, "decodeSideChannelPort": sp.decode_side_channel_port}

@@ -8,6 +8,7 @@ from components.base import labels
 from components.dashboards import CONFIG_MAP_BASE
 from components.engines import engine_of, max_model_len
 from components.image_refs import PULL_THROUGH_UPSTREAMS, ecr_prefix, parse_upstream
+from components.topologies import topology_of
 from config_model import Environment, StackConfig, is_ip_host, k8s
 from stacks.rules.problem import Problem
 
@@ -111,6 +112,6 @@ def gateway_needed(cfg: StackConfig) -> Iterator[Problem]:
     if cfg.gateway.enabled:
         return
     for i, m in enumerate(cfg.models):
-        if m.topology in ("pd", "hybrid"):
+        if topology_of(m).fleets:
             yield Problem(f"models[{i}].topology", m.topology, "needs gateway.enabled: true; the AIBrix gateway is what "
                           "pairs prefill and decode (field report 11.3), without it every pod answers on its own")

@@ -1,0 +1,46 @@
+"""One module per topology (combined, pd, pd-same-pod, hybrid): which workloads it registers, its
+routing labels and strategy, its GPU accounting, what autoscaling, the pre-pull, the day-2 Jobs and
+the plan need to know of it. Everything else asks `topology_of(model)` instead of comparing the
+name. A new topology is one module here and its entry in TOPOLOGIES, its name in config_model/
+serving.py's Literal, and, where it derives names or proves a route of its own, config_model/derived.py
+and components/scripts/route_evidence.py (which cannot ask: a leaf, and a script shipped alone).
+
+The package imports no workload component (they ask it: a top-level import of them here would be a
+cycle), only engine facts, the smoke route type and the accounting rules of policy/gpu_accounting.py.
+"""
+
+from __future__ import annotations
+
+from components.engines import offload_memory_gib
+from components.topologies import combined, hybrid, pd, pd_same_pod
+from components.topologies.base import GpuWorkload, Topology, peak_replicas, roleset_name
+from config_model import GpuPool, ServedModel
+
+__all__ = ["TOPOLOGIES", "GpuWorkload", "Topology", "gpu_workloads", "gpus_per_pod", "peak_replicas",
+           "pod_memory_limit_gib", "roleset_name", "topology_of"]
+
+TOPOLOGIES: dict[str, Topology] = {t.name: t for t in (combined.TOPOLOGY, pd.TOPOLOGY, pd_same_pod.TOPOLOGY,
+                                                        hybrid.TOPOLOGY)}
+
+
+def topology_of(model: ServedModel) -> Topology:
+    return TOPOLOGIES[model.topology]
+
+
+def gpus_per_pod(model: ServedModel) -> int:
+    """GPUs of one engine pod: the parallel size, twice over for same-pod 4P+4D."""
+    return topology_of(model).gpus_per_pod(model)
+
+
+def gpu_workloads(model: ServedModel) -> list[GpuWorkload]:
+    return topology_of(model).gpu_workloads(model)
+
+
+def pod_memory_limit_gib(pool: GpuPool, model: ServedModel) -> int:
+    """Sum of the memory limits of one engine pod's containers, as components/pod_template.py
+    engine_memory_gib sets them (tests/test_kv_offload.py compares it with every rendered pod): the bound
+    of what the pod may hold in memory, its Memory /dev/shm emptyDir included."""
+    t = topology_of(model)
+    share = t.engines_per_pod
+    limit = share * (pool.memory_limit_gib // share + offload_memory_gib(model))
+    return limit + t.sidecar_memory_gib
