@@ -31,13 +31,12 @@ import re
 from decimal import Decimal, InvalidOperation
 
 from config_model import k8s
+from policy import k8s_names as names
 
-# The name and label formats are config_model/k8s.py's (the same apimachinery functions, ported once);
-# this module words the errors as the server does.
-DNS1123_LABEL = k8s.DNS1123_LABEL_FORMAT
-DNS1123_SUBDOMAIN = k8s.DNS1123_SUBDOMAIN_FORMAT
-DNS1035_LABEL = k8s.DNS1035_LABEL_FORMAT
-LABEL_KEY_NAME = k8s.LABEL_NAME_FORMAT
+# The name and label rules are policy/k8s_names.py's (the apimachinery functions, ported once, which
+# the stack config uses too); this module words their findings as the server does, lengths in bytes
+# as Go's len counts them.
+
 # The strict form (A: IsEnvVarName). Kubernetes 1.34 relaxed it (IsRelaxedEnvVarName, any printable
 # ASCII but '='), but we support clusters back to 1.29, which refuse anything else.
 ENV_VAR_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
@@ -51,32 +50,45 @@ def _full(regex: re.Pattern, value: str) -> bool:
     return regex.fullmatch(value) is not None
 
 
+_LABEL_KEY_FORMAT = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                     "alphanumeric character")
+_SUBDOMAIN = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+              "and must start and end with an alphanumeric character")
+# The server's words for each finding, without the "(e.g. ..., regex used for validation is ...)"
+# tail RegexError adds. Lengths: A's MaxLenError says "characters", C's (label keys and values) "bytes".
+_WORDS = {
+    names.TOO_LONG: "must be no more than {} characters",
+    names.DOTS: "must not contain dots",
+    names.KEY_PARTS: f"a valid label key {_LABEL_KEY_FORMAT} with an optional DNS subdomain prefix and '/'",
+    names.PREFIX_EMPTY: "prefix part must be non-empty",
+    names.PREFIX_TOO_LONG: "prefix part must be no more than {} bytes",
+    names.PREFIX_FORMAT: f"prefix part {_SUBDOMAIN}",
+    names.NAME_EMPTY: "name part must be non-empty",
+    names.NAME_TOO_LONG: "name part must be no more than {} bytes",
+    names.NAME_FORMAT: f"name part {_LABEL_KEY_FORMAT}",
+}
+
+
+def _words(findings: list[names.Finding], format_words: str | None = None, too_long: str | None = None) -> list[str]:
+    words = {**_WORDS, names.FORMAT: format_words, **({names.TOO_LONG: too_long} if too_long else {})}
+    return [words[what].format(limit) for what, limit in findings]
+
+
 def dns1123_label(value: str) -> list[str]:
     """A: IsDNS1123Label."""
-    errs = ["must be no more than 63 characters"] if len(value) > 63 else []
-    if not _full(DNS1123_LABEL, value):
-        errs.append("must not contain dots" if _full(DNS1123_SUBDOMAIN, value) else
-                    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-                    "and must start and end with an alphanumeric character")
-    return errs
+    return _words(names.dns1123_label(value), "a lowercase RFC 1123 label must consist of lower case alphanumeric "
+                  "characters or '-', and must start and end with an alphanumeric character")
 
 
 def dns1123_subdomain(value: str) -> list[str]:
     """A/C: IsDNS1123Subdomain."""
-    errs = ["must be no more than 253 characters"] if len(value) > 253 else []
-    if not _full(DNS1123_SUBDOMAIN, value):
-        errs.append("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-                    "and must start and end with an alphanumeric character")
-    return errs
+    return _words(names.dns1123_subdomain(value), _SUBDOMAIN)
 
 
 def dns1035_label(value: str) -> list[str]:
     """A: IsDNS1035Label (Service names: a Service name becomes a DNS label and an env var prefix)."""
-    errs = ["must be no more than 63 characters"] if len(value) > 63 else []
-    if not _full(DNS1035_LABEL, value):
-        errs.append("a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
-                    "start with an alphabetic character, and end with an alphanumeric character")
-    return errs
+    return _words(names.dns1035_label(value), "a DNS-1035 label must consist of lower case alphanumeric characters "
+                  "or '-', start with an alphabetic character, and end with an alphanumeric character")
 
 
 def path_segment_name(value: str) -> list[str]:
@@ -87,35 +99,15 @@ def path_segment_name(value: str) -> list[str]:
 
 
 def label_key(value: str) -> list[str]:
-    """C: IsLabelKey (= IsQualifiedName): optional DNS-subdomain prefix, '/', name of at most 63."""
-    parts = value.split("/")
-    if len(parts) > 2:
-        return ["a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and "
-                "end with an alphanumeric character with an optional DNS subdomain prefix and '/'"]
-    errs = []
-    if len(parts) == 2:
-        prefix = parts[0]
-        # 1.37 words the prefix's length in bytes, unlike a name's (content/kube.go IsLabelKey)
-        errs += ["prefix part must be non-empty"] if not prefix else [
-            f"prefix part {m.replace('253 characters', '253 bytes')}" for m in dns1123_subdomain(prefix)]
-    name = parts[-1]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif len(name.encode()) > 63:
-        errs.append("name part must be no more than 63 bytes")
-    if not _full(LABEL_KEY_NAME, name):
-        errs.append("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
-                    "with an alphanumeric character")
-    return errs
+    """C: IsLabelKey (= IsQualifiedName): optional DNS-subdomain prefix, '/', name of at most 63 bytes."""
+    return _words(names.label_key(value))
 
 
 def label_value(value: str) -> list[str]:
     """C: IsLabelValue: empty, or at most 63 bytes of [-A-Za-z0-9_.] starting and ending alphanumeric."""
-    errs = ["must be no more than 63 bytes"] if len(value.encode()) > 63 else []
-    if value and not _full(LABEL_KEY_NAME, value):
-        errs.append("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-                    "and must start and end with an alphanumeric character")
-    return errs
+    return _words(names.label_value(value), "a valid label must be an empty string or consist of alphanumeric "
+                  "characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+                  too_long="must be no more than {} bytes")
 
 
 def port_name(value: str) -> list[str]:
@@ -213,14 +205,8 @@ def local_descending_path(value: str) -> list[str]:
 STANDARD_CONTAINER_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
 
 
-def is_native_resource(name: str) -> bool:
-    """H: IsNativeResource: no domain, or a kubernetes.io domain."""
-    return "/" not in name or "kubernetes.io/" in name
-
-
-def is_extended_resource(name: str) -> bool:
-    """H: IsExtendedResourceName: not native, not requests.-prefixed, and 'requests.<name>' is a label key."""
-    return not is_native_resource(name) and not name.startswith("requests.") and not label_key("requests." + name)
+is_native_resource = names.is_native_resource        # H: IsNativeResource
+is_extended_resource = names.is_extended_resource    # H: IsExtendedResourceName
 
 
 def container_resource_name(name: str) -> list[str]:
