@@ -7,7 +7,7 @@ measured in fresh processes. Results go to stdout and build/bench.json.
 
 The goal (issue 19) is judged on prod as `make render` runs it: `python -m render --stack prod`, one
 whole process, the API-server validation included, against the floor as a whole process
-(tools/bench_floor.py: the same SDK modules loaded, as many ConfigMaps registered); the two alternate,
+(`--floor-process`: the same SDK modules loaded, as many ConfigMaps registered); the two alternate,
 several times, and the medians are compared, with the machine's load average beside them.
 
     make bench            # or: .venv/bin/python tools/bench.py --repeat 5
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import os
 import statistics
@@ -28,9 +29,42 @@ import time
 from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(PROJECT_DIR))
 
-import pulumi_kubernetes as k8s  # noqa: E402
+
+def floor_process(count: int, modules_json: Path) -> int:
+    """The mock floor of a render as a whole process (whole_process runs it as
+    `bench.py --floor-process COUNT MODULES_JSON`, before this file imports anything but the standard
+    library): load the SDK modules (pulumi, pulumi_kubernetes, pulumi_aws) a render of the stack
+    loaded, then register `count` plain ConfigMaps through the same mock runtime and recording
+    monitor (render/runtime.py record), and exit. render.runtime itself imports the program's config
+    model, loader and rules (about 0.3 s, pydantic included): that is the program's cost, not the
+    floor's, so its import time is printed (JSON) for the caller to take off this process's wall time."""
+    for name in json.loads(modules_json.read_text()):
+        importlib.import_module(name)
+    sys.path.insert(0, str(PROJECT_DIR))
+    started = time.perf_counter()
+    from render import runtime as mock_runtime
+    runtime_import_ms = (time.perf_counter() - started) * 1000
+    rendered = mock_runtime.record("bench", floor_program(count))
+    assert len(rendered.resources) == count, len(rendered.resources)
+    print(json.dumps({"runtime_import_ms": round(runtime_import_ms, 1)}))
+    return 0
+
+
+def floor_program(count: int):
+    import pulumi_kubernetes as k8s
+
+    def program():
+        for i in range(count):
+            k8s.core.v1.ConfigMap(f"plain-{i}", metadata={"name": f"plain-{i}", "namespace": "bench"}, data={"k": "v"})
+        return {}
+    return program
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--floor-process"]:
+    sys.exit(floor_process(int(sys.argv[2]), Path(sys.argv[3])))
+
+sys.path.insert(0, str(PROJECT_DIR))
 
 from render import runtime, stackfile  # noqa: E402
 
@@ -53,14 +87,6 @@ def synthetic_stack(models: int) -> stackfile.StackFile:
     sf.config["llm-serving:modelVolume"] = json.dumps(volume)
     sf.stack = f"synthetic-{models}"
     return sf
-
-
-def floor_program(count: int):
-    def program():
-        for i in range(count):
-            k8s.core.v1.ConfigMap(f"plain-{i}", metadata={"name": f"plain-{i}", "namespace": "bench"}, data={"k": "v"})
-        return {}
-    return program
 
 
 def timed(fn, repeat: int) -> tuple[float, object]:
@@ -136,7 +162,7 @@ def whole_process(name: str, repeat: int) -> dict:
     """`python -m render --stack <name>` (validation included) against the floor process, each a fresh
     process, alternating so that load on the shared machine falls on both alike; medians compared.
     The floor's wall time leaves out its import of render.runtime (the program's modules, see
-    tools/bench_floor.py). The phases come from other fresh processes running the same steps."""
+    floor_process). The phases come from other fresh processes running the same steps."""
     load_before = os.getloadavg()
     phase_rows = [json.loads(_wall_ms([sys.executable, __file__, "--phases", name])[1]) for _ in range(repeat)]
     renders, floors = [], []
@@ -146,8 +172,8 @@ def whole_process(name: str, repeat: int) -> dict:
         for i in range(repeat):
             ms, _ = _wall_ms([sys.executable, "-m", "render", "--stack", name, "--out", str(Path(tmp) / f"out-{i}")])
             renders.append(ms)
-            ms, stdout = _wall_ms([sys.executable, str(PROJECT_DIR / "tools" / "bench_floor.py"),
-                                   str(phase_rows[0]["resources"]), str(modules)])
+            ms, stdout = _wall_ms([sys.executable, __file__, "--floor-process", str(phase_rows[0]["resources"]),
+                                   str(modules)])
             floors.append(ms - json.loads(stdout)["runtime_import_ms"])
     load_after = os.getloadavg()
     render_ms, floor_ms = statistics.median(renders), statistics.median(floors)
