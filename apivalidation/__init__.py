@@ -1,9 +1,13 @@
 """What the Kubernetes API server would refuse in the rendered objects, beyond their OpenAPI schema.
 
 `make render` runs this over every object and exits 2 on any problem, writing nothing, so a value
-that would fail `pulumi up` half-way fails at the first line instead. Three parts:
-apiserver.py (the server's hand-written validation, one module to re-check per Kubernetes
-release), ranges.py (integer fields past their Go type), cel_rules.py (the CRDs' CEL rules).
+that would fail `pulumi up` half-way fails at the first line instead. Three parts: the server's
+hand-written validation (apiserver.py, its value formats, with objectmeta.py, podspec.py and
+kinds.py: the modules to re-check per Kubernetes release), ranges.py (integer fields past their Go
+type), cel_rules.py (the CRDs' CEL rules). updates.py adds what an update may not change.
+
+Only what the rendered kinds need is loaded, once per process: the CRD files of the custom kinds
+rendered, the built-in schemas of the built-in kinds rendered (tests/test_validation_loading.py).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from apivalidation import apiserver, cel_rules, ranges
+from apivalidation import cel_rules, collection, kinds, ranges
 
 # The CRDs, byte-for-byte upstream copies (../shared/crds/SOURCES.md); LLM_SERVING_CRDS overrides.
 DEFAULT_CRDS = Path(__file__).resolve().parent.parent.parent / "shared" / "crds"
@@ -51,22 +55,24 @@ def custom_kinds(objects: list[dict]) -> frozenset[str]:
 def validate(objects: list[dict], index: dict[tuple[str, str], dict] | None) -> list[Problem]:
     """Every problem of every object; custom resources are checked against `index` (CEL rules and
     integer ranges) when it is given, and one whose kind no CRD serves is itself a problem."""
-    problems = []
-    for obj in objects:
-        meta = obj.get("metadata") or {}
-        kind, ns, name = obj.get("kind", "?"), meta.get("namespace") or "", meta.get("name") or ""
-        found = apiserver.check_object(obj)
-        custom = not ranges.is_builtin(obj)
-        if custom and index is not None:
-            cel_found = cel_rules.check(obj, index)
-            if cel_found is None:
-                found.append(("apiVersion", obj.get("apiVersion"), "no CRD in the CRD directory serves this kind"))
-            else:
-                found += cel_found + ranges.check(obj, index[(obj["apiVersion"], kind)])
-        elif not custom:
-            found += ranges.check(obj, None)
-        problems += [Problem(kind, ns, name, f, v, r) for f, v, r in found]
-    return problems
+    with collection.paused():
+        return [p for obj in objects for p in _problems(obj, index)]
+
+
+def _problems(obj: dict, index: dict[tuple[str, str], dict] | None) -> list[Problem]:
+    meta = obj.get("metadata") or {}
+    kind, ns, name = obj.get("kind", "?"), meta.get("namespace") or "", meta.get("name") or ""
+    found = kinds.check_object(obj)
+    custom = not ranges.is_builtin(obj)
+    if custom and index is not None:
+        cel_found = cel_rules.check(obj, index)
+        if cel_found is None:
+            found.append(("apiVersion", obj.get("apiVersion"), "no CRD in the CRD directory serves this kind"))
+        else:
+            found += cel_found + ranges.check(obj, index[(obj["apiVersion"], kind)])
+    elif not custom:
+        found += ranges.check(obj, None)
+    return [Problem(kind, ns, name, f, v, r) for f, v, r in found]
 
 
 def report(problems: list[Problem]) -> str:

@@ -26,12 +26,43 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.machinery
+import importlib.util
 import re
+import sys
 from pathlib import Path
 from typing import Iterator
 
-import cel
 import yaml
+
+from apivalidation import collection
+
+
+def _load_cel():
+    """The `cel` extension module, without the package's command-line tool. The package's __init__
+    (common-expression-language 0.10.0, pinned) runs `from . import cli, stdlib` before
+    `from .cel import *`, and cel/cli.py imports typer, rich, prompt_toolkit and pygments: 0.3 s of a
+    render for a tool never used. The extension (cel/cel.<abi>.so) is loaded alone instead and
+    registered as cel.cel, the name the package's own import gives it, so a later `import cel` reuses
+    it. If the layout differs (another release), the package is imported as usual."""
+    if "cel" in sys.modules:
+        return sys.modules["cel"]
+    if "cel.cel" not in sys.modules:
+        package = importlib.util.find_spec("cel")
+        where = [Path(d) / f"cel{suffix}" for d in (package.submodule_search_locations or [])
+                 for suffix in importlib.machinery.EXTENSION_SUFFIXES]
+        found = next((p for p in where if p.is_file()), None)
+        if found is None:
+            import cel
+            return cel
+        spec = importlib.util.spec_from_file_location("cel.cel", found)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["cel.cel"] = module
+    return sys.modules["cel.cel"]
+
+
+cel = _load_cel()
 
 # Both KubeRay directories define rayclusters.ray.io; AIBrix v0.7.0 installs v1.2.1 (SOURCES.md).
 SKIP_DIRS = {"v1.7.0"}
@@ -61,23 +92,55 @@ def _split(text: str, sep: str, limit: int = -1) -> list[str]:
 FUNCTIONS = {"split": _split}
 
 
-def load_crds(crds_dir: Path, kinds: frozenset[str] | None = None) -> dict[tuple[str, str], dict]:
-    """(apiVersion, kind) -> openAPIV3Schema of every served version of every CRD under crds_dir;
-    with `kinds`, only files that name one of them are parsed (the YAML is megabytes)."""
-    index: dict[tuple[str, str], dict] = {}
+# How far into a CRD file its spec.names.kind is looked for: controller-gen writes group and names
+# first, within the first 400 bytes of every file in ../shared/crds.
+_HEAD_BYTES = 8192
+_NAMES_KIND = re.compile(rb"\n  names:\n(?:    .*\n)*?    kind: (\S+)\n")
+
+
+@functools.cache
+def _files(crds_dir: Path) -> tuple[tuple[Path, str | None], ...]:
+    """(file, the kind its head names, or None) for every CRD file under crds_dir, in sorted order.
+    Only each file's first bytes are read: the files are 25 MB in all."""
+    out = []
     for path in sorted(crds_dir.rglob("*.yaml")):
         if SKIP_DIRS & set(path.relative_to(crds_dir).parts):
             continue
-        text = path.read_text(encoding="utf-8")
-        if kinds is not None and not any(f"kind: {k}\n" in text for k in kinds):
-            continue
-        for doc in yaml.load_all(text, Loader=_LOADER):
-            if not doc or doc.get("kind") != "CustomResourceDefinition":
-                continue
-            spec = doc["spec"]
-            for version in spec["versions"]:
-                if version.get("served", True) and "schema" in version:
-                    index[(f"{spec['group']}/{version['name']}", spec["names"]["kind"])] = version["schema"]["openAPIV3Schema"]
+        with path.open("rb") as f:
+            m = _NAMES_KIND.search(f.read(_HEAD_BYTES))
+        out.append((path, m.group(1).decode() if m else None))
+    return tuple(out)
+
+
+def _candidates(crds_dir: Path, kinds: frozenset[str] | None) -> list[Path]:
+    """The files to parse for `kinds` (all of them without): those whose head names one of them,
+    and, for a kind no head names, every file whose text mentions `kind: <kind>` (a file holding
+    several CRDs names only its first in the head)."""
+    files = _files(crds_dir)
+    if kinds is None:
+        return [p for p, _ in files]
+    chosen = {p for p, kind in files if kind in kinds}
+    unnamed = kinds - {kind for _, kind in files}
+    if unnamed:
+        needles = [f"kind: {k}\n".encode() for k in unnamed]
+        chosen |= {p for p, _ in files if p not in chosen and any(n in p.read_bytes() for n in needles)}
+    return [p for p, _ in files if p in chosen]
+
+
+def load_crds(crds_dir: Path, kinds: frozenset[str] | None = None) -> dict[tuple[str, str], dict]:
+    """(apiVersion, kind) -> openAPIV3Schema of every served version of every CRD under crds_dir;
+    with `kinds`, only the files that define them are parsed (the YAML is megabytes)."""
+    index: dict[tuple[str, str], dict] = {}
+    with collection.paused():
+        for path in _candidates(crds_dir, kinds):
+            for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=_LOADER):
+                if not doc or doc.get("kind") != "CustomResourceDefinition":
+                    continue
+                spec = doc["spec"]
+                for version in spec["versions"]:
+                    if version.get("served", True) and "schema" in version:
+                        index[(f"{spec['group']}/{version['name']}", spec["names"]["kind"])] = \
+                            version["schema"]["openAPIV3Schema"]
     return index
 
 

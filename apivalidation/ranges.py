@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import functools
 import re
+from importlib import resources
 
 import jsonschema
-import kubernetes_validate
 from kubernetes_validate import utils
 from referencing import Registry, Resource
 
@@ -24,34 +24,53 @@ for _name, (_lo, _hi) in LIMITS.items():
     FORMATS.checks(_name)(lambda v, lo=_lo, hi=_hi: not isinstance(v, int) or isinstance(v, bool) or lo <= v <= hi)
 
 
-@functools.lru_cache(maxsize=None)
-def _builtin_validator(api_version: str, kind: str, version: str):
-    """kubernetes_validate.validate's schema lookup (utils.validate), with our format checker."""
-    group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
-    directory = f"kubernetes-json-schema/v{version}-local"
-    try:
-        schema = utils.schema_contents(f"{directory}/{kind.lower()}-{group}.json", version)
-    except (FileNotFoundError, kubernetes_validate.SchemaNotFoundError):
-        return None
-    registry = Resource.from_contents(utils.schema_contents(f"{directory}/_definitions.json", version)) @ (
-        Resource.from_contents(schema) @ Registry())
-    return jsonschema.Draft202012Validator(schema, registry=registry, format_checker=FORMATS)
-
-
+@functools.cache
 def _version() -> str:
     return [v for v in utils.all_versions() if v.startswith("1.37")][-1]
 
 
+def _schema_path(api_version: str, kind: str) -> str:
+    """kubernetes_validate.validate's schema file name for a kind (utils.validate)."""
+    group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    return f"kubernetes-json-schema/v{_version()}-local/{kind.lower()}-{group}.json"
+
+
+@functools.cache
+def is_builtin_kind(api_version: str, kind: str) -> bool:
+    """Whether kubernetes-validate has a schema file for the kind; nothing is parsed to answer."""
+    return resources.files("kubernetes_validate").joinpath(_schema_path(api_version, kind)).is_file()
+
+
+@functools.cache
+def _definitions() -> Resource:
+    """The 1.8 MB of shared definitions every built-in kind's schema refers to: parsed once per
+    process (kubernetes_validate.validate parses it again for every object), and only when a
+    built-in object is checked."""
+    return Resource.from_contents(utils.schema_contents(f"kubernetes-json-schema/v{_version()}-local/_definitions.json",
+                                                        _version()))
+
+
+@functools.cache
+def _builtin_validator(api_version: str, kind: str):
+    """kubernetes_validate.validate's schema lookup (utils.validate), with our format checker;
+    built the first time an object of the kind is checked."""
+    if not is_builtin_kind(api_version, kind):
+        return None
+    schema = utils.schema_contents(_schema_path(api_version, kind), _version())
+    registry = _definitions() @ (Resource.from_contents(schema) @ Registry())
+    return jsonschema.Draft202012Validator(schema, registry=registry, format_checker=FORMATS)
+
+
 def is_builtin(obj: dict) -> bool:
     """A kind kubernetes-validate has a schema for: the API server's own, not a CRD's."""
-    return _builtin_validator(obj.get("apiVersion", ""), obj.get("kind", ""), _version()) is not None
+    return is_builtin_kind(obj.get("apiVersion", ""), obj.get("kind", ""))
 
 
 def check(obj: dict, crd_schema: dict | None) -> list[tuple[str, object, str]]:
     if crd_schema is not None:
         validator = jsonschema.Draft7Validator(crd_schema, format_checker=FORMATS)
     else:
-        validator = _builtin_validator(obj.get("apiVersion", ""), obj.get("kind", ""), _version())
+        validator = _builtin_validator(obj.get("apiVersion", ""), obj.get("kind", ""))
     if validator is None:
         return []
     return [(".".join(str(p) for p in err.absolute_path), err.instance,

@@ -1,7 +1,9 @@
 """The typed stack configuration: one pydantic model of everything a stack file may say.
 
-A leaf package: it imports nothing of the program's own, so components take their argument types
-from here and stacks/ (loading, rules, composition) depends on both without a cycle.
+Nearly a leaf: of the program's own it imports only the policy pack's stdlib-only rule modules (the
+name and label rules, policy/k8s_names.py, which the pack and the render share), so components
+take their argument types from here and stacks/ (loading, rules, composition) depends on both
+without a cycle.
 """
 
 from config_model.infra import (

@@ -2,7 +2,8 @@
 
 Single-field rules (types, ranges, patterns) live with the types; rules that relate several fields
 live in stacks/rules.py so that every broken rule is reported at once. This package imports nothing
-of the program's own: components take their arguments from it and stacks/ composes them.
+of the program's own but policy/'s stdlib-only rules: components take their arguments from it and
+stacks/ composes them.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, StringConstraints
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
-# A Kubernetes label value, non-empty.
-LABEL_VALUE = r"^[A-Za-z0-9]([A-Za-z0-9._\-]{0,61}[A-Za-z0-9])?$"
+from policy import k8s_names
+
+# A DNS-1123 label and a non-empty label value, the length folded into the pattern (policy/k8s_names.py).
+DNS_LABEL = k8s_names.DNS1123_LABEL_PATTERN
+LABEL_VALUE = k8s_names.LABEL_VALUE_PATTERN
 # Pattern -> what it allows, in words, for error messages (stacks/loader.py).
 PATTERN_MEANING: dict[str, str] = {}
 

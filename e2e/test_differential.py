@@ -36,7 +36,7 @@ DELIBERATELY_STRICTER = {
     "kubelet expansion (expansion.Expand)":
         "the server accepts any text in command, args and env values; the kubelet later expands $(NAME) inside "
         "them, or leaves an undefined reference as text, so a stack-file value would change in the pod "
-        "(apivalidation/apiserver.py _expansions)",
+        "(apivalidation/podspec.py _expansions)",
     "env var names (V core ValidateEnv)":
         "the strict IsEnvVarName of the clusters we support back to 1.29; since 1.34 the server takes any printable "
         "ASCII but '=' (IsRelaxedEnvVarName), so this 1.37 server accepts `1BAD`",

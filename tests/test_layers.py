@@ -1,18 +1,25 @@
-"""The packages depend one way: config_model is a leaf, components build from it, stacks/ loads and
-composes both, and the policy pack stands alone (it runs in the Pulumi policy host, which has neither).
-Components used to import their argument types from stacks/, which imports the components: any
-change to the config then risked an import cycle, and a component could reach into loading or rules."""
+"""The packages depend one way: the policy pack stands alone (it runs in the Pulumi policy host, which
+has none of the rest), config_model builds only on it, components build from config_model, stacks/
+loads and composes both. Components used to import their argument types from stacks/, which imports
+the components: any change to the config then risked an import cycle, and a component could reach
+into loading or rules.
+
+config_model may import policy (issue 19): each rule is written once, in a stdlib-only module of the
+pack's directory (the name and label rules in policy/k8s_names.py), and the config refuses a value by
+the same rule the pack and the render's API-server check apply. policy stays the leaf: it imports
+nothing of ours, so the pack still runs alone."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 OURS = ("config_model", "components", "stacks", "render", "policy", "tools")
 # package -> packages of ours it must never import
 FORBIDDEN = {
-    "config_model": {"components", "stacks", "render", "policy", "tools"},
+    "config_model": {"components", "stacks", "render", "tools"},
     "components": {"stacks", "render", "tools"},
     "policy": {"config_model", "components", "stacks", "render", "tools"},
 }
@@ -63,3 +70,23 @@ def test_the_walk_sees_nested_and_dotted_imports(tmp_path):
     f.write_text("import json\ndef f():\n    from stacks.config import X\n    import stacks.rules\n"
                  "from . import sibling\n")
     assert imported_packages(f) == {(3, "stacks"), (4, "stacks")}
+
+
+def test_what_config_model_imports_of_policy_is_standard_library_only():
+    """The policy modules config_model imports run in every process that loads a stack: they may
+    import only the standard library (and each other), never pulumi_policy or a package of ours."""
+    allowed = set(sys.stdlib_module_names) | {"policy"}
+    used = {f"{node.module}" for path in (PROJECT_DIR / "config_model").rglob("*.py")
+            for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
+            and node.level == 0 and (node.module or "").split(".")[0] == "policy"}
+    used |= {f"policy.{a.name}" for path in (PROJECT_DIR / "config_model").rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
+             and node.module == "policy" for a in node.names}
+    modules = {m for m in used if (PROJECT_DIR / (m.replace(".", "/") + ".py")).is_file()}
+    assert "policy.k8s_names" in modules
+    for module in modules:
+        path = PROJECT_DIR / (module.replace(".", "/") + ".py")
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+            assert {n.split(".")[0] for n in names} <= allowed, (module, names)
