@@ -71,7 +71,7 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 def kv_offload_args(model: ServedModel) -> list[str]:
     """The engine flags of models[].kvCacheOffload; none when it is off or not the engine's backend
-    (stacks/rules.py refuses that, lmcache and, for DeepSeek-V4, SGLang's hicache)."""
+    (stacks/rules/capacity.py refuses that, lmcache and, for DeepSeek-V4, SGLang's hicache)."""
     offload, engine = model.kv_cache_offload, engine_of(model)
     return engine.offload_args(offload.size_gib) if offload.backend == engine.OFFLOAD_BACKEND else []
 

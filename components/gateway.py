@@ -3,7 +3,7 @@
 The Service is `<model>-api`, never the model's own name: the StormService controller syncs a
 headless Service named after the StormService (our workload is named after the model), and a
 ClusterIP Service of that name that exists first stops it before any RoleSet. No name here may be
-one a controller derives for its own objects (stacks/rules.py `_names` refuses the stack file that
+one a controller derives for its own objects (stacks/rules/models.py `names_apart` refuses the stack file that
 would make one; tests/upstream_*.py port how each controller names them).
 
 AIBrix v0.7.0 builds a `<model>-router` HTTPRoute itself for a Deployment or RayClusterFleet whose

@@ -36,7 +36,7 @@ NO_GPU_ENV = {"NVIDIA_VISIBLE_DEVICES": "void"}
 # Exits at once on SIGTERM: as PID 1 without a handler it would ignore the signal until the grace period.
 IDLE_COMMAND = ["python3", "-S", "-B", "-c",
                 "import signal, sys; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); signal.pause()"]
-# Each GPU node runs one such pod per DaemonSet beside its engine pods: stacks/rules.py _node_memory counts it.
+# Each GPU node runs one such pod per DaemonSet beside its engine pods: stacks/rules/capacity.py node_memory counts it.
 MEMORY_MIB = 32
 RESOURCES = {"cpu": "10m", "memory": f"{MEMORY_MIB}Mi"}
 # pulumi-kubernetes awaits a DaemonSet until every scheduled pod is ready (tests/upstream_pulumi_kubernetes.py):

@@ -1,7 +1,7 @@
 """Name, text and URL types of the stack config, and the base every section derives from.
 
 Single-field rules (types, ranges, patterns) live with the types; rules that relate several fields
-live in stacks/rules.py so that every broken rule is reported at once. This package imports nothing
+live in stacks/rules/ so that every broken rule is reported at once. This package imports nothing
 of the program's own but policy/'s stdlib-only rules: components take their arguments from it and
 stacks/ composes them.
 """

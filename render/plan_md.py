@@ -201,7 +201,7 @@ def _time_to_serving_section(rendered: Rendered) -> list[str]:
     lines = ["", "## Time to first token after `pulumi up`", "",
              f"Estimate for a first deployment: the sync Job downloads the model at {SYNC_MIB_PER_SECOND} MiB/s (field "
              f"report 3.2), the ~14 GB engine image takes {IMAGE_PULL_SECONDS} s to pull (12.2), then the engine's cold "
-             "start (components/engines.py estimate; SGLang's measured 23 min already held the pull, which is taken off). "
+             "start (policy/engines/ estimate; SGLang's measured 23 min already held the pull, which is taken off). "
              "The engine pods are created when the sync has verified the weights and hold their GPUs from then on. "
              "With pre-pull (operations.imagePrePull) the image is pulled onto the GPU nodes during the sync. "
              "GPU-minutes: the model's GPUs x the time from its pods' scheduling to the first token.", "",

@@ -135,7 +135,7 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
     workload_images[m.name] = {"engine": refs[image_key], "model-gate": refs[image_key]}
     if m.autoscaling.enabled:
         assert switch is not None
-        # After its target: a Deployment, or a StormService in replica mode (stacks/rules.py _autoscaling).
+        # After its target: a Deployment, or a StormService in replica mode (stacks/rules/capacity.py autoscaling_bounds).
         ModelAutoscaler(f"{m.name}.autoscaler", AutoscalerArgs(namespace=base.namespace, model=m, target=engine.workload,
                                                               switch=switch), opts)
     return engine.route_backend, ready + [engine], sources + [engine.template_source]

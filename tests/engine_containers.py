@@ -38,7 +38,7 @@ def _variants():
     every_vllm_flag = {"tensorParallelSize": 4, "dataParallelSize": 2, "maxNumSeqs": 64, "enforceEager": True,
                        "speculativeDecoding": "dspark"}
     # KV offload (issue 13) on the vLLM every-flag variant: vLLM's per-engine size with two DP engines in the
-    # pod, which needs the node's memory. SGLang's HiCache is refused for DeepSeek-V4 (stacks/rules.py).
+    # pod, which needs the node's memory. SGLang's HiCache is refused for DeepSeek-V4 (stacks/rules/capacity.py).
     out = {"stormservice": variant_file(models=[{k: v for k, v in model(orchestrator="stormservice").items()
                                                  if k != "rollout"}]),
            "vllm-every-flag": variant_file(models=[model(vllm={**model()["vllm"], **every_vllm_flag},

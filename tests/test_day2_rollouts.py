@@ -131,7 +131,7 @@ def rendered_variant(name: str, replicas: int = 1, autoscaling: bool = False, st
 # ---- case 2: scaling never touches the pods ----
 
 SCALABLE = [(t, a) for t in TOPOLOGIES for a in (False, True)
-            # The stack rules autoscale combined Deployments and StormServices only (stacks/rules.py).
+            # The stack rules autoscale combined Deployments and StormServices only (stacks/rules/capacity.py).
             if not a or t in ("combined:deployment", "combined:stormservice")]
 
 

@@ -321,7 +321,7 @@ def test_claims_never_depend_on_the_capacity():
 
 
 def test_growing_keep_revisions_needs_capacity_and_applies_in_one_up():
-    """keepRevisions 2 -> 3 in dev: the capacity rule (stacks/rules.py _model_capacity: 3 x 155.43 GiB)
+    """keepRevisions 2 -> 3 in dev: the capacity rule (stacks/rules/storage.py model_capacity: 3 x 155.43 GiB)
     refuses it at 400 GiB, so the same change raises capacityGiB. Before: the claims were resized,
     which PersistentVolumeClaimResize refuses for class "". Now the PVs update in place, the claims do
     not change, the sync Job is replaced (its template is immutable) and the engine is untouched."""

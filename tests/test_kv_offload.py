@@ -103,7 +103,7 @@ def test_rendered_memory_and_shm_grow_by_the_offload():
 
 def test_dev_shm_and_pod_limit_sum_match_the_node_fit_arithmetic(stack, rendered):
     """The /dev/shm emptyDir of every engine pod is the pool's plus vLLM's offload, and the sum of the
-    pod's container limits is what stacks/rules.py's node-fit rule counts (components/engines.py)."""
+    pod's container limits is what stacks/rules/capacity.py's node-fit rule counts (components/topologies/)."""
     from conftest import k8s_objects
 
     from policy.workloads import containers, pod_templates
@@ -280,7 +280,7 @@ def test_offload_memory_policy_reads_the_offload_from_the_argv():
     assert _policy_violations(storm) == [
         f"StormService llm-serving-staging/{storm['metadata']['name']}: /dev/shm sizeLimit 128Gi does not hold the "
         "128Gi vLLM offloads there plus 64Gi for 8 GPUs."]
-    # SGLang's HiCache is refused by the config rules (stacks/rules.py _kv_cache_offload), so the engine module
+    # SGLang's HiCache is refused by the config rules (stacks/rules/capacity.py kv_cache_offload), so the engine module
     # reads no HiCache flag back (policy/engines/sglang.py offload_gib_of_argv): an argv that sets them is the
     # config's to refuse, not the pack's.
     sglang_engine = next(c for c in engine_containers() if c.engine == "sglang" and c.where.startswith("sglang/"))

@@ -80,7 +80,7 @@ KV_OFFLOADING_SIZE_TYPE = float
 # KVTransferConfig only when none was given, then OVERWRITES kv_connector ("native": OffloadingConnector with
 # kv_connector_extra_config cpu_bytes_to_use = size * 2**30; "lmcache": LMCacheMPConnector) and kv_role. A
 # NixlConnector --kv-transfer-config (P/D) would silently become the offload connector, so
-# stacks/rules.py refuses offload outside topology combined.
+# stacks/rules/capacity.py refuses offload outside topology combined.
 OFFLOAD_REPLACES_KV_TRANSFER_CONNECTOR = True
 # Combining both would take a MultiConnector (multi_connector.py, both wheels; it keeps the hybrid KV
 # manager only when every child subclasses SupportsHMA, as NixlConnector and OffloadingConnector do). Not
@@ -95,7 +95,7 @@ OFFLOAD_REPLACES_KV_TRANSFER_CONNECTOR = True
 # METADATA does not require (no Requires-Dist or extra names it): which LMCache an image carries is not
 # fixed by the vLLM release. LMCacheConnectorV1 does not subclass SupportsHMA, so vLLM turns the hybrid KV
 # cache manager off for it (vllm/config/vllm.py, "Turning off hybrid kv cache manager"), which DeepSeek-V4's
-# SWA/compressed KV groups use. Hence the backend is refused (stacks/rules.py).
+# SWA/compressed KV groups use. Hence the backend is refused (stacks/rules/capacity.py).
 LMCACHE_CONNECTOR_NEEDS_SERVER = "tcp://localhost:5555"
 # Where the native buffer lives: CPUOffloadingSpec is the default spec (vllm/v1/kv_offload/factory.py,
 # spec_name default). 0.26.0 vllm/v1/kv_offload/cpu/spec.py create_worker passes no mmap region, so

@@ -81,7 +81,7 @@ def synthetic_stack(models: int) -> stackfile.StackFile:
         {**base, "name": f"model-{i:03d}", "servedModelName": f"Model-{i:03d}",
          "directory": f"Model-{i:03d}", "objectPrefix": f"models/Model-{i:03d}"} for i in range(models)])
     sf.config["llm-serving:gpuBudget"] = str(models * 8)
-    # Each model keeps its own revisions on the one volume (stacks/rules.py _model_capacity).
+    # Each model keeps its own revisions on the one volume (stacks/rules/storage.py model_capacity).
     volume = json.loads(sf.config["llm-serving:modelVolume"])
     volume["capacityGiB"] = max(volume["capacityGiB"], models * 2 * 160)
     sf.config["llm-serving:modelVolume"] = json.dumps(volume)

@@ -56,7 +56,7 @@ HTTP_RESPONSES = ("sglang:http_responses_total", 'endpoint!="/metrics"', 'status
 # ---- KV-cache offload: HiCache (models[].kvCacheOffload.backend hicache) ----
 OFFLOAD_BACKEND = "hicache"
 # Refused by the config rules for DeepSeek-V4, which both pinned releases give no --hicache-size
-# (stacks/rules.py _kv_cache_offload, tests/upstream_sglang.py DSV4_HICACHE_SIZE_*): nothing renders it,
+# (stacks/rules/capacity.py kv_cache_offload, tests/upstream_sglang.py DSV4_HICACHE_SIZE_*): nothing renders it,
 # so the pack reads no HiCache flag either.
 OFFLOAD_IN_SHM = False         # pinned anonymous memory, nothing under /dev/shm (HICACHE_IN_DEV_SHM)
 # Offered by the program's config, but refused for the model it serves (the config rules say why).
