@@ -29,9 +29,13 @@ MAKEFLAGS += --jobs=4
 # Tests run on every core (pytest-xdist), at most four workers: each worker renders the stacks once.
 PYTEST_WORKERS ?= --numprocesses=auto --maxprocesses=4
 STACK  ?= dev
-STACKS := dev staging prod
+# Every stack file beside Pulumi.yaml (tools/stacks.py lists them the same way for the tests and CI).
+STACKS := $(patsubst Pulumi.%.yaml,%,$(wildcard Pulumi.*.yaml))
+# STRICT=1: a required secret missing from the stack file fails the render (python -m render --strict).
+STRICT ?=
+RENDER_FLAGS := $(if $(filter-out 0,$(STRICT)),--strict)
 
-.PHONY: render render-all test docs bench snapshots clean e2e-tools cluster-up cluster-down e2e
+.PHONY: render render-all check test docs bench snapshots clean e2e-tools cluster-up cluster-down e2e
 
 $(UV_STAMP): requirements-uv.txt
 	$(PYTHON) -m venv $(UV_VENV)
@@ -63,13 +67,17 @@ $(ENGINES_STAMP): requirements-engines.txt | $(UV_STAMP)
 	done
 	touch $(ENGINES_STAMP)
 
-## render: the stack STACK (default dev) under Pulumi's mock runtime into build/$(STACK)/
+## render: the stack STACK (default dev) under Pulumi's mock runtime into build/$(STACK)/ (STRICT=1: missing secrets fail it)
 render: $(STAMP)
-	$(BIN)/python -m render --stack $(STACK)
+	$(BIN)/python -m render --stack $(STACK) $(RENDER_FLAGS)
 
-## render-all: every committed stack
+## render-all: every stack file Pulumi.<stack>.yaml
 render-all: $(STAMP)
-	@for s in $(STACKS); do $(BIN)/python -m render --stack $$s || exit $$?; done
+	@for s in $(STACKS); do $(BIN)/python -m render --stack $$s $(RENDER_FLAGS) || exit $$?; done
+
+## check: the stack STACK offline as make test checks it: render, the policy pack through its server, checkov
+check: $(STAMP) $(SCAN_STAMP)
+	CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov $(BIN)/python tools/check_stack.py --stack $(STACK) $(RENDER_FLAGS)
 
 ## test: lint, then unit, policy, schema, scan, fuzz and bad-config tests
 test: $(STAMP) $(SCAN_STAMP) $(ENGINES_STAMP) $(S3_STAMP)
