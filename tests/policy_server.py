@@ -264,12 +264,15 @@ def operation(rendered: Rendered, stack: str, dry_run: Optional[bool] = None,
     """An operation over a rendered stack, moved to the unique stack segment `stack` (the pack keeps
     state per stack within its process); `edit` may change, drop or add resources (private copies).
     The config is the stack file's (Pulumi.<stack>.yaml unless given), the policy config
-    `policy/config.<policy_config or stack>.json`, as `--policy-pack-config` passes it."""
+    `policy/config.<policy_config>.json`, as `--policy-pack-config` passes it; by default the stack's
+    own, else its environment's (tools/stacks.py policy_config_name, as the PR workflow picks it)."""
+    from tools import stacks
+
     resources = resources_of(rendered, stack)
     if edit is not None:
         resources = edit(resources)
     sf = stack_file or stackfile.read(PROJECT_DIR, rendered.stack)
-    policy_file = POLICY_DIR / f"config.{policy_config or rendered.stack}.json"
+    policy_file = POLICY_DIR / f"config.{policy_config or stacks.policy_config_name(PROJECT_DIR, rendered.stack)}.json"
     return Operation(stack=stack, dry_run=rendered.preview if dry_run is None else dry_run, config=dict(sf.config),
                      secret_keys=list(sf.secret_keys), policy_config=parse_policy_pack_config(policy_file.read_text()),
                      resources=resources, stack_order_seed=sum(map(ord, stack)))

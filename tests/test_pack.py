@@ -14,7 +14,6 @@ import pytest
 from conftest import PROJECT_DIR, STACKS, render_stack
 from google.protobuf import json_format
 from policy_server import (
-    POLICY_DIR,
     PackFailure,
     PackServer,
     Report,
@@ -39,6 +38,7 @@ from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError, unknown
 from policy import pack
 from policy.workloads import pod_templates
 from render import runtime, stackfile
+from tools import stacks
 
 MODES = ("preview", "up")
 
@@ -79,7 +79,7 @@ def test_the_pack_reports_its_policies_and_levels(server):
 def test_each_policy_config_names_real_policies(stack):
     """The CLI passes unknown names through without a word (config.go applyConfig): a misspelled
     name would silently leave the policy at its default level."""
-    config = parse_policy_pack_config((POLICY_DIR / f"config.{stack}.json").read_text())
+    config = parse_policy_pack_config(stacks.policy_config(PROJECT_DIR, stack).read_text())
     assert set(config) - {"all"} <= {p.name for p in pack.policies()}
 
 
@@ -525,7 +525,7 @@ def sweep(rendered: runtime.Rendered, policies: list, mandatory: set[str], budge
 
 def _levels(stack: str) -> dict[str, str]:
     levels = {p.name: p.enforcement_level.value for p in pack.policies()}
-    for name, c in parse_policy_pack_config((POLICY_DIR / f"config.{stack}.json").read_text()).items():
+    for name, c in parse_policy_pack_config(stacks.policy_config(PROJECT_DIR, stack).read_text()).items():
         if c["enforcementLevel"]:
             levels[name] = c["enforcementLevel"]
     return levels

@@ -5,11 +5,12 @@ from __future__ import annotations
 import copy
 
 import pytest
-from conftest import k8s_objects, render_stack, stack_resources
+from conftest import PROJECT_DIR, k8s_objects, render_stack, stack_resources
 
 from config_model import Environment
 from policy import rules
 from policy.workloads import pod_templates
+from render import stackfile
 
 
 def _deployment(stack="dev") -> dict:
@@ -41,7 +42,8 @@ def test_stack_rules_pass(rendered, stack):
     resources = stack_resources(rendered)
     assert rules.gpus_within_budget(resources, rendered.outputs["gpuBudget"]) == []
     assert rules.await_timeouts_cover_rollout(resources) == []
-    assert rules.data_is_protected(resources, stack) == []
+    environment = stackfile.read(PROJECT_DIR, stack).config["llm-serving:environment"]  # not the stack's name
+    assert rules.data_is_protected(resources, environment) == []
     assert rules.explicit_providers_only(resources) == []
     assert rules.only_sync_jobs_write_models(resources) == []
     assert rules.routes_have_reference_grants(resources) == []

@@ -206,4 +206,7 @@ def test_plan_matches_the_committed_snapshot(stack):
     """A pull request that changes what a stack deploys shows it as a diff of tests/snapshots/.
     After reviewing the change: `make snapshots`."""
     snapshot = PROJECT_DIR / "tests" / "snapshots" / f"{stack}.plan.md"
+    if not snapshot.is_file():
+        pytest.fail(f"{snapshot.relative_to(PROJECT_DIR)} is missing: a new stack's plan is reviewed like any "
+                    f"change: run `make snapshots`, read the file and commit it with Pulumi.{stack}.yaml")
     assert output.plan_md(render_stack(stack)) == snapshot.read_text(encoding="utf-8")

@@ -4,8 +4,6 @@ live on the objects as annotations with a reason; no check is skipped on the com
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,8 +13,7 @@ from yamllint import linter
 from yamllint.config import YamlLintConfig
 
 from render import output
-
-CHECKOV = os.environ.get("CHECKOV") or str(PROJECT_DIR / ".venv-scan" / "bin" / "checkov")
+from tools.check_stack import CHECKOV, checkov_scan
 
 
 def checkov() -> str:
@@ -28,13 +25,10 @@ def checkov() -> str:
 
 
 def scan(manifests: str, tmp_path: Path) -> dict:
-    (tmp_path / "kubernetes.yaml").write_text(manifests)
-    proc = subprocess.run([checkov(), "-d", str(tmp_path), "--framework", "kubernetes", "--skip-download",
-                           "--quiet", "-o", "json"], capture_output=True, text=True, timeout=300)
-    report = json.loads(proc.stdout)
-    report = report if isinstance(report, dict) else report[0]
-    assert report["summary"]["parsing_errors"] == 0
-    return {"failed_checks": report["results"].get("failed_checks", []), "summary": report["summary"]}
+    """The scan `make check` runs (tools/check_stack.py checkov_scan)."""
+    results = checkov_scan(manifests, tmp_path, checkov())
+    assert results["summary"]["parsing_errors"] == 0
+    return results
 
 
 @pytest.mark.parametrize("stack", STACKS)
