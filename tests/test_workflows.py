@@ -6,15 +6,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
+import sys
 
 import yaml
 from conftest import PROJECT_DIR, shared_dir
 
 from policy import pack
+from tools import stacks
 
 WORKFLOWS = PROJECT_DIR / ".github" / "workflows"
-STACKS = sorted(p.name.split(".")[1] for p in PROJECT_DIR.glob("Pulumi.*.yaml"))
+STACKS = stacks.names(PROJECT_DIR)
+MATRIX = "${{ fromJSON(needs.stacks.outputs.stacks) }}"
 
 
 def load(name: str) -> dict:
@@ -45,13 +49,51 @@ def test_ci_runs_the_readme_commands_and_publishes_the_plans():
     assert "tools/fetch_crds.sh" in runs
 
 
+def run_step(script: str, cwd, **env) -> dict[str, str]:
+    """A step's shell as the runner runs it (bash -e), with GITHUB_OUTPUT; the outputs it set."""
+    out = cwd / "github_output"
+    out.write_text("")
+    proc = subprocess.run(["bash", "-e", "-c", script], cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env, "GITHUB_OUTPUT": str(out)})
+    assert proc.returncode == 0, proc.stderr
+    outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    out.unlink()
+    return outputs
+
+
+def test_the_matrices_are_the_stack_files_of_the_head(tmp_path):
+    """Both matrices read the stacks job's list, which is every Pulumi.<stack>.yaml of the head: the
+    job's own step, run over a copy of the files it reads with one more stack file, lists it too."""
+    wf = load("preview.yml")
+    job = wf["jobs"]["stacks"]
+    checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["ref"] == "${{ github.event.pull_request.head.sha }}"
+    assert job["outputs"]["stacks"] == "${{ steps.list.outputs.stacks }}"
+    for name in ("preview", "changes"):
+        assert wf["jobs"][name]["needs"] == "stacks" and wf["jobs"][name]["strategy"]["matrix"]["stack"] == MATRIX
+    step = next(s for s in job["steps"] if s.get("id") == "list")
+    assert json.loads(run_step(step["run"], PROJECT_DIR)["stacks"]) == STACKS
+    shutil.copytree(PROJECT_DIR / "tools", tmp_path / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+    for path in PROJECT_DIR.glob("Pulumi*.yaml"):
+        shutil.copy(path, tmp_path / path.name)
+    shutil.copy(PROJECT_DIR / "Pulumi.dev.yaml", tmp_path / "Pulumi.mine.yaml")
+    assert json.loads(run_step(step["run"], tmp_path)["stacks"]) == [*STACKS, "mine"]
+
+
 def test_preview_runs_every_stack_with_the_policy_pack_and_comments():
     wf = load("preview.yml")
     job = wf["jobs"]["preview"]
-    assert sorted(job["strategy"]["matrix"]["stack"]) == STACKS
     action = next(s for s in job["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
     assert action["with"]["command"] == "preview" and action["with"]["comment-on-pr"] is True
     assert action["with"]["policyPacks"] == "policy"
+    # The policy config is the stack's own or its environment's, as tools/stacks.py picks it.
+    assert action["with"]["policyPackConfigs"] == "${{ steps.policy.outputs.config }}"
+    policy = next(s for s in job["steps"] if s.get("id") == "policy")
+    assert policy["env"]["STACK"] == "${{ matrix.stack }}"
+    script = policy["run"].replace(".venv/bin/python", sys.executable)
+    for stack in STACKS:
+        assert run_step(script, PROJECT_DIR, STACK=stack) == {
+            "config": str(stacks.policy_config(PROJECT_DIR, stack).relative_to(PROJECT_DIR))}
     assert "secrets.PULUMI_ACCESS_TOKEN" in action["env"]["PULUMI_ACCESS_TOKEN"]
     assert wf["permissions"]["pull-requests"] == "write"
 
@@ -59,7 +101,9 @@ def test_preview_runs_every_stack_with_the_policy_pack_and_comments():
 def test_policy_configs_name_real_policies_and_levels():
     names = {p.name for p in pack.policies()}
     for stack in STACKS:
-        config = json.loads((PROJECT_DIR / "policy" / f"config.{stack}.json").read_text())
+        stacks.policy_config(PROJECT_DIR, stack)  # every stack file has one (its own or its environment's)
+    for path in (PROJECT_DIR / "policy").glob("config.*.json"):
+        config = json.loads(path.read_text())
         for key, level in config.items():
             assert key == "all" or key in names, key
             assert level in ("advisory", "mandatory", "disabled", "remediate"), level
@@ -77,7 +121,6 @@ def test_fetched_crds_are_the_ones_the_tests_use():
 def test_changes_renders_base_and_head_and_comments_the_update_plan():
     wf = load("preview.yml")
     job = wf["jobs"]["changes"]
-    assert sorted(job["strategy"]["matrix"]["stack"]) == STACKS
     checkouts = {s["with"]["path"]: s["with"]["ref"] for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@")}
     assert checkouts == {"base": "${{ github.event.pull_request.base.sha }}",
                          "head": "${{ github.event.pull_request.head.sha }}"}
@@ -87,6 +130,7 @@ def test_changes_renders_base_and_head_and_comments_the_update_plan():
     assert '-m render --stack "$STACK" --out "build/$STACK"' in runs["base"] and "cd base" in runs["base"]
     head = runs["head"]
     assert '--previous "../base/build/$STACK"' in head and "cd head" in head
+    assert '-m render --stack "$STACK" --strict' in head  # a missing secret fails the pull request
     assert 'cat "build/$STACK/changes.md"' in head and "cat changes.err" in head and "> ../comment.md" in head
     for run in (runs["base"], runs["head"]):
         assert "make -C" in run and ".venv/.requirements-installed" in run
@@ -118,3 +162,19 @@ def test_the_changes_step_script_posts_the_plan_or_the_refusal(tmp_path):
         comment = (head.parent / "comment.md").read_text()
         assert comment.startswith("## Update plan: stack dev (base aaaaaaa -> head bbbbbbb)") and expect in comment
         assert (tmp_path / f"out{rc}").read_text() == f"rc={rc}\n"
+
+
+def test_a_stack_new_in_the_pull_request_is_planned_from_an_empty_render(tmp_path):
+    """The base has no Pulumi.<stack>.yaml: its step writes an empty render instead of failing, and the
+    head's update from it creates every resource."""
+    base_step = next(s for s in load("preview.yml")["jobs"]["changes"]["steps"] if s.get("id") == "base")
+    (tmp_path / "base").mkdir()
+    run_step(base_step["run"], tmp_path, STACK="mine")
+    previous = tmp_path / "base" / "build" / "mine"
+    assert json.loads((previous / "resources.json").read_text()) == []
+    out = tmp_path / "head"
+    proc = subprocess.run([sys.executable, "-m", "render", "--stack", "dev", "--out", str(out), "--previous", str(previous)],
+                          cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    created = len(json.loads((out / "resources.json").read_text()))
+    assert f"{created} to create; 0 unchanged." in (out / "changes.md").read_text()
