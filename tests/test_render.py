@@ -210,3 +210,74 @@ def test_plan_matches_the_committed_snapshot(stack):
         pytest.fail(f"{snapshot.relative_to(PROJECT_DIR)} is missing: a new stack's plan is reviewed like any "
                     f"change: run `make snapshots`, read the file and commit it with Pulumi.{stack}.yaml")
     assert output.plan_md(render_stack(stack)) == snapshot.read_text(encoding="utf-8")
+
+
+SECRETS = ("apiKey", "objectStoreAccessKeyId", "objectStoreSecretAccessKey", "cephUserKey")
+
+
+def test_strict_refuses_missing_secrets_one_line_each_and_passes_once_they_are_set(tmp_path, capsys):
+    from render.__main__ import main as render_main
+
+    missing = render_stack("dev").missing_secrets
+    assert missing  # the committed dev stack holds no secret: every required one is missing
+    out = tmp_path / "out"
+    assert render_main(["--stack", "dev", "--strict", "--out", str(out)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == f"missing secrets ({len(missing)} secrets, --strict):"
+    assert lines[1:] == [f"Pulumi.dev.yaml: llm-serving:{k}: is a required secret and is not set; set it with "
+                         f"`pulumi config set --secret llm-serving:{k} <value>`" for k in missing]
+    assert not out.exists()
+    cipher = "v1:c2VjcmV0LWNpcGhlcnRleHQ="
+    (tmp_path / "p").mkdir()
+    project = bad_project(tmp_path / "p", (PROJECT_DIR / "Pulumi.dev.yaml").read_text() + "".join(
+        f"  llm-serving:{k}:\n    secure: {cipher}\n" for k in SECRETS))
+    assert render_main(["--stack", "bad", "--strict", "--project-dir", str(project), "--out", str(out)]) == 0
+    assert cipher not in capsys.readouterr().err
+
+
+def test_a_refused_render_removes_the_stale_output_and_only_that(tmp_path, capsys):
+    """build/<stack>/plan.md of an earlier render must not pass for the refused configuration's: the
+    render's own files go, anything else in the directory (and so the directory) stays."""
+    from render.__main__ import OUTPUT_FILES
+    from render.__main__ import main as render_main
+
+    dev = (PROJECT_DIR / "Pulumi.dev.yaml").read_text()
+    project = bad_project(tmp_path, dev)
+    (project / "Pulumi.worse.yaml").write_text(dev.replace("llm-serving:gpuBudget: 8", "llm-serving:gpuBudget: 4"))
+    mine, own = tmp_path / "mine", project / "build" / "bad"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("the user's")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "resources.json").write_text("[]")
+    assert render_main(["--stack", "bad", "--project-dir", str(project), "--out", str(mine), "--previous", str(empty)]) == 0
+    assert render_main(["--stack", "bad", "--project-dir", str(project)]) == 0
+    written = {p.name for p in mine.iterdir()} - {"notes.txt"}
+    assert written == set(OUTPUT_FILES)  # every file a render writes is one it would remove
+    assert {p.name for p in own.iterdir()} == set(OUTPUT_FILES) - {"changes.md"}
+    capsys.readouterr()
+    # --out elsewhere: the files go, the user's file and so the directory stay.
+    assert render_main(["--stack", "worse", "--project-dir", str(project), "--out", str(mine)]) == 2
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    assert "removed the earlier render's" in capsys.readouterr().err
+    # The default build/<stack>/ held only the render's files: it goes too. (The stack is refused by
+    # name here: a refusal of the stack file `bad` in its own directory.)
+    (project / "Pulumi.bad.yaml").write_text(dev.replace("llm-serving:gpuBudget: 8", "llm-serving:gpuBudget: 4"))
+    assert render_main(["--stack", "bad", "--project-dir", str(project)]) == 2
+    assert not own.exists() and (project / "build").is_dir()
+    # An output directory that is the --previous render is this run's input: it stays whole.
+    assert render_main(["--stack", "dev", "--out", str(own)]) == 0
+    assert render_main(["--stack", "worse", "--project-dir", str(project), "--out", str(own), "--previous", str(own)]) == 2
+    assert {p.name for p in own.iterdir()} == set(OUTPUT_FILES) - {"changes.md"}
+
+
+def test_a_render_without_previous_drops_an_earlier_update_plan(tmp_path):
+    from render.__main__ import main as render_main
+
+    out, empty = tmp_path / "out", tmp_path / "empty"
+    empty.mkdir()
+    (empty / "resources.json").write_text("[]")
+    assert render_main(["--stack", "dev", "--out", str(out), "--previous", str(empty)]) == 0
+    assert (out / "changes.md").is_file()
+    assert render_main(["--stack", "dev", "--out", str(out)]) == 0
+    assert not (out / "changes.md").exists()
