@@ -204,7 +204,8 @@ LEVELS = ("advisory", "mandatory", "remediate", "disabled")
 
 def stacks() -> list[str]:
     """The stacks with a policy config, policy/config.<stack>.json. Not every stack file: one without a
-    config runs the pack's own levels (that column), and a new stack file alone changes no doc."""
+    config is checked at its environment's levels (tools/stacks.py policy_config_name: that column),
+    and a new stack file alone changes no doc."""
     names = {p.name.split(".")[1] for p in (PROJECT_DIR / "policy").glob("config.*.json")}
     order = {"dev": 0, "staging": 1, "prod": 2}
     return sorted(names, key=lambda s: (order.get(s, 3), s))
