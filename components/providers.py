@@ -74,7 +74,10 @@ def make_providers(cfg: StackConfig, kubeconfig: pulumi.Output[str] | None,
         return Providers(kubernetes=k8s_provider, aws=None, kubernetes_args=k8s_args)
     store = cfg.object_store
     aws_args: dict = {"region": store.region, "s3_use_path_style": store.addressing_style == "path"}
-    if store.endpoint:
+    if store.endpoint and store.on_aws:
+        # AWS S3 through an endpoint of its own (FIPS, dual-stack, VPC): the usual AWS credentials.
+        aws_args["endpoints"] = [{"s3": store.endpoint}]
+    elif store.endpoint:
         # An S3-compatible service (e.g. Tencent COS, field report 3.2 and 11.1) has no STS, IAM or
         # instance metadata: skip those checks and use the keys from secret config.
         aws_args.update(

@@ -7,6 +7,7 @@ without a cycle.
 """
 
 from config_model.infra import (
+    AWS_REGION,
     CephFsVolume,
     Cluster,
     CompileCache,
@@ -24,6 +25,7 @@ from config_model.infra import (
     RayImageRef,
     RegistryMirror,
     Toleration,
+    WorkloadIdentity,
 )
 from config_model.operations import (
     AIBRIX_PATHS,
@@ -56,12 +58,12 @@ from config_model.stack import SECRET_KEYS, StackConfig, required_secret_keys
 from config_model.types import CREDENTIAL_ERROR, PATTERN_MEANING, is_ip_host, stack_key
 
 __all__ = [
-    "AIBRIX_PATHS", "AUTOSCALING_METRICS", "Autoscaling", "CREDENTIAL_ERROR", "PATTERN_MEANING",
+    "AIBRIX_PATHS", "AUTOSCALING_METRICS", "AWS_REGION", "Autoscaling", "CREDENTIAL_ERROR", "PATTERN_MEANING",
     "ROUTING_STRATEGIES", "SECRET_KEYS", "CephFsVolume", "Cluster", "CompileCache", "Dashboards",
     "EcrMirror", "Environment", "ExistingClaim", "Gateway", "GpuPool", "ImageRef", "Images",
     "KvCacheOffload", "LoadScenario", "LoadTest", "Mirror", "ModelSync", "ModelVolume", "Monitoring",
     "NetworkPolicy",
     "NfsVolume", "ObjectStore", "OpenWebUi", "Operations", "Pd", "Platform", "RayImageRef", "Rdma",
     "RegistryMirror", "Rollout", "SamePodPd", "ServedModel", "Sglang", "Smoke", "StackConfig", "Toleration",
-    "Vllm", "Warmup", "is_ip_host", "required_secret_keys", "stack_key",
+    "Vllm", "Warmup", "WorkloadIdentity", "is_ip_host", "required_secret_keys", "stack_key",
 ]

@@ -108,7 +108,7 @@ def derived_names(cfg: StackConfig, stack: str | None) -> Iterator[Derived]:
             yield (f"models[{i}].name", m.name, combined_roleset(m.name), "roleset-name label value of the combined pods",
                    LABEL)
     store = cfg.object_store
-    if stack is not None and store.create_credentials and not store.endpoint:
+    if stack is not None and store.create_credentials and store.on_aws:
         yield ("namespace", cfg.namespace, iam_user_name(cfg.namespace, stack), f"IAM user name (stack {stack!r})",
                IAM_USER)
 

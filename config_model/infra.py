@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import Literal
 
@@ -41,6 +42,39 @@ class Cluster(Model):
     create_namespace: bool = Field(True, description="Create the namespace; false adopts an existing one.")
 
 
+# AWS region names: the union of the partitions' regionRegex in botocore 1.44.8 data/partitions.json
+# (aws, aws-cn, aws-us-gov, aws-iso*, aws-eusc), the release requirements-s3.txt pins beside awscli;
+# tests/test_messages.py compares it with the installed file. A new region of a known shape passes.
+AWS_REGION = (r"^(?:(?:us|eu|ap|sa|ca|me|af|il|mx)-\w+-\d+|cn-\w+-\d+|us-gov-\w+-\d+|us-iso[bf]?-\w+-\d+"
+              r"|eu-isoe-\w+-\d+|eusc-de-\w+-\d+)$")
+# An endpoint on one of AWS's own S3 hosts (s3.<region>.amazonaws.com, s3-fips..., s3.dualstack...,
+# VPC endpoints *.vpce.amazonaws.com, China's amazonaws.com.cn): AWS S3 reached by name, with IAM and STS.
+AWS_HOST = r"(^|\.)amazonaws\.com(\.cn)?$"
+# The region label of such a host: s3.<region>., s3-<region>. (legacy), s3-fips.<region>., s3.dualstack.<region>.
+AWS_HOST_REGION = r"(?:^|\.)s3(?:[.-]fips)?(?:\.dualstack)?[.-]([a-z]{2}(?:-[a-z]+)+-\d+)\.|\.s3\.([a-z]{2}(?:-[a-z]+)+-\d+)\.vpce\."
+
+
+class WorkloadIdentity(Model):
+    """AWS credentials for the sync Job from its Kubernetes ServiceAccount instead of an IAM user's
+    long-lived key: an IAM role limited to reading the model prefixes, assumed by that ServiceAccount."""
+
+    kind: Literal["irsa", "podIdentity"] = Field(
+        ..., description="irsa: IAM Roles for Service Accounts (the role trusts the cluster's OIDC provider for "
+        "this ServiceAccount; the Job gets a projected token for sts.amazonaws.com). podIdentity: EKS Pod Identity "
+        "(an aws.eks.PodIdentityAssociation; the cluster needs the eks-pod-identity-agent add-on).")
+    oidc_provider_arn: text(r"^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:oidc-provider/[^\s/]+(/[^\s/]+)*$",
+                            "an IAM OIDC provider ARN, arn:aws:iam::<account>:oidc-provider/<issuer host and path>") | None = Field(
+        None, description="irsa only: the IAM OIDC provider of the cluster's service-account issuer (aws eks "
+        "describe-cluster --query cluster.identity.oidc.issuer, registered in IAM).")
+    cluster_name: text(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$", "an EKS cluster name") | None = Field(
+        None, description="podIdentity only: the EKS cluster the association is created in.")
+
+    @property
+    def oidc_issuer(self) -> str | None:
+        """The issuer host and path the trust policy's condition keys are named by."""
+        return self.oidc_provider_arn.split(":oidc-provider/", 1)[1] if self.oidc_provider_arn else None
+
+
 class ObjectStore(Model):
     """The bucket that holds the weights (field report 3.2)."""
 
@@ -57,9 +91,27 @@ class ObjectStore(Model):
         "requests with PathStyleDomainForbidden (field report 3.2, 11.1).")
     create_credentials: bool = Field(
         True, description="On AWS, create a dedicated IAM user and key limited to reading the model "
-        "prefix. Must be false for a non-AWS endpoint: keys then come from secret config "
-        "llm-serving:objectStoreAccessKeyId and llm-serving:objectStoreSecretAccessKey.")
+        "prefix. Must be false for a non-AWS endpoint and with workloadIdentity; without either, keys come from "
+        "secret config llm-serving:objectStoreAccessKeyId and llm-serving:objectStoreSecretAccessKey.")
     kms_key_arn: str | None = Field(None, description="KMS key for server-side encryption; unset uses SSE-S3 (AES256).")
+    workload_identity: WorkloadIdentity | None = Field(
+        None, description="On AWS, give the sync Job a ServiceAccount with a read-only IAM role (IRSA or EKS Pod "
+        "Identity) instead of a key: no IAM user, no access key, no credentials Secret. Needs createCredentials false.")
+
+    @property
+    def host(self) -> str | None:
+        return re.sub(r"^https://|[:/].*$", "", self.endpoint) if self.endpoint else None
+
+    @property
+    def on_aws(self) -> bool:
+        """AWS S3: no endpoint, or an endpoint on AWS's own hosts (a FIPS, dual-stack or VPC endpoint)."""
+        return self.host is None or re.search(AWS_HOST, self.host) is not None
+
+    @property
+    def endpoint_region(self) -> str | None:
+        """The region an AWS endpoint names, if it names one."""
+        found = re.search(AWS_HOST_REGION, self.host or "")
+        return (found.group(1) or found.group(2)) if found else None
 
 
 class CephFsVolume(Model):

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from config_model import k8s
 from config_model.names import ExtendedResourceName, ModelName, NonEmptyLabelValue, checked
-from config_model.types import LABEL_VALUE, DnsLabel, Model, NonEmpty, text
+from config_model.types import LABEL_VALUE, DnsLabel, Model, NonEmpty, key_prefix, text
 
 
 class Rollout(Model):
@@ -159,8 +159,8 @@ class ServedModel(Model):
         ..., description="Directory of the weights under the model root; each revision lives in "
         "`<directory>/<revision>/`, so a sync of the next revision never touches the files running pods read, "
         "and a rollback finds its files still there.")
-    object_prefix: checked(k8s.kubelet_expansions, base=text(
-            r"^[^/\s][^\s]*[^/\s]$|^[^/\s]$", "a non-empty key prefix without spaces or leading/trailing '/'")) = Field(
+    object_prefix: checked(k8s.kubelet_expansions, base=key_prefix(text(
+            r"^[^/\s][^\s]*[^/\s]$|^[^/\s]$", "a non-empty key prefix without spaces or leading/trailing '/'"))) = Field(
         ..., description="Key prefix of the weights in the bucket, without leading or trailing slash.")
     revision: NonEmptyLabelValue = Field(
         ..., description="Model revision; the sync Job writes it into the ready marker and pods refuse another. "

@@ -67,8 +67,9 @@ class StackConfig(Model):
 SECRET_KEYS = {
     "apiKey": "API key clients must present to the engine (env VLLM_API_KEY).",
     "kubeconfig": "kubeconfig contents, when cluster.kubeconfigPath is not used.",
-    "objectStoreAccessKeyId": "Read-only access key id for a non-AWS object store.",
-    "objectStoreSecretAccessKey": "Secret access key for a non-AWS object store.",
+    "objectStoreAccessKeyId": "Read-only access key id of the object store, when the stack creates none "
+                              "(objectStore.createCredentials false) and uses no objectStore.workloadIdentity.",
+    "objectStoreSecretAccessKey": "Secret access key of that read-only key.",
     "cephUserKey": "Key of the Ceph user of modelVolume.cephfs.user.",
     "registryDockerConfigJson": "Docker config JSON with credentials for images.mirror.registry.host (pods pull with it, the copy Job pushes with it).",
 }
@@ -77,7 +78,8 @@ SECRET_KEYS = {
 def required_secret_keys(cfg: StackConfig) -> list[str]:
     """Secret keys the given config cannot do without (kubeconfig is always optional)."""
     keys = ["apiKey"]
-    if not cfg.object_store.create_credentials:
+    store = cfg.object_store
+    if not store.create_credentials and store.workload_identity is None:
         keys += ["objectStoreAccessKeyId", "objectStoreSecretAccessKey"]
     if cfg.model_volume.kind == "cephfs":
         keys.append("cephUserKey")

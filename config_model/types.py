@@ -61,6 +61,28 @@ def _path_not_contents(value: Any) -> Any:
 
 KubeconfigPath = Annotated[str, BeforeValidator(_path_not_contents)]
 
+# An object URL where a key prefix belongs: s3://bucket/models/x would become the key prefix
+# "s3://bucket/models/x" inside the bucket, and the read-only IAM policy would name bucket/s3://...
+_URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):/+([^/]*)/?(.*)$")
+
+
+def _key_not_url(value: Any) -> Any:
+    found = _URL_SCHEME.match(value) if isinstance(value, str) else None
+    if found:
+        scheme, authority, key = found.groups()
+        key = key.strip("/")
+        # Echo only what cannot carry a credential (no userinfo, no query).
+        plain = "@" not in authority and re.fullmatch(r"[A-Za-z0-9._/-]+", key)
+        hint = f"write {key!r}" if plain else "write the key prefix inside the bucket"
+        raise PydanticCustomError("object_key_url", f"must be the key prefix inside the bucket, not a URL "
+                                  f"({scheme.lower()}://...): {hint}; the bucket is objectStore.bucketName")
+    return value
+
+
+def key_prefix(base: Any) -> Any:
+    """An object key prefix type (`base` checks its shape), never a URL."""
+    return Annotated[base, BeforeValidator(_key_not_url)]
+
 
 def url_text(pattern: str, meaning: str) -> Any:
     """A URL string type: `pattern` as in text(), and never any userinfo."""

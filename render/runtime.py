@@ -321,7 +321,7 @@ def render(stack_file: StackFile, preview: bool = False, previous: dict[str, dic
 
     config, secret_keys = dict(stack_file.config), list(stack_file.secret_keys)
     _start(stack_file.stack, config, secret_keys, preview=preview)
-    cfg = loader.from_pulumi(require_secrets=False)
+    cfg = loader.from_pulumi(require_secrets=False, stack_path=stack_file.path)
     # Secrets the stack file does not hold yet are masked stand-ins here and listed in the plan;
     # `pulumi up` refuses to run without them.
     missing = [k for k in required_secret_keys(cfg) if f"{loader.NAMESPACE}:{k}" not in config]

@@ -19,6 +19,7 @@ import re
 import types
 import typing
 from enum import Enum
+from pathlib import Path
 from typing import Any, Mapping
 
 from pydantic import BaseModel, ValidationError
@@ -112,6 +113,116 @@ def _path(loc: tuple[Any, ...]) -> str:
     return out
 
 
+def _members(annotation: Any) -> list[Any]:
+    """The types an annotation admits, with Annotated, Optional and unions taken apart."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _members(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [m for a in typing.get_args(annotation) for m in _members(a)]
+    return [annotation]
+
+
+def _keys(model: Any) -> list[str]:
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def known_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The keys a stack file may write at `loc` (a path of keys and list indexes from the top)."""
+    at: list[Any] = [StackConfig]
+    for part in loc:
+        found = []
+        for a in (m for t in at for m in _members(t)):
+            origin, args = typing.get_origin(a), typing.get_args(a)
+            if isinstance(part, int) and origin is list:
+                found.append(args[0])
+            elif isinstance(part, str) and origin is dict:
+                found.append(args[1])
+            elif isinstance(part, str) and isinstance(a, type) and issubclass(a, BaseModel):
+                found += [f.annotation for name, f in a.model_fields.items() if (f.alias or name) == part]
+        at = found
+    return sorted({k for t in at for m in _members(t) if isinstance(m, type) and issubclass(m, BaseModel)
+                   for k in _keys(m)})
+
+
+def _unknown_key(loc: tuple[Any, ...]) -> str:
+    """Why an unknown key is refused, with the known key it most likely misspells (its value is never
+    shown: a misspelled key may hold a secret)."""
+    key = str(loc[-1])
+    plain = known_keys(loc[:-1])
+    secrets = list(SECRET_KEYS) if len(loc) == 1 else []
+    close = difflib.get_close_matches(key, plain + secrets, n=1, cutoff=0.6)
+    if close and close[0] in secrets:
+        return (f"is not a known setting; did you mean the secret {close[0]}? Set it with pulumi config set --secret "
+                f"{NAMESPACE}:{close[0]} <value> and remove this key (pulumi config rm {NAMESPACE}:{key})")
+    if close:
+        return f"is not a known setting; did you mean {close[0]}?"
+    return "is not a known setting (check the spelling against the README config reference)"
+
+
+class TextGivenNumber(Problem):
+    """A text field given a number or boolean: the Pulumi CLI reads an unquoted 0731 as the number 473
+    (go-yaml v3 resolve.go: ParseInt base 0, a leading 0 is octal), 1.30 as 1.3 and true as a boolean.
+    `written`, when the stack file could be read, is the value as the file spells it."""
+
+
+def text_given_number(path: str, value: Any, written: str | None = None) -> Problem:
+    kind = "a boolean" if isinstance(value, bool) else "a number"
+    shown = json.dumps(value)
+    if written is not None and written != shown:
+        why = f"the Pulumi CLI reads the unquoted {written} as {kind}, {shown} (YAML as the CLI reads it)"
+    else:
+        why = f"the Pulumi CLI reads an unquoted {shown} as {kind} (YAML as the CLI reads it)"
+    if written is not None:
+        fix = f'write it quoted: "{written}"'
+    elif isinstance(value, bool):
+        fix = f'write it quoted: "{shown}"'
+    elif isinstance(value, int):
+        octal = f"0{value:o}"
+        fix = (f'write it quoted as meant: "{octal}" if the file has {octal} (unquoted, a leading 0 makes it '
+               f'octal), else "{value}"' if value > 7 else f'write it quoted: "{value}"')
+    else:
+        fix = (f'write it quoted with the digits meant: "{shown}", or "{shown}0" if the file has {shown}0 '
+               "(unquoted, trailing zeros are lost)")
+    return TextGivenNumber(path, value, f"must be text, and {why}; {fix}")
+
+
+_PATH_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]|\[('[^']*'|\"[^\"]*\")\]")
+
+
+def written(source: str, path: str) -> str | None:
+    """The plain scalar at `path` (as _path spells it) under `config:` of a stack file's text, as the
+    file writes it, or None when it is not found there (behind a merge key, quoted, not a scalar)."""
+    import ast
+
+    import yaml
+
+    try:
+        parts = [k or (int(i) if i else ast.literal_eval(q)) for k, i, q in _PATH_PART.findall(path)]
+        node = yaml.compose(source)
+    except (yaml.YAMLError, ValueError, SyntaxError):
+        return None
+    for depth, part in enumerate(["config", *parts]):
+        if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            continue
+        names = (f"{NAMESPACE}:{part}", str(part)) if depth == 1 else (str(part),)
+        found = [v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value in names] \
+            if isinstance(node, yaml.MappingNode) else []
+        if not found:
+            return None
+        node = found[0]
+    return node.value if isinstance(node, yaml.ScalarNode) and node.style is None else None
+
+
+def spelled(err: ConfigError, source: str | None) -> ConfigError:
+    """err with each text-given-a-number problem quoting the value as the stack file writes it."""
+    if source is None or not any(isinstance(p, TextGivenNumber) for p in err.problems):
+        return err
+    return ConfigError(err.stack_file, [text_given_number(p.path, p.value, written(source, p.path))
+                                        if isinstance(p, TextGivenNumber) else p for p in err.problems])
+
+
 def _problems_from_validation(err: ValidationError) -> list[Problem]:
     problems = []
     for e in err.errors(include_url=False):
@@ -119,7 +230,10 @@ def _problems_from_validation(err: ValidationError) -> list[Problem]:
         value = None if e["type"] == "missing" else e.get("input")
         if e["type"] == "extra_forbidden":
             # A misspelled key may hold a secret (`pulumi config set --secret llm-serving:apikey`).
-            allowed, value = "is not a known setting (check the spelling against the README config reference)", HIDDEN
+            allowed, value = _unknown_key(tuple(e["loc"])), HIDDEN
+        elif e["type"] == "string_type" and isinstance(value, (bool, int, float)):
+            problems.append(text_given_number(_path(e["loc"]), value))
+            continue
         elif e["type"] == CREDENTIAL_ERROR:
             value = HIDDEN
         elif e["type"] == "missing":
@@ -212,17 +326,29 @@ def decode(key: str, text: Any) -> Any:
 
 
 def _not_a_secret_setting(key: str) -> Problem:
-    close = difflib.get_close_matches(key, list(SECRET_KEYS), n=1, cutoff=0.7)
-    hint = f"; did you mean {close[0]}?" if close else ""
-    return Problem(key, HIDDEN, "holds a value stored with --secret (directly or with --path inside it), but is not "
-                   f"a secret setting: the program would use it in plaintext and it would reach the state unencrypted"
-                   f"; set it without --secret{hint} (secret settings: {', '.join(SECRET_KEYS)})")
+    """A key stored with --secret that is no secret setting. A plain setting may be set without
+    --secret; an unknown key is never advised into plaintext: it may be a misspelled secret."""
+    stored = "holds a value stored with --secret (directly or with --path inside it)"
+    secrets = f"secret settings: {', '.join(SECRET_KEYS)}"
+    if key in _FIELD_KINDS:
+        return Problem(key, HIDDEN, f"{stored}, but is a plain setting: the program would use it in plaintext and it "
+                       f"would reach the state unencrypted; it holds no credential, so set it without --secret "
+                       f"(credentials go in the {secrets})")
+    close = difflib.get_close_matches(key, list(SECRET_KEYS) + list(_FIELD_KINDS), n=1, cutoff=0.6)
+    remove = f"pulumi config rm {NAMESPACE}:{key}"
+    if close and close[0] in SECRET_KEYS:
+        return Problem(key, HIDDEN, f"{stored}, but is not a known setting; did you mean the secret {close[0]}? Set it "
+                       f"with pulumi config set --secret {NAMESPACE}:{close[0]} <value> and remove this key ({remove})")
+    hint = f"; did you mean {close[0]}? Remove it" if close else ": remove it"
+    return Problem(key, HIDDEN, f"{stored}, but is not a known setting{hint} ({remove}); {secrets}")
 
 
-def from_pulumi(require_secrets: bool = True) -> StackConfig:
+def from_pulumi(require_secrets: bool = True, stack_path: Path | None = None) -> StackConfig:
     """Validate the config of the running stack (under `pulumi up` or the mock runtime).
 
-    require_secrets=False lets the offline render list missing secrets instead of failing."""
+    require_secrets=False lets the offline render list missing secrets instead of failing. The stack
+    file (`stack_path`, else Pulumi.<stack>.yaml in the working directory, the project's under `pulumi
+    up`) is read only to quote a value as it is written there."""
     import pulumi
     from pulumi.runtime import config as runtime_config
 
@@ -246,4 +372,12 @@ def from_pulumi(require_secrets: bool = True) -> StackConfig:
             refused.append(_not_a_secret_setting(key))
         else:
             raw[key] = decode(key, runtime_config.get_config(full_key))
-    return validate(raw, pulumi.get_stack(), present_secrets, require_secrets, refused)
+    try:
+        return validate(raw, pulumi.get_stack(), present_secrets, require_secrets, refused)
+    except ConfigError as err:
+        path = stack_path or Path(stack_file_name(pulumi.get_stack()))
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            source = None
+        raise spelled(err, source) from None

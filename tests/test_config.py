@@ -125,8 +125,11 @@ def test_unknown_key_is_refused():
     raw = raw_config()
     raw["gpuBuget"] = 8
     # Never its value: a misspelled key may hold a secret.
-    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:gpuBuget = (value not shown): is not a known setting "
-                             "(check the spelling against the README config reference)"]
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:gpuBuget = (value not shown): is not a known setting; "
+                             "did you mean gpuBudget?"]
+    raw["zzzz"] = 8
+    assert problems(raw)[1] == ("Pulumi.dev.yaml: llm-serving:zzzz = (value not shown): is not a known setting "
+                                "(check the spelling against the README config reference)")
 
 
 def test_image_without_digest_is_refused():
@@ -178,8 +181,10 @@ def test_non_aws_endpoint_cannot_create_iam_credentials_or_buckets():
     raw["objectStore"].update(createCredentials=True, create=True)
     lines = problems(raw)
     assert len(lines) == 2
-    assert lines[0].startswith("Pulumi.dev.yaml: llm-serving:objectStore.createCredentials = True: must be false with a non-AWS endpoint")
-    assert lines[1].startswith("Pulumi.dev.yaml: llm-serving:objectStore.create = True: must be false with a non-AWS endpoint")
+    assert lines[0].startswith("Pulumi.dev.yaml: llm-serving:objectStore.createCredentials = true: must be false with "
+                               "the non-AWS endpoint https://cos.ap-shanghai.myqcloud.com: it has no IAM")
+    assert lines[1].startswith("Pulumi.dev.yaml: llm-serving:objectStore.create = true: must be false with the "
+                               "non-AWS endpoint https://cos.ap-shanghai.myqcloud.com")
 
 
 def test_shared_directory_must_hold_the_same_weights():

@@ -181,15 +181,18 @@ def test_misspelled_secret_is_refused_without_its_value(monkeypatch):
     engine_config(monkeypatch, {"llm-serving:apikey": MULTILINE}, ["llm-serving:apikey"])
     lines = load_under_engine()
     assert len(lines) == 1 and lines[0].startswith("Pulumi.dev.yaml: llm-serving:apikey = (value not shown): ")
-    assert "did you mean apiKey?" in lines[0]
+    assert "did you mean the secret apiKey? Set it with pulumi config set --secret llm-serving:apiKey" in lines[0]
+    # A misspelled secret is never advised into plaintext.
+    assert "without --secret" not in lines[0]
     assert CANARY not in "\n".join(lines) and "first line" not in "\n".join(lines)
 
 
 def test_a_plain_misspelled_key_is_refused_without_its_value(monkeypatch):
     engine_config(monkeypatch, {"llm-serving:apiKeys": MULTILINE}, [])
     lines = load_under_engine()
-    assert lines == ["Pulumi.dev.yaml: llm-serving:apiKeys = (value not shown): is not a known setting "
-                     "(check the spelling against the README config reference)"]
+    assert lines == ["Pulumi.dev.yaml: llm-serving:apiKeys = (value not shown): is not a known setting; did you mean "
+                     "the secret apiKey? Set it with pulumi config set --secret llm-serving:apiKey <value> and remove "
+                     "this key (pulumi config rm llm-serving:apiKeys)"]
 
 
 def test_path_secret_inside_structured_config_is_refused(monkeypatch):

@@ -22,7 +22,7 @@ def images(cfg: StackConfig) -> Iterator[Problem]:
         if other != mirror.kind and value is not None:
             yield Problem(f"images.mirror.{other}", "(set)", f"must be unset when images.mirror.kind is {mirror.kind!r}")
     if mirror.kind == "ecr" and mirror.ecr is not None:
-        if cfg.object_store.endpoint:
+        if not cfg.object_store.on_aws:
             yield Problem("images.mirror.kind", "ecr", "needs AWS, but this stack's aws provider points at the "
                           f"non-AWS endpoint {cfg.object_store.endpoint}; use kind 'registry'")
         too_long: set[str] = set()

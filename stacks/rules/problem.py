@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,8 +18,11 @@ class Problem:
 
 
 def _show(value: Any) -> str:
+    """The value as a stack file spells it: never Python's True, False or None."""
     if isinstance(value, str):
         return repr(value)
     if value is None:
         return "(unset)"
+    if isinstance(value, (bool, dict, list)):
+        return json.dumps(value, sort_keys=True)
     return str(value)

@@ -3,11 +3,12 @@ object store, the compile cache, and the mount paths beside the model root."""
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 from components.operations import KEY_DIR, RESULTS_MOUNT
 from components.pod_template import CACHE_MOUNT, SCRIPTS_MOUNT
-from config_model import StackConfig
+from config_model import AWS_REGION, StackConfig
 from stacks.rules.problem import Problem
 
 # Kubernetes removed the in-tree CephFS volume plugin in 1.31.
@@ -56,13 +57,45 @@ def model_capacity(cfg: StackConfig) -> Iterator[Problem]:
 
 def object_store(cfg: StackConfig) -> Iterator[Problem]:
     store = cfg.object_store
-    if store.endpoint and store.create_credentials:
-        yield Problem("objectStore.createCredentials", True,
-                      "must be false with a non-AWS endpoint: IAM users exist only on AWS; set "
-                      "llm-serving:objectStoreAccessKeyId and llm-serving:objectStoreSecretAccessKey with --secret")
-    if store.endpoint and store.create:
-        yield Problem("objectStore.create", True,
-                      "must be false with a non-AWS endpoint: adopt the existing bucket by name")
+    keys = "set llm-serving:objectStoreAccessKeyId and llm-serving:objectStoreSecretAccessKey with --secret"
+    if not store.on_aws:
+        if store.create_credentials:
+            yield Problem("objectStore.createCredentials", True, f"must be false with the non-AWS endpoint "
+                          f"{store.endpoint}: it has no IAM to create a user in; {keys}")
+        if store.create:
+            yield Problem("objectStore.create", True, f"must be false with the non-AWS endpoint {store.endpoint}: "
+                          "adopt the existing bucket by name")
+        if store.workload_identity is not None:
+            yield Problem("objectStore.workloadIdentity.kind", store.workload_identity.kind,
+                          f"needs AWS S3, not the non-AWS endpoint {store.endpoint}: its store does not accept AWS "
+                          f"roles; unset workloadIdentity and {keys}")
+        # S3-compatible stores name their regions their own way (Tencent COS ap-shanghai, a Ceph RGW
+        # zonegroup such as default, MinIO any text): nothing of AWS's naming is checked for them.
+        return
+    if not re.fullmatch(AWS_REGION, store.region):
+        yield Problem("objectStore.region", store.region, "must be an AWS region name such as us-east-1 or eu-west-1 "
+                      "(<area>-<direction>-<number>, e.g. cn-north-1, us-gov-west-1), as the bucket is on AWS S3"
+                      + (" (its endpoint is on AWS)" if store.endpoint else ""))
+    elif store.endpoint_region not in (None, store.region):
+        yield Problem("objectStore.region", store.region, f"must be {store.endpoint_region!r}, the region of the AWS "
+                      f"endpoint {store.endpoint}: requests are signed for objectStore.region")
+    identity = store.workload_identity
+    if identity is None:
+        return
+    if store.create_credentials:
+        yield Problem("objectStore.createCredentials", True, "must be false with objectStore.workloadIdentity: the "
+                      "sync Job assumes its role through its ServiceAccount, so no IAM user or access key is created")
+    needed = {"irsa": ("oidcProviderArn", identity.oidc_provider_arn, "the IAM OIDC provider of the cluster's "
+                       "service-account issuer, which the role's trust policy names"),
+              "podIdentity": ("clusterName", identity.cluster_name, "the EKS cluster the pod identity association "
+                              "is created in")}
+    for kind, (field, value, what) in needed.items():
+        if kind == identity.kind and value is None:
+            yield Problem(f"objectStore.workloadIdentity.{field}", None, f"is required when workloadIdentity.kind is "
+                          f"{kind!r}: {what}")
+        elif kind != identity.kind and value is not None:
+            yield Problem(f"objectStore.workloadIdentity.{field}", value, f"must be unset when workloadIdentity.kind "
+                          f"is {identity.kind!r}: it is {kind}'s")
 
 
 def compile_cache(cfg: StackConfig) -> Iterator[Problem]:
