@@ -1,0 +1,187 @@
+"""The messages of a refused stack file (issue 20): each case is a real render of an edited copy of a
+shipped stack file, through the render CLI, and its exact message."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+from conftest import PROJECT_DIR, render_stack
+from s3_server import AWS
+
+from config_model import AWS_REGION
+from render import output
+from render.__main__ import main as render_main
+from stacks import loader
+from stacks.rules.problem import Problem
+
+
+def render_edited(tmp_path, capsys, stack: str, *edits: tuple[str, str], strict: bool = False):
+    """(exit code, stderr lines after the count, output dir) of rendering Pulumi.<stack>.yaml with each
+    (old, new) edit applied, as the stack `edited` in a project of its own."""
+    text = (PROJECT_DIR / f"Pulumi.{stack}.yaml").read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    shutil.copy(PROJECT_DIR / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    (tmp_path / "Pulumi.edited.yaml").write_text(text)
+    out = tmp_path / "out"
+    code = render_main(["--stack", "edited", "--project-dir", str(tmp_path), "--out", str(out),
+                        *(["--strict"] if strict else [])])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, [line for line in err.splitlines() if line.startswith("Pulumi.edited.yaml")], out
+
+
+def test_a_digit_string_given_unquoted_is_quoted_back_as_written(tmp_path, capsys):
+    code, lines, out = render_edited(tmp_path, capsys, "dev", ('revision: "0731"', "revision: 0731"),
+                                     ('kubernetesVersion: "1.33"', "kubernetesVersion: 1.30"),
+                                     ("servedModelName: DeepSeek-V4-Flash", "servedModelName: true"))
+    assert code == 2 and not out.exists()
+    assert lines == [
+        'Pulumi.edited.yaml: llm-serving:cluster.kubernetesVersion = 1.3: must be text, and the Pulumi CLI reads the '
+        'unquoted 1.30 as a number, 1.3 (YAML as the CLI reads it); write it quoted: "1.30"',
+        'Pulumi.edited.yaml: llm-serving:models[0].servedModelName = true: must be text, and the Pulumi CLI reads an '
+        'unquoted true as a boolean (YAML as the CLI reads it); write it quoted: "true"',
+        'Pulumi.edited.yaml: llm-serving:models[0].revision = 473: must be text, and the Pulumi CLI reads the unquoted '
+        '0731 as a number, 473 (YAML as the CLI reads it); write it quoted: "0731"',
+    ]
+
+
+def test_without_the_stack_file_the_quote_hint_names_the_octal_reading():
+    """Under `pulumi up` in another directory the file may not be at hand: the hint still names 0731."""
+    raw = json.loads(json.dumps(__import__("test_config").raw_config()))
+    raw["models"][0]["revision"] = 473
+    raw["cluster"]["kubernetesVersion"] = 1.3
+    with pytest.raises(loader.ConfigError) as err:
+        loader.validate(raw, "dev", {k: True for k in loader.SECRET_KEYS})
+    text = str(err.value)
+    assert 'write it quoted as meant: "0731" if the file has 0731 (unquoted, a leading 0 makes it octal), else "473"' in text
+    assert 'write it quoted with the digits meant: "1.3", or "1.30" if the file has 1.30' in text
+    # The file's text, when given, decides.
+    source = (PROJECT_DIR / "Pulumi.dev.yaml").read_text().replace('revision: "0731"', "revision: 0731")
+    assert 'write it quoted: "0731"' in str(loader.spelled(err.value, source))
+    assert loader.written(source, "models[0].revision") == "0731"
+    assert loader.written(source, "models[0].servedModelName") == "DeepSeek-V4-Flash"
+    assert loader.written(source, "cluster.kubernetesVersion") is None  # quoted in the file
+
+
+def test_an_object_url_as_prefix_is_refused(tmp_path, capsys):
+    code, lines, _ = render_edited(tmp_path, capsys, "prod", ("objectPrefix: models/", "objectPrefix: s3://bucket/models/"))
+    assert code == 2
+    assert lines == ["Pulumi.edited.yaml: llm-serving:models[0].objectPrefix = 's3://bucket/models/DeepSeek-V4-Flash-0731': "
+                     "must be the key prefix inside the bucket, not a URL (s3://...): write "
+                     "'models/DeepSeek-V4-Flash-0731'; the bucket is objectStore.bucketName"]
+
+
+def test_an_aws_endpoint_is_aws(tmp_path, capsys):
+    """A FIPS, dual-stack or regional endpoint of AWS S3 keeps the IAM reader and a real AWS provider."""
+    code, lines, out = render_edited(tmp_path, capsys, "prod", (
+        "    region: us-west-2\n", "    region: us-west-2\n    endpoint: https://s3.us-west-2.amazonaws.com\n"))
+    assert code == 0, lines
+    resources = json.loads((out / "resources.json").read_text())
+    provider = next(r for r in resources if r["type"] == "pulumi:providers:aws")
+    assert json.loads(provider["inputs"]["endpoints"]) == [{"s3": "https://s3.us-west-2.amazonaws.com"}]
+    # Otherwise the provider of prod itself: no skipped credential checks, no static key.
+    shipped = next(r for r in json.loads(output.resources_json(render_stack("prod"))) if r["type"] == "pulumi:providers:aws")
+    assert {k: v for k, v in provider["inputs"].items() if k != "endpoints"} == shipped["inputs"]
+    assert [r for r in resources if r["type"] == "aws:iam/user:User"]
+
+
+def test_an_aws_endpoint_of_another_region_is_refused(tmp_path, capsys):
+    code, lines, _ = render_edited(tmp_path, capsys, "prod", (
+        "    region: us-west-2\n", "    region: eu-west-1\n    endpoint: https://s3-fips.us-west-2.amazonaws.com\n"))
+    assert code == 2
+    assert lines == ["Pulumi.edited.yaml: llm-serving:objectStore.region = 'eu-west-1': must be 'us-west-2', the region "
+                     "of the AWS endpoint https://s3-fips.us-west-2.amazonaws.com: requests are signed for "
+                     "objectStore.region"]
+
+
+def test_a_non_aws_endpoint_cannot_have_iam_and_says_so_in_stack_file_spelling(tmp_path, capsys):
+    code, lines, _ = render_edited(tmp_path, capsys, "dev", ("createCredentials: false", "createCredentials: true"))
+    assert code == 2
+    assert lines == ["Pulumi.edited.yaml: llm-serving:objectStore.createCredentials = true: must be false with the "
+                     "non-AWS endpoint https://cos.ap-shanghai.myqcloud.com: it has no IAM to create a user in; set "
+                     "llm-serving:objectStoreAccessKeyId and llm-serving:objectStoreSecretAccessKey with --secret"]
+
+
+@pytest.mark.parametrize("value, shown", [(True, "true"), (False, "false"), (None, "(unset)"),
+                                          ({"a": [1, None]}, '{"a": [1, null]}')])
+def test_no_python_spelling_in_a_value(value, shown):
+    assert Problem("x", value, "why").render("Pulumi.s.yaml") == f"Pulumi.s.yaml: llm-serving:x = {shown}: why"
+
+
+def test_unknown_keys_at_every_depth_get_did_you_mean(tmp_path, capsys):
+    code, lines, _ = render_edited(
+        tmp_path, capsys, "dev", ("    bucketName:", "    bucketNme:"), ("tensorParallelSize: 8", "tensorParalelSize: 8"),
+        ("      driver: csi", "      drivr: csi"),
+        ("config:\n", "config:\n  llm-serving:gpuBudgt: 8\n  llm-serving:apikey:\n    secure: v1:AAAAcanary\n"
+                      "  llm-serving:zzzz:\n    secure: v1:AAAAcanary\n"))
+    assert code == 2
+    assert "canary" not in "\n".join(lines)
+    stored = "holds a value stored with --secret (directly or with --path inside it), but is not a known setting"
+    assert sorted(lines) == sorted([
+        f"Pulumi.edited.yaml: llm-serving:apikey = (value not shown): {stored}; did you mean the secret apiKey? Set it "
+        "with pulumi config set --secret llm-serving:apiKey <value> and remove this key (pulumi config rm "
+        "llm-serving:apikey)",
+        f"Pulumi.edited.yaml: llm-serving:zzzz = (value not shown): {stored}: remove it (pulumi config rm "
+        "llm-serving:zzzz); secret settings: apiKey, kubeconfig, objectStoreAccessKeyId, objectStoreSecretAccessKey, "
+        "cephUserKey, registryDockerConfigJson",
+        "Pulumi.edited.yaml: llm-serving:gpuBudgt = (value not shown): is not a known setting; did you mean gpuBudget?",
+        "Pulumi.edited.yaml: llm-serving:objectStore.bucketName = (unset): is required",
+        "Pulumi.edited.yaml: llm-serving:objectStore.bucketNme = (value not shown): is not a known setting; did you "
+        "mean bucketName?",
+        "Pulumi.edited.yaml: llm-serving:modelVolume.cephfs.drivr = (value not shown): is not a known setting; did you "
+        "mean driver?",
+        "Pulumi.edited.yaml: llm-serving:models[0].vllm.tensorParalelSize = (value not shown): is not a known setting; "
+        "did you mean tensorParallelSize?",
+    ])
+    assert not any("without --secret" in line for line in lines)
+
+
+def test_known_keys_follow_lists_maps_and_optional_sections():
+    assert "tensorParallelSize" in loader.known_keys(("models", 0, "vllm"))
+    assert "upstream" in loader.known_keys(("images", "vllm"))
+    assert "effect" in loader.known_keys(("gpuPool", "tolerations", 3))
+    assert loader.known_keys(("gpuPool", "nodeSelector")) == []
+
+
+def test_an_aws_region_that_is_no_region_is_refused(tmp_path, capsys):
+    code, lines, _ = render_edited(tmp_path, capsys, "prod", ("region: us-west-2", "region: eu-west-l"))
+    assert code == 2
+    assert lines == ["Pulumi.edited.yaml: llm-serving:objectStore.region = 'eu-west-l': must be an AWS region name such "
+                     "as us-east-1 or eu-west-1 (<area>-<direction>-<number>, e.g. cn-north-1, us-gov-west-1), as the "
+                     "bucket is on AWS S3"]
+
+
+def test_an_s3_compatible_store_keeps_its_own_region_names(tmp_path, capsys):
+    """COS names regions ap-shanghai, a Ceph RGW zonegroup may be `default`: not AWS names, accepted."""
+    code, lines, _ = render_edited(tmp_path, capsys, "dev", ("region: ap-shanghai", "region: default"))
+    assert code == 0, lines
+
+
+def test_the_aws_region_pattern_is_botocores_partitions():
+    """AWS_REGION accepts exactly what one of the partitions' regionRegex of the pinned botocore accepts,
+    on every region botocore lists and on near misses of them."""
+    found = sorted(AWS.parent.parent.glob("lib/python*/site-packages/botocore/data/partitions.json"))
+    if not found:
+        pytest.skip(f"{AWS.parent.parent} has no botocore (make test builds .venv-s3)")
+    partitions = json.loads(found[0].read_text())["partitions"]
+    regions = [r for p in partitions for r in p["regions"] if not r.endswith("-global")]
+    near = [variant for r in regions for variant in (r.replace("1", "l"), r + "a", r.replace("-", "_"), r.upper(),
+                                                      r.split("-", 1)[1], "xx-" + r.split("-", 1)[1])]
+    for name in regions + near + ["ap-shanghai", "default", "eusc-fr-east-1", "us-isoz-east-1"]:
+        theirs = any(re.fullmatch(p["regionRegex"], name) for p in partitions)
+        assert bool(re.fullmatch(AWS_REGION, name)) == theirs, name
+    assert all(re.fullmatch(AWS_REGION, r) for r in regions)
+
+
+def test_missing_secrets_list_by_default_and_fail_strict(tmp_path, capsys):
+    code, lines, out = render_edited(tmp_path, capsys, "dev")
+    assert code == 0 and "pulumi config set --secret llm-serving:apiKey" in (out / "plan.md").read_text()
+    code, lines, out = render_edited(tmp_path, capsys, "dev", strict=True)
+    assert code == 2 and not out.exists()
+    assert lines[0] == ("Pulumi.edited.yaml: llm-serving:apiKey: is a required secret and is not set; set it with "
+                        "`pulumi config set --secret llm-serving:apiKey <value>`")
