@@ -53,9 +53,10 @@ class Providers:
 
 
 def manages_aws(cfg: StackConfig) -> bool:
-    """Whether the stack registers any AWS resource: the bucket, its read-only IAM user, or ECR mirrors."""
+    """Whether the stack registers any AWS resource: the bucket, its read-only IAM user or role, or ECR mirrors."""
     store = cfg.object_store
-    return store.create or store.create_credentials or cfg.images.mirror.kind == "ecr"
+    return (store.create or store.create_credentials or store.workload_identity is not None
+            or cfg.images.mirror.kind == "ecr")
 
 
 def make_providers(cfg: StackConfig, kubeconfig: pulumi.Output[str] | None,

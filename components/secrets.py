@@ -58,8 +58,9 @@ class SecretsArgs:
     stack: str
     api_key: pulumi.Output[str]
     api_key_tag: str               # content_tag of the API-key Secret: known in preview (secret config)
-    object_store_access_key_id: pulumi.Output[str]
-    object_store_secret_access_key: pulumi.Output[str]
+    # None with objectStore.workloadIdentity: the sync Job assumes a role, no key exists.
+    object_store_access_key_id: pulumi.Output[str] | None
+    object_store_secret_access_key: pulumi.Output[str] | None
     # (ceph user, key, driver) when the model volume is CephFS.
     ceph: tuple[str, pulumi.Output[str], str] | None = None
     # Docker config JSON for the internal registry mirror.
@@ -68,9 +69,9 @@ class SecretsArgs:
 
 class ServingSecrets(Component):
     api_key_secret_name: str = API_KEY_SECRET
-    object_store_secret_name: str = OBJECT_STORE_SECRET
+    object_store_secret_name: str | None = None
     api_key_tag: str
-    object_store_tag: pulumi.Output[str]   # unknown in preview while the stack's IAM access key is created
+    object_store_tag: pulumi.Output[str] | None = None  # unknown in preview while the stack's IAM access key is created
     ceph_secret_name: str | None = None
     registry_secret_name: str | None = None
 
@@ -79,14 +80,16 @@ class ServingSecrets(Component):
         ns = args.namespace
         self.api_key_tag = args.api_key_tag
         self.api_key = self._secret(f"{name}-api-key", API_KEY_SECRET, ns, {"api-key": args.api_key}, tag=args.api_key_tag)
-        # An AWS shared-credentials file: the sync Job mounts it instead of taking keys as env vars.
-        credentials = pulumi.Output.all(args.object_store_access_key_id, args.object_store_secret_access_key).apply(
-            lambda keys: aws_credentials_file(*keys))
-        # Not secret: a check value (content_tag), which must show in preview and plan.md to be of use.
-        self.object_store_tag = pulumi.Output.unsecret(credentials.apply(
-            lambda text: content_tag(args.stack, OBJECT_STORE_SECRET, {"credentials": text})))
-        self.object_store = self._secret(f"{name}-object-store", OBJECT_STORE_SECRET, ns, {"credentials": credentials},
-                                         tag=self.object_store_tag)
+        if args.object_store_access_key_id is not None and args.object_store_secret_access_key is not None:
+            # An AWS shared-credentials file: the sync Job mounts it instead of taking keys as env vars.
+            credentials = pulumi.Output.all(args.object_store_access_key_id, args.object_store_secret_access_key).apply(
+                lambda keys: aws_credentials_file(*keys))
+            # Not secret: a check value (content_tag), which must show in preview and plan.md to be of use.
+            self.object_store_tag = pulumi.Output.unsecret(credentials.apply(
+                lambda text: content_tag(args.stack, OBJECT_STORE_SECRET, {"credentials": text})))
+            self.object_store_secret_name = OBJECT_STORE_SECRET
+            self.object_store = self._secret(f"{name}-object-store", OBJECT_STORE_SECRET, ns,
+                                             {"credentials": credentials}, tag=self.object_store_tag)
         if args.ceph is not None:
             user, key, driver = args.ceph
             self.ceph_secret_name = CEPH_SECRET
@@ -98,7 +101,7 @@ class ServingSecrets(Component):
             self.registry = self._secret(f"{name}-registry", REGISTRY_SECRET, ns,
                                          {".dockerconfigjson": args.registry_docker_config},
                                          type_="kubernetes.io/dockerconfigjson")
-        self.register_outputs({"apiKeySecretName": API_KEY_SECRET, "objectStoreSecretName": OBJECT_STORE_SECRET})
+        self.register_outputs({"apiKeySecretName": API_KEY_SECRET, "objectStoreSecretName": self.object_store_secret_name})
 
     def _secret(self, logical: str, name: str, namespace: str, data: dict[str, pulumi.Output[str]],
                 type_: str = "Opaque", tag: pulumi.Input[str] | None = None) -> k8s.core.v1.Secret:

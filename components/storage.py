@@ -2,7 +2,9 @@
 
 Created buckets are versioned, encrypted and closed to the public; outside dev they are protected
 and retained on delete, so `pulumi destroy` never loses 156 GiB of verified weights. Credentials
-created here can only list and read the model prefixes of this one bucket.
+created here can only list and read the model prefixes of this one bucket: an IAM user's key, or,
+with objectStore.workloadIdentity, an IAM role the sync Job's ServiceAccount assumes (IRSA or EKS Pod
+Identity), so no long-lived key exists at all.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_kubernetes as k8s
 
-from components.base import Component
+from components.base import Component, labels
 from config_model import ObjectStore
 
 
@@ -32,18 +35,43 @@ def read_only_policy(bucket: str, prefixes: list[str]) -> str:
     }, sort_keys=True)
 
 
+# IRSA as the EKS pod identity webhook sets it up (github.com/aws/amazon-eks-pod-identity-webhook,
+# pkg/handler/handler.go NewModifier and pkg/cache: the role from this ServiceAccount annotation, the
+# token audience sts.amazonaws.com by default). The sync Job renders the same token volume itself
+# (components/sync_job.py), so it works where no webhook runs and the webhook changes nothing.
+IRSA_AUDIENCE = "sts.amazonaws.com"
+IRSA_ROLE_ANNOTATION = "eks.amazonaws.com/role-arn"
+SYNC_SERVICE_ACCOUNT = "llm-serving-model-sync"
+
+
+def trust_policy(oidc_provider_arn: str, namespace: str, service_account: str) -> str:
+    """Who may assume the reader role: this one ServiceAccount's token, issued for STS by the cluster's
+    OIDC provider (IAM User Guide, "Create a role for OpenID Connect federation"; EKS User Guide,
+    "Assign IAM roles to Kubernetes service accounts": the :sub and :aud condition keys)."""
+    issuer = oidc_provider_arn.split(":oidc-provider/", 1)[1]
+    return json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Federated": oidc_provider_arn},
+        "Action": "sts:AssumeRoleWithWebIdentity",
+        "Condition": {"StringEquals": {f"{issuer}:sub": f"system:serviceaccount:{namespace}:{service_account}",
+                                       f"{issuer}:aud": IRSA_AUDIENCE}}}]}, sort_keys=True)
+
+
 @dataclass(frozen=True)
 class ModelStoreArgs:
     store: ObjectStore
     model_prefixes: list[str]
     protect_data: bool          # true outside dev
-    user_name: str              # the IAM reader, config_model.derived.iam_user_name
+    user_name: str              # the IAM reader (user or role), config_model.derived.iam_user_name
+    namespace: str = ""         # of the sync Job's ServiceAccount (workloadIdentity)
 
 
 class ModelStore(Component):
     bucket_name: pulumi.Output[str]
     access_key_id: pulumi.Output[str] | None = None
     secret_access_key: pulumi.Output[str] | None = None
+    # With workloadIdentity: the ServiceAccount the sync Job runs as and the role it assumes.
+    service_account: str | None = None
+    role_arn: pulumi.Output[str] | None = None
 
     def __init__(self, name: str, args: ModelStoreArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:storage:ModelStore", name, opts)
@@ -82,4 +110,25 @@ class ModelStore(Component):
             key = aws.iam.AccessKey(f"{name}-reader-key", user=user.name, opts=self.child_opts())
             self.access_key_id = pulumi.Output.secret(key.id)
             self.secret_access_key = pulumi.Output.secret(key.secret)
+        if store.workload_identity is not None:
+            self._workload_identity(name, args)
         self.register_outputs({"bucketName": self.bucket_name})
+
+    def _workload_identity(self, name: str, args: ModelStoreArgs) -> None:
+        identity = args.store.workload_identity
+        assert identity is not None
+        self.service_account = SYNC_SERVICE_ACCOUNT
+        role = aws.iam.Role(f"{name}-reader-role", name=args.user_name, assume_role_policy=trust_policy(
+            identity.oidc_provider_arn, args.namespace, SYNC_SERVICE_ACCOUNT),
+            tags={"purpose": "llm-serving model sync, read-only"}, opts=self.child_opts())
+        aws.iam.RolePolicy(f"{name}-reader-role-policy", role=role.name,
+                           policy=self.bucket_name.apply(lambda b: read_only_policy(b, args.model_prefixes)),
+                           opts=self.child_opts())
+        self.role_arn = role.arn
+        # No API token of its own: the Job mounts only the projected token for STS.
+        k8s.core.v1.ServiceAccount(
+            f"{name}-sync-service-account", automount_service_account_token=False,
+            metadata={"name": SYNC_SERVICE_ACCOUNT, "namespace": args.namespace,
+                      "labels": labels(SYNC_SERVICE_ACCOUNT, "model-sync"),
+                      "annotations": {IRSA_ROLE_ANNOTATION: role.arn}},
+            opts=self.child_opts())

@@ -27,10 +27,20 @@ from components.pod_template import (
     revision_path,
 )
 from components.secrets import secret_tag_annotation
+from components.storage import IRSA_AUDIENCE
 from config_model import GpuPool, ModelSync, ObjectStore, ServedModel
 
 WORK_DIR = "/work"
 CREDENTIALS_DIR = "/var/run/secrets/object-store"
+# The webhook's names and defaults (amazon-eks-pod-identity-webhook pkg/handler/handler.go NewModifier;
+# 86400 s is its default --token-expiration): the kubelet renews the token at 80% of its life.
+IRSA_VOLUME = "aws-iam-token"
+IRSA_TOKEN_DIR = "/var/run/secrets/eks.amazonaws.com/serviceaccount"
+IRSA_TOKEN = "token"
+IRSA_TOKEN_SECONDS = 86400
+# The webhook mutates every container of the pod unless the pod names it here (handler.go
+# getContainersToSkip): the verifier needs no AWS credentials.
+IRSA_SKIP_CONTAINERS = "eks.amazonaws.com/skip-containers"
 SYNC_MOUNT = "/models"
 ANN_MODEL_SIZE = "llm-serving.io/model-size-gib"
 # In the pod's emptyDir: how the download container tells the verify container beside it that it is
@@ -49,7 +59,8 @@ class ModelSyncArgs:
     gpu_pool: GpuPool
     bucket_name: str
     sync_claim_name: str
-    credentials_secret: str
+    # The Secret holding an AWS shared-credentials file, None with a workload identity (below).
+    credentials_secret: str | None
     # content_tag of that Secret (an Output while the stack's IAM access key is created): rotated
     # credentials replace the Job, which then proves them on the bucket (issue 18 case 3).
     credentials_tag: Any
@@ -59,6 +70,9 @@ class ModelSyncArgs:
     image_pull_secrets: list[str] = field(default_factory=list)
     # Revisions the stack serves from this directory (every model that shares it): never pruned.
     revisions_in_use: tuple[str, ...] = ()
+    # objectStore.workloadIdentity (IRSA): the ServiceAccount the Job runs as and the role it assumes.
+    service_account: str | None = None
+    role_arn: Any = None
 
 
 def job_name(model: ServedModel) -> str:
@@ -84,13 +98,12 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         "MAX_CONCURRENT_REQUESTS": str(sync.max_concurrent_requests),
         "SYNC_ATTEMPTS": str(sync.sync_attempts),
         "AWS_DEFAULT_REGION": store.region,
-        # No instance metadata lookups: credentials come only from the Secret (field report 3.2).
+        # No instance metadata lookups: credentials come only from the Secret or the role (field report 3.2).
         "AWS_EC2_METADATA_DISABLED": "true",
         "AWS_CONFIG_FILE": f"{WORK_DIR}/aws-config",
-        # Credentials are a file from the Secret, never environment variables of the pod.
-        "AWS_SHARED_CREDENTIALS_FILE": f"{CREDENTIALS_DIR}/credentials",
         "HOME": WORK_DIR,
     }
+    credentials_mount, credentials_volume = credentials(args, env)
     if store.endpoint:
         env["ENDPOINT_URL"] = store.endpoint.rstrip("/")
     download = {
@@ -100,7 +113,7 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
         "resources": resources,
         "securityContext": container_security(non_root=True),
-        "volumeMounts": mounts + [{"name": "credentials", "mountPath": CREDENTIALS_DIR, "readOnly": True}],
+        "volumeMounts": mounts + [credentials_mount],
     }
     verify = {
         "name": "verify",
@@ -125,12 +138,42 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         {"name": "scripts", "configMap": {"name": args.scripts_config_map, "defaultMode": 0o555}},
         {"name": "work", "emptyDir": {"sizeLimit": "1Gi"}},
         {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
-        {"name": "credentials", "secret": {"secretName": args.credentials_secret, "defaultMode": 0o440,
-                                           "items": [{"key": "credentials", "path": "credentials"}]}},
+        credentials_volume,
     ], image_pull_secrets=args.image_pull_secrets)
+    if args.service_account:
+        # Its token is the projected volume above; the API token stays unmounted (cpu_job_pod).
+        pod["serviceAccountName"] = args.service_account
     if sync.node_selector:
         pod["nodeSelector"] = dict(sorted(sync.node_selector.items()))
     return pod
+
+
+def credentials(args: ModelSyncArgs, env: dict[str, Any]) -> tuple[dict, dict]:
+    """(download container mount, pod volume) of the Job's AWS credentials, their variables added to env.
+
+    A key is a shared-credentials file from the Secret, never environment variables of the pod. With
+    IRSA the download container gets what the EKS pod identity webhook would inject (handler.go
+    addEnvToContainer, getPodSpecPatch: volume aws-iam-token, AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE,
+    AWS_STS_REGIONAL_ENDPOINTS and a region), so the webhook, where it runs, leaves it as it is; the
+    AWS CLI reads the two variables in its chain before any file (aws/aws-cli v2 awscli/botocore/
+    credentials.py AssumeRoleWithWebIdentityProvider, tests/upstream_aws_cli.py CREDENTIAL_CHAIN)."""
+    if args.service_account is None:
+        assert args.credentials_secret is not None
+        env["AWS_SHARED_CREDENTIALS_FILE"] = f"{CREDENTIALS_DIR}/credentials"
+        return ({"name": "credentials", "mountPath": CREDENTIALS_DIR, "readOnly": True},
+                {"name": "credentials", "secret": {"secretName": args.credentials_secret, "defaultMode": 0o440,
+                                                   "items": [{"key": "credentials", "path": "credentials"}]}})
+    env.update(AWS_ROLE_ARN=args.role_arn, AWS_WEB_IDENTITY_TOKEN_FILE=f"{IRSA_TOKEN_DIR}/{IRSA_TOKEN}",
+               AWS_STS_REGIONAL_ENDPOINTS="regional")
+    return ({"name": IRSA_VOLUME, "mountPath": IRSA_TOKEN_DIR, "readOnly": True},
+            {"name": IRSA_VOLUME, "projected": {"defaultMode": 0o440, "sources": [{"serviceAccountToken": {
+                "audience": IRSA_AUDIENCE, "expirationSeconds": IRSA_TOKEN_SECONDS, "path": IRSA_TOKEN}}]}})
+
+
+def pod_annotations(args: ModelSyncArgs) -> dict[str, Any]:
+    if args.credentials_secret is not None:
+        return {secret_tag_annotation(args.credentials_secret): args.credentials_tag}
+    return {IRSA_SKIP_CONTAINERS: "verify"}
 
 
 class ModelSyncJob(Component):
@@ -150,8 +193,8 @@ class ModelSyncJob(Component):
             spec={
                 "backoffLimit": args.sync.backoff_limit,
                 "activeDeadlineSeconds": args.sync.active_deadline_seconds,
-                "template": {"metadata": {"labels": pod_labels, "annotations": {
-                    secret_tag_annotation(args.credentials_secret): args.credentials_tag}}, "spec": sync_pod_spec(args)},
+                "template": {"metadata": {"labels": pod_labels, "annotations": pod_annotations(args)},
+                             "spec": sync_pod_spec(args)},
             },
             # A Job's template is immutable: any change replaces it, and its fixed name means the old
             # one must go first.

@@ -77,7 +77,8 @@ def volume_name(namespace: str, claim: str) -> str:
 
 
 def iam_user_name(namespace: str, stack: str) -> str:
-    """The IAM user that reads the model prefixes (objectStore.createCredentials)."""
+    """The IAM user (objectStore.createCredentials) or role (objectStore.workloadIdentity) that reads the
+    model prefixes; IAM's user and role names share one rule (k8s.IAM_NAME, at most 64 characters)."""
     return f"llm-serving-{namespace}-{stack}-model-reader"
 
 
@@ -108,9 +109,9 @@ def derived_names(cfg: StackConfig, stack: str | None) -> Iterator[Derived]:
             yield (f"models[{i}].name", m.name, combined_roleset(m.name), "roleset-name label value of the combined pods",
                    LABEL)
     store = cfg.object_store
-    if stack is not None and store.create_credentials and store.on_aws:
-        yield ("namespace", cfg.namespace, iam_user_name(cfg.namespace, stack), f"IAM user name (stack {stack!r})",
-               IAM_USER)
+    if stack is not None and (store.create_credentials or store.workload_identity) and store.on_aws:
+        what = "IAM role name" if store.workload_identity else "IAM user name"
+        yield ("namespace", cfg.namespace, iam_user_name(cfg.namespace, stack), f"{what} (stack {stack!r})", IAM_USER)
 
 
 def problems(cfg: StackConfig, stack: str | None = None) -> Iterator[tuple[str, str, str]]:

@@ -56,23 +56,17 @@ AWS_HOST_REGION = r"(?:^|\.)s3(?:[.-]fips)?(?:\.dualstack)?[.-]([a-z]{2}(?:-[a-z
 
 class WorkloadIdentity(Model):
     """AWS credentials for the sync Job from its Kubernetes ServiceAccount instead of an IAM user's
-    long-lived key: an IAM role limited to reading the model prefixes, assumed by that ServiceAccount."""
+    long-lived key: IAM Roles for Service Accounts (IRSA). The stack creates an IAM role limited to
+    reading the model prefixes, trusted by the cluster's OIDC provider for that one ServiceAccount."""
 
-    kind: Literal["irsa", "podIdentity"] = Field(
-        ..., description="irsa: IAM Roles for Service Accounts (the role trusts the cluster's OIDC provider for "
-        "this ServiceAccount; the Job gets a projected token for sts.amazonaws.com). podIdentity: EKS Pod Identity "
-        "(an aws.eks.PodIdentityAssociation; the cluster needs the eks-pod-identity-agent add-on).")
+    kind: Literal["irsa"] = Field(
+        "irsa", description="irsa: IAM Roles for Service Accounts; the Job exchanges a projected ServiceAccount token "
+        "(audience sts.amazonaws.com) for the role's credentials (AssumeRoleWithWebIdentity).")
     oidc_provider_arn: text(r"^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:oidc-provider/[^\s/]+(/[^\s/]+)*$",
-                            "an IAM OIDC provider ARN, arn:aws:iam::<account>:oidc-provider/<issuer host and path>") | None = Field(
-        None, description="irsa only: the IAM OIDC provider of the cluster's service-account issuer (aws eks "
-        "describe-cluster --query cluster.identity.oidc.issuer, registered in IAM).")
-    cluster_name: text(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$", "an EKS cluster name") | None = Field(
-        None, description="podIdentity only: the EKS cluster the association is created in.")
-
-    @property
-    def oidc_issuer(self) -> str | None:
-        """The issuer host and path the trust policy's condition keys are named by."""
-        return self.oidc_provider_arn.split(":oidc-provider/", 1)[1] if self.oidc_provider_arn else None
+                            "an IAM OIDC provider ARN, arn:aws:iam::<account>:oidc-provider/<issuer host and path>") = Field(
+        ..., description="The IAM OIDC provider of the cluster's service-account issuer (on EKS: aws eks "
+        "describe-cluster --query cluster.identity.oidc.issuer, registered with aws iam create-open-id-connect-provider "
+        "or eksctl utils associate-iam-oidc-provider). The role's trust policy names it.")
 
 
 class ObjectStore(Model):

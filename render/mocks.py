@@ -31,6 +31,9 @@ class MockResources(pulumi.runtime.Mocks):
         if args.typ == "aws:iam/accessKey:AccessKey":
             state["secret"] = "mock-secret-access-key"
             return "AKIAMOCKACCESSKEYID0", state
+        if args.typ == "aws:iam/role:Role":
+            state["arn"] = f"arn:aws:iam::{MOCK_ACCOUNT}:role/{state.get('name', args.name)}"
+            return state.get("name", args.name), state
         if args.typ == "aws:s3/bucket:Bucket":
             state["arn"] = f"arn:aws:s3:::{state.get('bucket', args.name)}"
             return state.get("bucket", args.name), state
@@ -63,7 +66,7 @@ class PreviewMocks(pulumi.runtime.Mocks):
     """What `pulumi preview` answers for a resource being created: no id yet, its inputs as given
     (unknown wherever another resource's output flows in) and unknown for every value only the
     provider computes: the ones the `up` mocks make up (ECR repositoryUrl, IAM access key secret,
-    bucket ARN) and a Kubernetes object's status. The Python SDK sends each unknown as
+    role and bucket ARN) and a Kubernetes object's status. The Python SDK sends each unknown as
     pulumi.runtime.rpc.UNKNOWN in the RegisterResource object of every dependant."""
 
     def __init__(self, up: pulumi.runtime.Mocks):

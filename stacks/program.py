@@ -217,15 +217,16 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
 
     store = ModelStore("model-store", ModelStoreArgs(
         store=cfg.object_store, model_prefixes=[m.object_prefix for m in cfg.models],
-        protect_data=protect_data, user_name=derived.iam_user_name(ns, pulumi.get_stack())), opts)
+        protect_data=protect_data, user_name=derived.iam_user_name(ns, pulumi.get_stack()), namespace=ns), opts)
 
     ceph = None
     if cfg.model_volume.kind == "cephfs":
         assert cfg.model_volume.cephfs is not None and secrets.ceph_user_key is not None
         ceph = (cfg.model_volume.cephfs.user, secrets.ceph_user_key, cfg.model_volume.cephfs.driver)
-    access_key_id = store.access_key_id or secrets.object_store_access_key_id
-    secret_access_key = store.secret_access_key or secrets.object_store_secret_access_key
-    assert access_key_id is not None and secret_access_key is not None
+    # A key: the stack's IAM user's, or from secret config; none with a workload identity.
+    keyed = store.service_account is None
+    access_key_id = (store.access_key_id or secrets.object_store_access_key_id) if keyed else None
+    secret_access_key = (store.secret_access_key or secrets.object_store_secret_access_key) if keyed else None
     serving_secrets = ServingSecrets("secrets", SecretsArgs(
         namespace=ns, stack=pulumi.get_stack(), api_key=secrets.api_key, api_key_tag=secrets.api_key_tag, object_store_access_key_id=access_key_id,
         object_store_secret_access_key=secret_access_key, ceph=ceph,
@@ -268,7 +269,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
                 credentials_tag=serving_secrets.object_store_tag,
                 scripts_config_map=scripts.config_map_name,
                 sync_image=images.references["modelSync"], verify_image=images.references["modelVerify"],
-                image_pull_secrets=pull_secrets,
+                image_pull_secrets=pull_secrets, service_account=store.service_account, role_arn=store.role_arn,
                 revisions_in_use=tuple(sorted({o.revision for o in engine_models(cfg) if o.directory == m.directory}))),
                 sync_opts)
             workload_images[sync.job_name] = {"download": images.references["modelSync"],

@@ -60,6 +60,20 @@ SOURCE = (
 )
 
 
+# objectStore.workloadIdentity (IRSA, components/sync_job.py credentials): the CLI's web-identity
+# provider reads the role and the token file from these variables. RUN: botocore/credentials.py of the
+# botocore awscli pins (requirements-s3.txt), checked by tests/test_workload_identity.py. READ (v2, the
+# pod's image): awscli/botocore/credentials.py of github.com/aws/aws-cli v2 branch (commit
+# 0130e1d43617d905efebb7e156f51f2a3584d665) holds the same AssumeRoleWithWebIdentityProvider with the same
+# _CONFIG_TO_ENV_VAR, and create_credential_resolver puts the profile providers, web identity first,
+# ahead of the shared-credentials file and the container and instance-metadata providers.
+CREDENTIAL_CHAIN = (
+    "class AssumeRoleWithWebIdentityProvider(CredentialProvider):",
+    "'web_identity_token_file': 'AWS_WEB_IDENTITY_TOKEN_FILE',",
+    "'role_arn': 'AWS_ROLE_ARN',",
+    "self._create_web_identity_provider(",
+)
+
 V2_TAG = "2.36.7"
 V2_COMMIT = "73fb33bb171ace3e9eaa03308f76e5de50c21393"
 V2_READ = (

@@ -66,9 +66,8 @@ def object_store(cfg: StackConfig) -> Iterator[Problem]:
             yield Problem("objectStore.create", True, f"must be false with the non-AWS endpoint {store.endpoint}: "
                           "adopt the existing bucket by name")
         if store.workload_identity is not None:
-            yield Problem("objectStore.workloadIdentity.kind", store.workload_identity.kind,
-                          f"needs AWS S3, not the non-AWS endpoint {store.endpoint}: its store does not accept AWS "
-                          f"roles; unset workloadIdentity and {keys}")
+            yield Problem("objectStore.workloadIdentity", "(set)", f"needs AWS S3, not the non-AWS endpoint "
+                          f"{store.endpoint}: that store does not take AWS IAM roles; unset it and {keys}")
         # S3-compatible stores name their regions their own way (Tencent COS ap-shanghai, a Ceph RGW
         # zonegroup such as default, MinIO any text): nothing of AWS's naming is checked for them.
         return
@@ -79,23 +78,9 @@ def object_store(cfg: StackConfig) -> Iterator[Problem]:
     elif store.endpoint_region not in (None, store.region):
         yield Problem("objectStore.region", store.region, f"must be {store.endpoint_region!r}, the region of the AWS "
                       f"endpoint {store.endpoint}: requests are signed for objectStore.region")
-    identity = store.workload_identity
-    if identity is None:
-        return
-    if store.create_credentials:
+    if store.workload_identity is not None and store.create_credentials:
         yield Problem("objectStore.createCredentials", True, "must be false with objectStore.workloadIdentity: the "
                       "sync Job assumes its role through its ServiceAccount, so no IAM user or access key is created")
-    needed = {"irsa": ("oidcProviderArn", identity.oidc_provider_arn, "the IAM OIDC provider of the cluster's "
-                       "service-account issuer, which the role's trust policy names"),
-              "podIdentity": ("clusterName", identity.cluster_name, "the EKS cluster the pod identity association "
-                              "is created in")}
-    for kind, (field, value, what) in needed.items():
-        if kind == identity.kind and value is None:
-            yield Problem(f"objectStore.workloadIdentity.{field}", None, f"is required when workloadIdentity.kind is "
-                          f"{kind!r}: {what}")
-        elif kind != identity.kind and value is not None:
-            yield Problem(f"objectStore.workloadIdentity.{field}", value, f"must be unset when workloadIdentity.kind "
-                          f"is {identity.kind!r}: it is {kind}'s")
 
 
 def compile_cache(cfg: StackConfig) -> Iterator[Problem]:
