@@ -76,7 +76,10 @@ class ObjectStore(Model):
         ..., description="Bucket name (S3 naming rules).")
     create: bool = Field(True, description="Create and manage the bucket; false adopts an existing "
                          "bucket by name without managing it (the usual choice for non-AWS endpoints).")
-    region: checked(k8s.kubelet_expansions, base=NonEmpty) = Field("us-east-1", description="Region of the bucket or of the S3-compatible service.")
+    region: checked(k8s.kubelet_expansions, base=NonEmpty) = Field(
+        "us-east-1", description="Region of the bucket or of the S3-compatible service. On AWS (no endpoint, or "
+        "an amazonaws.com one) an AWS region name such as eu-west-1, the endpoint's own if it names one; an "
+        "S3-compatible store's names are its own (COS ap-shanghai, a Ceph RGW zonegroup) and are not checked.")
     endpoint: checked(k8s.kubelet_expansions, base=url_text(r"^https://[^\s/]+/?$", "an https:// endpoint without a path")) | None = Field(
         None, description="S3-compatible endpoint (for example Tencent COS), https only. Unset means AWS S3. "
         "With virtual-hosted addressing give the service endpoint; the bucket is prefixed by the client.")
@@ -89,8 +92,7 @@ class ObjectStore(Model):
         "secret config llm-serving:objectStoreAccessKeyId and llm-serving:objectStoreSecretAccessKey.")
     kms_key_arn: str | None = Field(None, description="KMS key for server-side encryption; unset uses SSE-S3 (AES256).")
     workload_identity: WorkloadIdentity | None = Field(
-        None, description="On AWS, give the sync Job a ServiceAccount with a read-only IAM role (IRSA or EKS Pod "
-        "Identity) instead of a key: no IAM user, no access key, no credentials Secret. Needs createCredentials false.")
+        None, description="On AWS, give the sync Job a ServiceAccount with a read-only IAM role (IRSA) instead of a key: no IAM user, no access key, no credentials Secret. Needs createCredentials false.")
 
     @property
     def host(self) -> str | None:
