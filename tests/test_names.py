@@ -40,7 +40,8 @@ def ops(name: str, **values):
 
 
 def aws_credentials(cfg):
-    cfg["objectStore"].update(createCredentials=True, create=True)
+    # On AWS S3: an AWS region name (dev's is COS's ap-shanghai).
+    cfg["objectStore"].update(createCredentials=True, create=True, region="ap-east-1")
     cfg["objectStore"].pop("endpoint", None)
 
 
