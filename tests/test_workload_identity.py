@@ -9,6 +9,7 @@ import functools
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Iterator
 
@@ -127,11 +128,37 @@ def test_the_aws_cli_reads_the_variables_the_job_sets(root):
     site = sorted(AWS.parent.parent.glob("lib/python*/site-packages"))
     if not site:
         pytest.skip(f"{AWS.parent.parent} is missing (make test builds it)")
-    text = (site[0] / "botocore" / "credentials.py").read_text()
+    # awscli imports the botocore it carries inside itself (awscli/botocore), not the one beside it.
+    text = (site[0] / "awscli" / "botocore" / "credentials.py").read_text()
     for line in upstream_aws_cli.CREDENTIAL_CHAIN:
         assert line in text, line
     read = set(re.findall(r"'(AWS_[A-Z_]+)'", " ".join(upstream_aws_cli.CREDENTIAL_CHAIN)))
     assert {"AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} <= read & env
+
+
+def test_the_real_aws_cli_assumes_the_role_with_the_jobs_variables(root, tmp_path):
+    """The pinned AWS CLI, run with the download container's AWS_* variables (the token file moved
+    under tmp_path), gets its credentials from STS by AssumeRoleWithWebIdentity: moto plays STS
+    (AWS_ENDPOINT_URL_STS, the one variable the test adds)."""
+    if not AWS.exists():
+        pytest.skip(f"{AWS} is missing (make test builds it)")
+    from s3_server import LocalS3
+
+    download = sync_job(irsa(root=root)[0])["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in download["env"] if e["name"].startswith("AWS_")}
+    token = tmp_path / "token"
+    token.write_text("eyJhbGciOiJSUzI1NiJ9.e30.c2ln")  # moto checks no signature
+    env.update(AWS_WEB_IDENTITY_TOKEN_FILE=str(token), AWS_CONFIG_FILE=str(tmp_path / "config"))
+    s3 = LocalS3(tmp_path)
+    try:
+        proc = subprocess.run([str(AWS), "sts", "get-caller-identity", "--output", "json"], capture_output=True, text=True,
+                              timeout=120, env={**env, "PATH": f"{AWS.parent}:/usr/bin:/bin", "HOME": str(tmp_path),
+                                                "AWS_ENDPOINT_URL_STS": f"http://127.0.0.1:{s3.port}"})
+    finally:
+        s3.stop()
+    assert proc.returncode == 0, proc.stderr
+    role = env["AWS_ROLE_ARN"].rsplit("/", 1)[1]
+    assert json.loads(proc.stdout)["Arn"].startswith(f"arn:aws:sts::000000000000:assumed-role/{role}/")
 
 
 @pytest.fixture(scope="module")

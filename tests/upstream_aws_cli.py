@@ -61,8 +61,9 @@ SOURCE = (
 
 
 # objectStore.workloadIdentity (IRSA, components/sync_job.py credentials): the CLI's web-identity
-# provider reads the role and the token file from these variables. RUN: botocore/credentials.py of the
-# botocore awscli pins (requirements-s3.txt), checked by tests/test_workload_identity.py. READ (v2, the
+# provider reads the role and the token file from these variables. RUN: awscli/botocore/credentials.py,
+# the botocore awscli 1.46.2 carries inside itself and imports (not the botocore beside it in
+# requirements-s3.txt), checked and run by tests/test_workload_identity.py. READ (v2, the
 # pod's image): awscli/botocore/credentials.py of github.com/aws/aws-cli v2 branch (commit
 # 0130e1d43617d905efebb7e156f51f2a3584d665) holds the same AssumeRoleWithWebIdentityProvider with the same
 # _CONFIG_TO_ENV_VAR, and create_credential_resolver puts the profile providers, web identity first,
