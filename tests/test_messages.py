@@ -9,7 +9,11 @@ import shutil
 
 import pytest
 from conftest import PROJECT_DIR, render_stack
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from s3_server import AWS
+from test_bad_input import _paths, broken_configs
+from test_config import SECRETS
 
 from config_model import AWS_REGION
 from render import output
@@ -185,3 +189,27 @@ def test_missing_secrets_list_by_default_and_fail_strict(tmp_path, capsys):
     assert code == 2 and not out.exists()
     assert lines[0] == ("Pulumi.edited.yaml: llm-serving:apiKey: is a required secret and is not set; set it with "
                         "`pulumi config set --secret llm-serving:apiKey <value>`")
+
+
+PYTHON_SPELLING = re.compile(r"(?<![\w'\"])(True|False|None)(?![\w'\"])")
+
+
+def test_the_spelling_check_sees_python_values():
+    assert PYTHON_SPELLING.search("x = True: y") and PYTHON_SPELLING.search("must be None")
+    assert not PYTHON_SPELLING.search("x = 'True': y") and not PYTHON_SPELLING.search("x = true: Nonesuch")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(broken_configs(), st.sampled_from([True, False, None]), st.data())
+def test_no_message_of_a_broken_config_spells_a_value_as_python(cfg, planted, data):
+    """Any field set to a boolean or null, on top of the bad-input fuzzer's breakage: every message
+    shows values as the stack file spells them."""
+    path = data.draw(st.sampled_from(sorted(_paths(cfg), key=str)))
+    node = cfg
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = planted
+    try:
+        loader.validate(cfg, "fuzz", SECRETS)
+    except loader.ConfigError as err:
+        assert not PYTHON_SPELLING.search(str(err)), str(err)
