@@ -209,3 +209,13 @@ def test_beside_an_iam_user_it_is_refused(tmp_path, capsys):
         "Pulumi.irsa.yaml: llm-serving:objectStore.createCredentials = true: must be false with "
         "objectStore.workloadIdentity: the sync Job assumes its role through its ServiceAccount, so no IAM user or "
         "access key is created"]
+
+
+def test_checkov_finds_nothing_in_the_irsa_stack(root, tmp_path):
+    """The scan `make check` runs, on the ServiceAccount and the Job that runs as it."""
+    from test_scan import scan
+
+    manifests = output.kubernetes_yaml(irsa(root=root)[0])
+    assert "kind: ServiceAccount" in manifests and "serviceAccountName: llm-serving-model-sync" in manifests
+    results = scan(manifests, tmp_path)
+    assert [f"{c['check_id']} {c['resource']}" for c in results["failed_checks"]] == []
