@@ -231,7 +231,7 @@ def test_a_load_test_on_prod_is_refused_without_allow_live_traffic(tmp_path, cap
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err and not out.exists()
     (line,) = [x for x in err.splitlines() if "loadTest" in x]
-    assert line.startswith("Pulumi.prodload.yaml: llm-serving:operations.loadTest.enabled = True: ")
+    assert line.startswith("Pulumi.prodload.yaml: llm-serving:operations.loadTest.enabled = true: ")
     assert "operations.loadTest.allowLiveTraffic: true" in line
 
 
