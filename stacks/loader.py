@@ -123,10 +123,6 @@ def _members(annotation: Any) -> list[Any]:
     return [annotation]
 
 
-def _keys(model: Any) -> list[str]:
-    return [f.alias or name for name, f in model.model_fields.items()]
-
-
 def known_keys(loc: tuple[Any, ...]) -> list[str]:
     """The keys a stack file may write at `loc` (a path of keys and list indexes from the top)."""
     at: list[Any] = [StackConfig]
@@ -141,8 +137,8 @@ def known_keys(loc: tuple[Any, ...]) -> list[str]:
             elif isinstance(part, str) and isinstance(a, type) and issubclass(a, BaseModel):
                 found += [f.annotation for name, f in a.model_fields.items() if (f.alias or name) == part]
         at = found
-    return sorted({k for t in at for m in _members(t) if isinstance(m, type) and issubclass(m, BaseModel)
-                   for k in _keys(m)})
+    return sorted({f.alias or name for t in at for m in _members(t) if isinstance(m, type) and issubclass(m, BaseModel)
+                   for name, f in m.model_fields.items()})
 
 
 def _unknown_key(loc: tuple[Any, ...]) -> str:
@@ -190,12 +186,15 @@ def text_given_number(path: str, value: Any, written: str | None = None) -> Prob
 _PATH_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]|\[('[^']*'|\"[^\"]*\")\]")
 
 
-def written(source: str, path: str) -> str | None:
+def written(source: str, path: str, value: Any) -> str | None:
     """The plain scalar at `path` (as _path spells it) under `config:` of a stack file's text, as the
-    file writes it, or None when it is not found there (behind a merge key, quoted, not a scalar)."""
+    file writes it, if the CLI reads it as `value` (render/yaml12.py, go-yaml's resolve); else None
+    (not there, quoted, behind a merge key, or the program's value came from elsewhere: `up --config`)."""
     import ast
 
     import yaml
+
+    from render.yaml12 import resolve
 
     try:
         parts = [k or (int(i) if i else ast.literal_eval(q)) for k, i, q in _PATH_PART.findall(path)]
@@ -212,14 +211,17 @@ def written(source: str, path: str) -> str | None:
         if not found:
             return None
         node = found[0]
-    return node.value if isinstance(node, yaml.ScalarNode) and node.style is None else None
+    if not isinstance(node, yaml.ScalarNode) or node.style is not None:
+        return None
+    read = resolve(node.value)[1]
+    return node.value if isinstance(read, bool) == isinstance(value, bool) and read == value else None
 
 
 def spelled(err: ConfigError, source: str | None) -> ConfigError:
     """err with each text-given-a-number problem quoting the value as the stack file writes it."""
     if source is None or not any(isinstance(p, TextGivenNumber) for p in err.problems):
         return err
-    return ConfigError(err.stack_file, [text_given_number(p.path, p.value, written(source, p.path))
+    return ConfigError(err.stack_file, [text_given_number(p.path, p.value, written(source, p.path, p.value))
                                         if isinstance(p, TextGivenNumber) else p for p in err.problems])
 
 
@@ -346,9 +348,8 @@ def _not_a_secret_setting(key: str) -> Problem:
 def from_pulumi(require_secrets: bool = True, stack_path: Path | None = None) -> StackConfig:
     """Validate the config of the running stack (under `pulumi up` or the mock runtime).
 
-    require_secrets=False lets the offline render list missing secrets instead of failing. The stack
-    file (`stack_path`, else Pulumi.<stack>.yaml in the working directory, the project's under `pulumi
-    up`) is read only to quote a value as it is written there."""
+    require_secrets=False lets the offline render list missing secrets instead of failing. The stack file
+    (`stack_path`, else Pulumi.<stack>.yaml in the project directory `pulumi up` runs in) only shows spellings."""
     import pulumi
     from pulumi.runtime import config as runtime_config
 
@@ -372,12 +373,28 @@ def from_pulumi(require_secrets: bool = True, stack_path: Path | None = None) ->
             refused.append(_not_a_secret_setting(key))
         else:
             raw[key] = decode(key, runtime_config.get_config(full_key))
+    path = stack_path or Path(stack_file_name(pulumi.get_stack()))
+    refused += _lost_spellings(raw, path)
     try:
         return validate(raw, pulumi.get_stack(), present_secrets, require_secrets, refused)
     except ConfigError as err:
-        path = stack_path or Path(stack_file_name(pulumi.get_stack()))
-        try:
-            source = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            source = None
-        raise spelled(err, source) from None
+        raise spelled(err, _read(path)) from None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):  # no file at hand: the messages guess the spelling
+        return None
+
+
+def _lost_spellings(raw: Mapping[str, Any], path: Path) -> list[Problem]:
+    """`namespace: 0731` reaches the program as the valid name "473": a top-level text setting whose
+    numeric text the stack file writes otherwise lost its spelling on the way (read only then)."""
+    numeric = {k: v for k, v in raw.items() if _FIELD_KINDS.get(k) == "text" and isinstance(v, str)
+               and _JSON_NUMBER.fullmatch(v)}
+    source = _read(path) if numeric else None
+    if source is None:
+        return []
+    return [text_given_number(k, json.loads(v), spelling) for k, v in sorted(numeric.items())
+            if (spelling := written(source, k, json.loads(v))) not in (None, v)]

@@ -67,9 +67,10 @@ def test_without_the_stack_file_the_quote_hint_names_the_octal_reading():
     # The file's text, when given, decides.
     source = (PROJECT_DIR / "Pulumi.dev.yaml").read_text().replace('revision: "0731"', "revision: 0731")
     assert 'write it quoted: "0731"' in str(loader.spelled(err.value, source))
-    assert loader.written(source, "models[0].revision") == "0731"
-    assert loader.written(source, "models[0].servedModelName") == "DeepSeek-V4-Flash"
-    assert loader.written(source, "cluster.kubernetesVersion") is None  # quoted in the file
+    assert loader.written(source, "models[0].revision", 473) == "0731"
+    assert loader.written(source, "models[0].revision", 731) is None  # the program got it from elsewhere
+    assert loader.written(source, "models[0].servedModelName", "DeepSeek-V4-Flash") == "DeepSeek-V4-Flash"
+    assert loader.written(source, "cluster.kubernetesVersion", 1.33) is None  # quoted in the file
 
 
 def test_an_object_url_as_prefix_is_refused(tmp_path, capsys):
@@ -213,3 +214,16 @@ def test_no_message_of_a_broken_config_spells_a_value_as_python(cfg, planted, da
         loader.validate(cfg, "fuzz", SECRETS)
     except loader.ConfigError as err:
         assert not PYTHON_SPELLING.search(str(err)), str(err)
+
+
+def test_a_top_level_text_setting_that_lost_its_spelling_is_refused(tmp_path, capsys):
+    """`namespace: 0731` reaches the program as the text "473", a valid name: only the file shows it."""
+    code, lines, _ = render_edited(tmp_path, capsys, "dev", ("llm-serving:namespace: llm-serving-dev",
+                                                             "llm-serving:namespace: 0731"))
+    assert code == 2
+    assert lines == ['Pulumi.edited.yaml: llm-serving:namespace = 473: must be text, and the Pulumi CLI reads the '
+                     'unquoted 0731 as a number, 473 (YAML as the CLI reads it); write it quoted: "0731"']
+    # Written as it arrives, the value is what the file says: no refusal for that.
+    code, lines, _ = render_edited(tmp_path, capsys, "dev", ("llm-serving:namespace: llm-serving-dev",
+                                                             "llm-serving:namespace: 473"))
+    assert not any("llm-serving:namespace" in line for line in lines)
