@@ -28,7 +28,7 @@ from components.openwebui import OpenWebUiApp, OpenWebUiArgs
 from components.operations import BenchResults, ModelOperations, OperationsArgs
 from components.ops_commands import gateway_endpoint
 from components.platform import ClusterPrerequisites, required_versions
-from components.prepull import ImagePrePull, ImagePrePullArgs
+from components.prepull import ImagePrePull, ImagePrePullArgs, prepull_pools
 from components.prepull import engine_image_keys as prepull_image_keys
 from components.providers import make_providers
 from components.retention import kept
@@ -42,6 +42,7 @@ from components.topologies import roleset_name, topology_of
 from components.topologies.base import FLEET_IMAGE_KEY
 from components.volume import ModelVolumeArgs, ModelVolumeClaims
 from config_model import Environment, ServedModel, StackConfig, derived
+from config_model.resources import model_node_label_keys
 from policy.engines import engine_named, vllm
 from stacks import loader, rules, transitions
 
@@ -159,7 +160,8 @@ def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list
     for m, ready, key in rolled_out:
         ModelOperations(f"ops-{m.name}", OperationsArgs(
             namespace=ns, model=m, endpoint=routes.endpoints[m.served_model_name], operations=ops,
-            gpu_pool=cfg.gpu_pool, python_image=refs["modelVerify"], bench_image=refs[vllm.IMAGE_KEY], revision_key=key,
+            gpu_pool=cfg.gpu_pool, model_label_keys=model_node_label_keys(cfg.models),
+            python_image=refs["modelVerify"], bench_image=refs[vllm.IMAGE_KEY], revision_key=key,
             api_key_secret=secrets.api_key_secret_name, scripts_config_map=scripts.config_map_name,
             model_claim_name=volume.serving_claim_name, model_mount_path=cfg.model_volume.mount_path,
             image_pull_secrets=tuple(images.pull_secrets), results_claim=results.claim_name if results else None,
@@ -236,7 +238,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets])))
     scripts = ModelScripts("model-scripts", ns, opts)
     images = ImageMirror("images", ImageMirrorArgs(
-        images=cfg.images, namespace=ns, gpu_pool=cfg.gpu_pool,
+        images=cfg.images, namespace=ns, gpu_pool=cfg.gpu_pool, model_label_keys=model_node_label_keys(cfg.models),
         pull_secret_name=serving_secrets.registry_secret_name, scripts_config_map=scripts.config_map_name,
         named=cfg.all_images(), aws_region=cfg.object_store.region),
         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets, scripts])))
@@ -248,6 +250,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         ImagePrePull("image-prepull", ImagePrePullArgs(
             namespace=ns, gpu_pool=cfg.gpu_pool,
             images={key: images.references[key] for key in engine_image_keys(cfg)},
+            pools=prepull_pools(engine_models(cfg), cfg.images.named(), cfg.gpu_pool),
             image_pull_secrets=pull_secrets),
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets, images])))
 
@@ -263,6 +266,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             # first model that uses the directory: reordering models must not rename it.
             syncs[m.directory] = sync = ModelSyncJob(sync_job_name(m), ModelSyncArgs(
                 namespace=ns, model=m, store=cfg.object_store, sync=cfg.model_sync, gpu_pool=cfg.gpu_pool,
+                model_label_keys=model_node_label_keys(cfg.models),
                 bucket_name=cfg.object_store.bucket_name, sync_claim_name=volume.sync_claim_name,
                 credentials_secret=serving_secrets.object_store_secret_name,
                 credentials_tag=serving_secrets.object_store_tag,
