@@ -13,11 +13,12 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic_core import PydanticCustomError
 
 from config_model import k8s
 from config_model.infra import GpuPool, Toleration
-from config_model.names import GpuNodeLabelKey, NonEmptyLabelValue, checked
+from config_model.names import NAME_ERROR, GpuNodeLabelKey, NonEmptyLabelValue, checked
 from config_model.types import Model
 from policy import quantity
 from policy.workloads import GPU, GPU_RESOURCES
@@ -174,5 +175,12 @@ def gib_number(size: int) -> int | float:
 
 
 # The per-model fields of ServedModel (config_model/serving.py), kept here beside what reads them.
-NodeSelector = Annotated[dict[GpuNodeLabelKey, NonEmptyLabelValue], Field(min_length=1)]
+def _not_empty(selector: dict[str, str]) -> dict[str, str]:
+    if not selector:
+        raise PydanticCustomError(NAME_ERROR, "must name at least one node label: an empty selector puts the model's "
+                                  "pods on any node that has its GPUs; leave nodeSelector out to use gpuPool.nodeSelector")
+    return selector
+
+
+NodeSelector = Annotated[dict[GpuNodeLabelKey, NonEmptyLabelValue], AfterValidator(_not_empty)]
 DEFAULT_GPU_RESOURCE = GPU
