@@ -294,3 +294,16 @@ def test_a_yaml_number_is_a_quantity_and_unset_keys_keep_the_pool():
     res = engine_resources(cfg.gpu_pool, cfg.models[0])
     assert (res.cpu_request, res.cpu_limit) == (48000, 48000)
     assert (res.memory_request, res.memory_limit, res.shm) == (320 * 2**30, 512 * 2**30, 128 * 2**30)
+
+
+# ---- plan.md reads the per-model values back off the manifests ----
+
+def test_the_plan_shows_each_model_memory_shm_and_pre_pull_on_its_own_pool():
+    from render.plan_md import plan_md
+    plan = plan_md(rendered_two())
+    assert "| Deployment qwen-72b | engine: off | 256Gi | 256Gi | 32Gi |" in plan
+    assert "| Deployment qwen-32b | engine: off | 96Gi | 128Gi | 16Gi |" in plan
+    rows = [line for line in plan.splitlines() if line.startswith("| qwen2.5-")]
+    ttft = [r for r in rows if r.count("|") == 13]
+    assert len(ttft) == 2 and all(r.endswith("| pre-pull |") for r in ttft), ttft
+    assert "GPUs at peak, rollouts included: **6 of budget 8**" in plan_md(render(amd_file()))
