@@ -131,17 +131,37 @@ def test_two_engines_in_one_pod_share_the_model_resources():
     assert shm_of(pod)["sizeLimit"] == "72Gi"
 
 
-def test_the_two_model_stack_passes_the_api_server_rules_and_schema():
+@pytest.mark.parametrize("variant", ["two models", "amd"])
+def test_the_per_model_stacks_pass_the_api_server_rules_and_schema(variant):
     from test_schema import strict_errors
 
     import apivalidation
-    objects = k8s_objects(rendered_two())
+    objects = k8s_objects(rendered_two() if variant == "two models" else render(amd_file()))
     index = apivalidation.crd_index(str(shared_dir("crds")))
     for obj in objects:
         if obj["kind"] in ("Deployment", "DaemonSet", "Job"):
             assert strict_errors(obj, "1.33") == [], obj["metadata"]["name"]
     problems_found = apivalidation.validate(objects, index)
     assert problems_found == [], apivalidation.report(problems_found)
+
+
+@pytest.mark.parametrize("topology, orchestrator, budget", [
+    ("pd", "rayclusterfleet", 24), ("hybrid", "stormservice", 32), ("combined", "rolebasedgroup", 8)])
+def test_every_workload_kind_takes_the_model_resources_and_node_pool(topology, orchestrator, budget):
+    """One pod builder for every kind: the fleets' heads, StormService roles and RBG roles carry them too."""
+    from test_pd import stack as pd_stack
+    from variants import sglang_stack
+    own = {"resources": {"cpu": "48", "memory": "400Gi", "shm": "96Gi"},
+           "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H200"}}
+    sf = sglang_stack(**own) if orchestrator == "rolebasedgroup" else pd_stack(topology, orchestrator, budget, **own)
+    engines = [ref.template for o in k8s_objects(render(sf)) for ref in pod_templates(o["kind"], o)
+               if (ref.template["metadata"].get("annotations") or {}).get("llm-serving.io/role") == "engine"]
+    assert engines
+    for t in engines:
+        c = next(c for _, c in containers(t) if max(gpu_count(c)))
+        assert c["resources"]["requests"]["cpu"] == "48" and c["resources"]["limits"]["memory"] == "400Gi"
+        assert shm_of(t["spec"])["sizeLimit"] == "96Gi"
+        assert t["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
 
 
 @pytest.fixture(scope="module")
