@@ -4,8 +4,8 @@ The engine image is about 14 GB and took 127 s to pull (field report 12.2); an e
 it itself holds its GPUs through the pull. One DaemonSet per distinct engine image runs that very
 reference (the same mirror and digest as the engine pods, so the kubelet caches what they pull) on
 every node of the GPU pool, requesting no GPU; where models run the image on node pools of their own
-(models[].nodeSelector, tolerations), one DaemonSet per image and pool. It depends on the image mirror and the pull secrets
-only: never on the sync Job, and no engine waits on it.
+(models[].nodeSelector, tolerations), one DaemonSet per image and pool. It depends on the image mirror
+and the pull secrets only: never on the sync Job, and no engine waits on it.
 
 Its one container is the engine image itself, idle: a container that uses an image keeps it from the
 kubelet's image garbage collection (kubernetes/kubernetes pkg/kubelet/images/image_gc_manager.go
