@@ -329,3 +329,11 @@ def test_valid_selectors_pass_the_api_server_rules_in_every_render():
         c = Check()
         label_selector(c, "namespaceSelector", peer["namespaceSelector"])
         assert not c.found and set(peer) == {"namespaceSelector"}
+
+
+def test_the_plan_names_each_client_namespace_and_selector():
+    plan = plan_md(direct("vllm-deployment", True))
+    policy = client_policy_name("deepseek-v4-flash-api")
+    assert f"| {policy} | namespace `team-search` | any pod | engine |" in plan
+    assert f"| {policy} | namespaces with `llm-access=granted` | any pod | engine |" in plan
+    assert f"| {policy} | namespaces with `team In (notebooks)` | any pod | engine |" in plan
