@@ -20,8 +20,10 @@ Other teams' namespaces (`networkPolicy.clients`) are admitted only where the ex
 leads (stacks/exports.py): without the gateway, to each model's Service, that is to the pods it
 selects on its target port, by one policy per Service; with the gateway, the URL is the Envoy
 proxy's Service in its own namespace, which no policy here governs, and the hop from Envoy to the
-engines is admitted above already, so nothing is added (docs/gateway-and-network.md). Peer labels are upstream's: tests/upstream_envoy_gateway.py,
-tests/upstream_aibrix.py, tests/upstream_prometheus_operator.py."""
+engines is admitted above already, so nothing is added (docs/gateway-and-network.md).
+
+Peer labels are upstream's: tests/upstream_envoy_gateway.py, tests/upstream_aibrix.py,
+tests/upstream_prometheus_operator.py."""
 
 from __future__ import annotations
 

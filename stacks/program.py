@@ -270,8 +270,8 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
                 image_pull_secrets=pull_secrets,
                 revisions_in_use=tuple(sorted({o.revision for o in engine_models(cfg) if o.directory == m.directory}))),
                 sync_opts)
-            workload_images[exports.sync_workload_key(m.directory)] = {"download": images.references["modelSync"],
-                                              "verify": images.references["modelVerify"]}
+            workload_images[exports.sync_workload_key(m.directory)] = {
+                "download": images.references["modelSync"], "verify": images.references["modelVerify"]}
         # P/D fleets need Ray in the image; every other engine pod runs the engine's own image.
         image_key = topology_of(m).engine_image_key(m)
         image_ref = cfg.images.named()[image_key]
