@@ -241,8 +241,8 @@ def test_the_key_is_in_no_rendered_file_in_plaintext():
     sf = variant_file()
     sf.config["llm-serving:apiKey"] = KEY     # decrypted, as the CLI hands it to the program
     r = render(sf)
-    assert r.outputs["apiKey"] == KEY and "apiKey" in r.secret_outputs
-    for text in (outputs_json(r), kubernetes_yaml(r), resources_json(r), plan_md(r)):
+    assert r.outputs["apiKey"] == stackfile.MASK and "apiKey" in r.secret_outputs
+    for text in (outputs_json(r), kubernetes_yaml(r), resources_json(r), plan_md(r), repr(r.outputs)):
         assert KEY not in text
 
 
