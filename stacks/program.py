@@ -23,11 +23,11 @@ from components.engines import with_speculative_decoding
 from components.gateway import ModelRoutes, ModelRoutesArgs, RouteBackend
 from components.images import ImageMirror, ImageMirrorArgs
 from components.monitoring import EngineMonitoring, MonitoringArgs
-from components.network import NetworkArgs, NetworkPolicies
+from components.network import ClientTarget, NetworkArgs, NetworkPolicies
 from components.openwebui import OpenWebUiApp, OpenWebUiArgs
 from components.operations import BenchResults, ModelOperations, OperationsArgs
 from components.ops_commands import gateway_endpoint
-from components.platform import ClusterPrerequisites, required_versions
+from components.platform import ClusterPrerequisites
 from components.prepull import ImagePrePull, ImagePrePullArgs, prepull_pools
 from components.prepull import engine_image_keys as prepull_image_keys
 from components.providers import make_providers
@@ -44,7 +44,7 @@ from components.volume import ModelVolumeArgs, ModelVolumeClaims
 from config_model import Environment, ServedModel, StackConfig, derived
 from config_model.resources import model_node_label_keys
 from policy.engines import engine_named, vllm
-from stacks import loader, rules, transitions
+from stacks import exports, loader, rules, transitions
 
 
 def engine_models(cfg: StackConfig) -> list[ServedModel]:
@@ -59,8 +59,7 @@ def engine_models(cfg: StackConfig) -> list[ServedModel]:
 
 
 STACK_FACTS = "llm-serving:stack:Facts"
-# Version of the stack outputs contract (docs/exports.md): bump it when a key changes meaning.
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = exports.CONTRACT_VERSION  # docs/exports.md; stacks/exports.py says what each version changed
 
 
 @dataclass(frozen=True)
@@ -264,7 +263,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         if m.directory not in syncs:
             # Named after what it syncs (directory, prefix, revision: its Job name), not after the
             # first model that uses the directory: reordering models must not rename it.
-            syncs[m.directory] = sync = ModelSyncJob(sync_job_name(m), ModelSyncArgs(
+            syncs[m.directory] = ModelSyncJob(sync_job_name(m), ModelSyncArgs(
                 namespace=ns, model=m, store=cfg.object_store, sync=cfg.model_sync, gpu_pool=cfg.gpu_pool,
                 model_label_keys=model_node_label_keys(cfg.models),
                 bucket_name=cfg.object_store.bucket_name, sync_claim_name=volume.sync_claim_name,
@@ -275,8 +274,8 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
                 image_pull_secrets=pull_secrets,
                 revisions_in_use=tuple(sorted({o.revision for o in engine_models(cfg) if o.directory == m.directory}))),
                 sync_opts)
-            workload_images[sync.job_name] = {"download": images.references["modelSync"],
-                                              "verify": images.references["modelVerify"]}
+            workload_images[exports.sync_workload_key(m.directory)] = {
+                "download": images.references["modelSync"], "verify": images.references["modelVerify"]}
         # P/D fleets need Ray in the image; every other engine pod runs the engine's own image.
         image_key = topology_of(m).engine_image_key(m)
         image_ref = cfg.images.named()[image_key]
@@ -307,33 +306,16 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             prometheus_namespace=ops_monitoring.prometheus_namespace if ops_monitoring.enabled else None,
             rolesets=[roleset_name(m) for m in cfg.models if topology_of(m).fleets],
             aibrix_namespace=cfg.gateway.namespace,
-            autoscaled_models=[m.name for m in cfg.models if m.autoscaling.enabled]), opts)
+            autoscaled_models=[m.name for m in cfg.models if m.autoscaling.enabled],
+            client_namespaces=cfg.network_policy.clients.namespace_selectors_of_all(),
+            client_targets=[] if exports.through_gateway(cfg) else [
+                ClientTarget(b.service_name, b.selector, b.target_port) for b in backends]), opts)
 
     _operations(cfg, ns, routes, rolled_out, images, serving_secrets, scripts, volume, retained, opts)
 
-    primary = cfg.models[0]
-    return {
-        "contractVersion": CONTRACT_VERSION,
-        "endpoint": routes.endpoints[primary.served_model_name],
-        # The SDK drops an output that is None before the engine sees it (pulumi/runtime/rpc.py
-        # serialize_properties: "properties that serialize to None" do not exist), so an unset
-        # optional value is exported as "" and every key of docs/exports.md is always there.
-        "externalEndpoint": routes.external_endpoint or "",
-        "servedModelName": primary.served_model_name,
-        "topology": primary.topology,
-        "endpoints": routes.endpoints,
-        "namespace": ns,
-        "bucketName": store.bucket_name,
-        "modelClaimName": volume.serving_claim_name,
-        "engineImage": images.references[engine_named(primary.engine).IMAGE_KEY],
-        "modelSyncImage": images.references["modelSync"],
-        "modelVerifyImage": images.references["modelVerify"],
-        "vllmRayImage": images.references.get("vllmRay") or "",
-        "workloadImages": workload_images,
-        "prerequisites": required_versions(cfg.platform),
-        "gpuTotal": rules.gpu_total(cfg),
-        "gpuBudget": cfg.gpu_budget,
-    }
+    return exports.outputs(cfg, engine_models(cfg), routes, images.references, bucket_name=store.bucket_name,
+                           model_claim_name=volume.serving_claim_name, workload_images=workload_images,
+                           api_key=secrets.api_key)
 
 
 def run() -> dict[str, pulumi.Input]:
