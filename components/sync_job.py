@@ -70,6 +70,8 @@ class ModelSyncArgs:
     image_pull_secrets: list[str] = field(default_factory=list)
     # Revisions the stack serves from this directory (every model that shares it): never pruned.
     revisions_in_use: tuple[str, ...] = ()
+    # Label keys of the models' own node pools (config_model/resources.py model_node_label_keys): CPU Jobs avoid them too.
+    model_label_keys: tuple[str, ...] = ()
     # objectStore.workloadIdentity (IRSA): the ServiceAccount the Job runs as and the role it assumes.
     service_account: str | None = None
     role_arn: Any = None
@@ -139,7 +141,7 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         {"name": "work", "emptyDir": {"sizeLimit": "1Gi"}},
         {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
         credentials_volume,
-    ], image_pull_secrets=args.image_pull_secrets)
+    ], image_pull_secrets=args.image_pull_secrets, model_label_keys=args.model_label_keys)
     if args.service_account:
         # Its token is the projected volume above; the API token stays unmounted (cpu_job_pod).
         pod["serviceAccountName"] = args.service_account
