@@ -261,7 +261,7 @@ def _refusal(clients: dict | None = None, **network) -> str:
     ({"namespaceSelectors": [{}]}, "llm-serving:networkPolicy.clients.namespaceSelectors[0] = '{}': must have "
      "matchLabels or matchExpressions: an empty selector admits every namespace"),
     ({"namespaceSelectors": [{"matchLabels": {"team": "a"}}, {"matchLabels": {"team": "a"}}]},
-     "llm-serving:networkPolicy.clients.namespaceSelectors[1] = {'matchLabels': {'team': 'a'}}: is the same "
+     "llm-serving:networkPolicy.clients.namespaceSelectors[1] = {\"matchLabels\": {\"team\": \"a\"}}: is the same "
      "selector as namespaceSelectors[0]"),
     ({"namespaceSelectors": [
         {"matchExpressions": [{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "In", "values": ["x"]}]},
@@ -271,7 +271,7 @@ def _refusal(clients: dict | None = None, **network) -> str:
      "llm-serving:networkPolicy.clients.namespaceSelectors[0].matchExpressions[0].values = []: must be set when "
      "operator is 'In'"),
     ({"namespaceSelectors": [{"matchExpressions": [{"key": "team", "operator": "Exists", "values": ["a"]}]}]},
-     "llm-serving:networkPolicy.clients.namespaceSelectors[0].matchExpressions[0].values = ['a']: must be empty when "
+     "llm-serving:networkPolicy.clients.namespaceSelectors[0].matchExpressions[0].values = [\"a\"]: must be empty when "
      "operator is 'Exists'"),
     ({"namespaceSelectors": [{"matchExpressions": [{"key": "team", "operator": "Equals", "values": ["a"]}]}]},
      "llm-serving:networkPolicy.clients.namespaceSelectors[0].matchExpressions[0].operator = 'Equals'"),
@@ -280,8 +280,8 @@ def _refusal(clients: dict | None = None, **network) -> str:
     ({"namespaceSelectors": [{"matchLabels": {"team": "-a"}}]},
      "llm-serving:networkPolicy.clients.namespaceSelectors[0].matchLabels.team = '-a': must be a label value"),
     ({"namespaces": ["team-a"], "namespaceSelectors": [{"matchLabels": {"kubernetes.io/metadata.name": "team-a"}}]},
-     "llm-serving:networkPolicy.clients.namespaceSelectors[0].matchLabels = {'kubernetes.io/metadata.name': "
-     "'team-a'}: selects namespace 'team-a' by name, already listed as namespaces[0]"),
+     "llm-serving:networkPolicy.clients.namespaceSelectors[0].matchLabels = {\"kubernetes.io/metadata.name\": "
+     "\"team-a\"}: selects namespace 'team-a' by name, already listed as namespaces[0]"),
     ({"namespace": ["team-a"]}, "llm-serving:networkPolicy.clients.namespace"),
 ])
 def test_bad_clients_are_refused_with_the_field_named(clients, line):
