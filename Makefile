@@ -109,7 +109,7 @@ cluster-down:
 
 ## e2e: the real Pulumi CLI against the local control plane (builds its tools once)
 e2e: $(STAMP) e2e-tools
-	$(BIN)/python -m pytest -p no:cacheprovider -x -v --rootdir=e2e -c /dev/null e2e
+	$(BIN)/python -m pytest -p no:cacheprovider -x -v --durations=12 --rootdir=e2e -c /dev/null e2e
 
 clean:
 	rm -rf build .pytest_cache
