@@ -33,6 +33,7 @@ WORK_DIR = "/work"
 CREDENTIALS_DIR = "/var/run/secrets/object-store"
 SYNC_MOUNT = "/models"
 ANN_MODEL_SIZE = "llm-serving.io/model-size-gib"
+ANN_MODEL_PROFILE = "llm-serving.io/model-profile"
 # In the pod's emptyDir: how the download container tells the verify container beside it that it is
 # alive and how it ended (components/scripts/sync_model.sh, verify_model.py --download-status).
 STATUS_DIR = f"{WORK_DIR}/download-status"
@@ -144,6 +145,8 @@ class ModelSyncJob(Component):
         meta = job_metadata(self.job_name, args.namespace, "model-sync")
         # What it syncs, for plan.md's time to first token (sync at 437 MiB/s, field report 3.2).
         meta["annotations"][ANN_MODEL_SIZE] = format(args.model.size_gib, "g")
+        # And whose cold start it measures (policy/profiles/).
+        meta["annotations"][ANN_MODEL_PROFILE] = args.model.profile
         self.job = k8s.batch.v1.Job(
             f"{name}-job",
             metadata=meta,

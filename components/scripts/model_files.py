@@ -12,17 +12,38 @@ import os
 import sys
 
 INDEX_FILE = "model.safetensors.index.json"
-REQUIRED_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", INDEX_FILE)
+# The files a complete checkpoint of each model directory holds besides its shards and tokenizer
+# payload, as its model's profile names them (policy/profiles/ REQUIRED_FILES): {directory: [file]},
+# written by the program into the scripts ConfigMap beside this file (components/scripts.py), so the
+# sync Job's verifier and every pod's gate read one list.
+REQUIRED_FILES_DATA = "model_files.json"
 # One of these tokenizer payloads must exist besides tokenizer_config.json.
 TOKENIZER_PAYLOADS = ("tokenizer.json", "tokenizer.model")
 CHECKSUM_FILE = "SHA256SUMS"
 CHUNK = 8 * 1024 * 1024
 
 
-def missing_files(model_dir: str, expected_shards: int) -> list[str]:
-    """Everything that makes model_dir incomplete, as human-readable lines; empty when complete."""
+def required_files(model_dir: str) -> list[str] | None:
+    """The required files of model_dir (<root>/<directory>/<revision>); None when none are recorded."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), REQUIRED_FILES_DATA)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data.get(os.path.basename(os.path.dirname(os.path.normpath(model_dir))))
+
+
+def missing_files(model_dir: str, expected_shards: int, required: list[str] | tuple[str, ...] | None = None) -> list[str]:
+    """Everything that makes model_dir incomplete, as human-readable lines; empty when complete.
+    `required`: the files besides shards and tokenizer payload; None reads them (required_files)."""
+    if required is None:
+        required = required_files(model_dir)
+        if required is None:
+            return [f"no required files recorded for {model_dir} in {REQUIRED_FILES_DATA} of the scripts ConfigMap"]
     problems = []
-    for name in REQUIRED_FILES:
+    # The weight index always: the shard rule counts the shards it names.
+    for name in dict.fromkeys((*required, INDEX_FILE)):
         if not os.path.isfile(os.path.join(model_dir, name)):
             problems.append(f"missing {name}")
     if not any(os.path.isfile(os.path.join(model_dir, n)) for n in TOKENIZER_PAYLOADS):

@@ -8,6 +8,7 @@ from typing import Iterator
 
 from components.combined import rollout_deadline_seconds
 from components.engines import (
+    cold_start_estimate_seconds,
     engine_of,
     parallel_size,
     speculative_decoding,
@@ -45,7 +46,8 @@ def each_model(cfg: StackConfig) -> Iterator[Problem]:
         # they agree on what the directory holds.
         first = by_directory.setdefault(m.directory, i)
         other = cfg.models[first]
-        for field, mine, theirs in (("objectPrefix", m.object_prefix, other.object_prefix),
+        for field, mine, theirs in (("profile", m.profile, other.profile),
+                                    ("objectPrefix", m.object_prefix, other.object_prefix),
                                     ("revision", m.revision, other.revision),
                                     ("expectedShardCount", m.expected_shard_count, other.expected_shard_count),
                                     ("sizeGiB", m.size_gib, other.size_gib),
@@ -63,11 +65,11 @@ def each_model(cfg: StackConfig) -> Iterator[Problem]:
                           f"one engine pod needs {gpus_per_pod(m)} GPUs but gpuPool.gpusPerNode is "
                           f"{cfg.gpu_pool.gpus_per_node}; a pod must fit on one node")
 
-        estimate = engine.COLD_START_ESTIMATE_SECONDS
-        if startup_budget_seconds(m) < estimate:
+        estimate = cold_start_estimate_seconds(m)
+        if estimate is not None and startup_budget_seconds(m) < estimate:
             yield Problem(f"{at}.startupBudgetSeconds", m.startup_budget_seconds,
-                          f"must be at least {estimate} (the measured {m.engine} cold start, "
-                          f"field report); a shorter budget kills every cold start")
+                          f"must be at least {estimate} (the measured {m.engine} cold start of profile "
+                          f"{m.profile!r}, field report); a shorter budget kills every cold start")
 
         need_shm = SHM_GIB_PER_GPU * gpus_per_pod(m)
         if cfg.gpu_pool.shm_size_gib < need_shm:
