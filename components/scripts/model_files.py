@@ -23,9 +23,11 @@ CHECKSUM_FILE = "SHA256SUMS"
 CHUNK = 8 * 1024 * 1024
 
 
-def required_files(model_dir: str) -> list[str] | None:
+DEFAULT_REQUIRED_FILES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), REQUIRED_FILES_DATA)
+
+
+def required_files(model_dir: str, path: str = DEFAULT_REQUIRED_FILES_PATH) -> list[str] | None:
     """The required files of model_dir (<root>/<directory>/<revision>); None when none are recorded."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), REQUIRED_FILES_DATA)
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -34,13 +36,12 @@ def required_files(model_dir: str) -> list[str] | None:
     return data.get(os.path.basename(os.path.dirname(os.path.normpath(model_dir))))
 
 
-def missing_files(model_dir: str, expected_shards: int, required: list[str] | tuple[str, ...] | None = None) -> list[str]:
-    """Everything that makes model_dir incomplete, as human-readable lines; empty when complete.
-    `required`: the files besides shards and tokenizer payload; None reads them (required_files)."""
+def missing_files(model_dir: str, expected_shards: int, data_path: str = DEFAULT_REQUIRED_FILES_PATH) -> list[str]:
+    """Everything that makes model_dir incomplete, as human-readable lines; empty when complete."""
+    required = required_files(model_dir, data_path)
     if required is None:
-        required = required_files(model_dir)
-        if required is None:
-            return [f"no required files recorded for {model_dir} in {REQUIRED_FILES_DATA} of the scripts ConfigMap"]
+        return [f"no required files recorded for {model_dir} in {data_path} (the scripts ConfigMap's "
+                f"{REQUIRED_FILES_DATA}, written from the model's profile)"]
     problems = []
     # The weight index always: the shard rule counts the shards it names.
     for name in dict.fromkeys((*required, INDEX_FILE)):
@@ -78,6 +79,8 @@ def model_arguments(description: str) -> argparse.ArgumentParser:
     p.add_argument("--marker", required=True)
     p.add_argument("--manifest-sha256", default="",
                    help=f"the pinned sha256 of {CHECKSUM_FILE}; empty accepts any manifest")
+    p.add_argument("--required-files", default=DEFAULT_REQUIRED_FILES_PATH,
+                   help=f"JSON of each model directory's required files; default: {REQUIRED_FILES_DATA} beside this script")
     return p
 
 

@@ -27,6 +27,7 @@ class Engine(Protocol):
     API_KEY_ENV: str
     ENV: dict[str, str]
     API_KEY_FLAG: str
+    UNRENDERED_OWNED_FLAGS: tuple[str, ...]
     DEFAULT_STARTUP_BUDGET_SECONDS: int
     TENSOR_PARALLEL_FLAGS: tuple[str, ...]
     DATA_PARALLEL_FLAGS: tuple[str, ...]

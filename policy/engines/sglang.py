@@ -29,6 +29,12 @@ ENV = {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0"}
 # (policy/profiles/).
 DEFAULT_STARTUP_BUDGET_SECONDS = 45 * 60
 API_KEY_FLAG = "--api-key"     # rendered as `--api-key $(API_KEY_ENV)`
+# Options the program owns without rendering them: --model, the alias of --model-path, and the parallel and
+# multi-node layout it does not model, whose GPUs and peers the pod would not have (declared at 0.5.17 and
+# 0.5.23, tests/test_profiles.py reads them from the installed sources). stacks/rules/passthrough.py refuses
+# them in extraArgs beside every flag serve_args renders.
+UNRENDERED_OWNED_FLAGS = ("--model", "--pipeline-parallel-size", "--pp-size", "--nnodes", "--node-rank",
+                          "--dist-init-addr")
 
 # ---- `sglang serve` options the pack reads back: declared names (--tp-size and its alias
 # --tensor-parallel-size, --dp-size and its alias --data-parallel-size, at 0.5.17 and 0.5.23); SGLang

@@ -28,6 +28,11 @@ ENV: dict[str, str] = {}
 DEFAULT_STARTUP_BUDGET_SECONDS = 30 * 60
 # The API key flag, which vLLM takes besides API_KEY_ENV; the program owns it (models[].vllm.extraArgs).
 API_KEY_FLAG = "--api-key"
+# Options the program owns without rendering them: another spelling of the model (EngineArgs.model, which
+# the positional path sets) and the parallel layout it does not model, whose GPUs the pod would not have
+# (vllm/engine/arg_utils.py parallel group: -tp, -dp, -pp and --pipeline-parallel-size, --data-parallel-size-local).
+# stacks/rules/passthrough.py refuses them in extraArgs beside every flag serve_args renders.
+UNRENDERED_OWNED_FLAGS = ("--model", "-tp", "-dp", "-pp", "--pipeline-parallel-size", "--data-parallel-size-local")
 
 # ---- `vllm serve` options the pack reads back (declared names only, tests/upstream_vllm.py SERVE_OPTIONS) ----
 TENSOR_PARALLEL_FLAGS = ("--tensor-parallel-size",)

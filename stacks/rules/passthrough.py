@@ -45,7 +45,7 @@ def owned_flags(engine: str) -> frozenset[str]:
     """Every flag the program renders for the engine, in any topology and profile, and the
     spellings it reads back (TP/DP aliases) or keeps to itself (the API key flag)."""
     e = engine_named(engine)
-    out = {e.API_KEY_FLAG, *e.TENSOR_PARALLEL_FLAGS, *e.DATA_PARALLEL_FLAGS}
+    out = {e.API_KEY_FLAG, *e.TENSOR_PARALLEL_FLAGS, *e.DATA_PARALLEL_FLAGS, *e.UNRENDERED_OWNED_FLAGS}
     for profile in PROFILES:
         m = _every_branch(engine, profile)
         out |= _flags(engine_command(_PROBE, m).args)
