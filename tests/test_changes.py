@@ -358,7 +358,7 @@ def test_downtime_per_model_from_the_time_to_serving_estimate():
     old = rec(deployment("a", strategy=RECREATE))
     p = plan([job, old], [job, edited(old, lambda o: o["spec"]["template"]["metadata"]["annotations"].update(x="1"))])
     model = p.models[0]
-    same_image = time_to_serving(100, "vllm", 8, pre_pulled=True).gpu_wait_seconds
+    same_image = time_to_serving(100, "vllm", 8, pre_pulled=True, profile="deepseek-v4").gpu_wait_seconds
     assert (model.verdict, model.seconds) == ("no serving", same_image) and "Recreate" in model.why
     # A new engine image is pulled again on the node (no pre-pull DaemonSet here).
     new_image = edited(old, lambda o: [c.update(image="vllm:2") for c in o["spec"]["template"]["spec"]["containers"]])

@@ -477,7 +477,8 @@ def test_smoke_needs_its_expected_text():
     raw = raw_config()
     raw["operations"] = {"smoke": {"expectedText": ""}}
     assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:operations.smoke.expectedText = '': must be the exact "
-                             "answer the deterministic prompt returns (field report 12.3)"]
+                             "answer the deterministic prompt returns (field report 12.3); leave it out for each "
+                             "model's (models[].smoke.expectedText, then its profile's)"]
 
 
 def test_open_webui_needs_an_image():

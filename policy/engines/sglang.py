@@ -33,6 +33,11 @@ API_KEY_FLAG = "--api-key"     # rendered as `--api-key $(API_KEY_ENV)`
 # multi-node layout it does not model, whose GPUs and peers the pod would not have (declared at 0.5.17 and
 # 0.5.23, tests/test_profiles.py reads them from the installed sources). stacks/rules/passthrough.py refuses
 # them in extraArgs beside every flag serve_args renders.
+# Settings of models[].sglang (model_dump names) under which serve_args takes every branch: every flag it
+# can render appears (stacks/rules/passthrough.py reads the owned flags off that argv).
+EVERY_BRANCH = {"speculative_algorithm": "DSPARK", "max_running_requests": 1, "cuda_graph_max_bs": 1,
+                "context_length": 4096, "moe_runner_backend": "x", "swa_full_tokens_ratio": 0.5,
+                "reasoning_parser": "x", "tool_call_parser": "x", "trust_remote_code": True}
 UNRENDERED_OWNED_FLAGS = ("--model", "--pipeline-parallel-size", "--pp-size", "--nnodes", "--node-rank",
                           "--dist-init-addr")
 

@@ -32,6 +32,11 @@ API_KEY_FLAG = "--api-key"
 # the positional path sets) and the parallel layout it does not model, whose GPUs the pod would not have
 # (vllm/engine/arg_utils.py parallel group: -tp, -dp, -pp and --pipeline-parallel-size, --data-parallel-size-local).
 # stacks/rules/passthrough.py refuses them in extraArgs beside every flag serve_args renders.
+# Settings of models[].vllm (model_dump names) under which serve_args takes every branch: every flag it
+# can render appears (stacks/rules/passthrough.py reads the owned flags off that argv).
+EVERY_BRANCH = {"data_parallel_size": 2, "speculative_decoding": "dspark", "enforce_eager": True,
+                "enable_prefix_caching": True, "tokenizer_mode": "auto", "tool_call_parser": "x", "reasoning_parser": "x",
+                "block_size": 16, "max_model_len": 4096, "trust_remote_code": True}
 UNRENDERED_OWNED_FLAGS = ("--model", "-tp", "-dp", "-pp", "--pipeline-parallel-size", "--data-parallel-size-local")
 
 # ---- `vllm serve` options the pack reads back (declared names only, tests/upstream_vllm.py SERVE_OPTIONS) ----

@@ -12,6 +12,7 @@ from typing import Iterator
 from components.disaggregated import fleet_engine_args, fleet_env, same_pod_engine_args, same_pod_env
 from components.engines import OFFLINE_ENV, engine_command
 from components.pod_template import cache_env
+from components.topologies import TOPOLOGIES
 from config_model import ServedModel, StackConfig
 from policy.engines import ENGINES, engine_named
 from policy.profiles import NAMES as PROFILES
@@ -21,18 +22,13 @@ _PROBE = "/probe"
 
 
 def _every_branch(engine: str, profile: str) -> ServedModel:
-    """A model whose argv builders take every branch: every optional flag of the section set, DP, DSpark,
-    eager mode, KV offload, a reasoning kwarg."""
-    switches = {"vllm": {"data_parallel_size": 2, "speculative_decoding": "dspark", "enforce_eager": True,
-                         "enable_prefix_caching": True, "tokenizer_mode": "x", "tool_call_parser": "x",
-                         "reasoning_parser": "x", "block_size": 16, "max_model_len": 4096, "trust_remote_code": True},
-                "sglang": {"speculative_algorithm": "DSPARK", "max_running_requests": 1, "cuda_graph_max_bs": 1,
-                           "context_length": 4096, "moe_runner_backend": "x", "swa_full_tokens_ratio": 0.5,
-                           "reasoning_parser": "x", "tool_call_parser": "x", "trust_remote_code": True}}
+    """A model whose argv builders take every branch: the engine's EVERY_BRANCH settings (every optional
+    flag set), KV offload, a reasoning kwarg."""
+    e = engine_named(engine)
     return ServedModel.model_validate({
         "name": "probe", "served_model_name": "probe", "directory": "probe", "object_prefix": "probe",
         "revision": "probe", "profile": profile, "expected_shard_count": 1, "size_gib": 1, "engine": engine,
-        engine: switches[engine], "kv_cache_offload": {"backend": engine_named(engine).OFFLOAD_BACKEND, "size_gib": 1},
+        e.SECTION: e.EVERY_BRANCH, "kv_cache_offload": {"backend": e.OFFLOAD_BACKEND, "size_gib": 1},
         "smoke": {"reasoning_kwarg": "x"}}, by_alias=False, by_name=True)
 
 
@@ -46,11 +42,14 @@ def owned_flags(engine: str) -> frozenset[str]:
     spellings it reads back (TP/DP aliases) or keeps to itself (the API key flag)."""
     e = engine_named(engine)
     out = {e.API_KEY_FLAG, *e.TENSOR_PARALLEL_FLAGS, *e.DATA_PARALLEL_FLAGS, *e.UNRENDERED_OWNED_FLAGS}
+    runs = {t for t in TOPOLOGIES.values() for name, _ in t.supported if name == engine}
     for profile in PROFILES:
         m = _every_branch(engine, profile)
         out |= _flags(engine_command(_PROBE, m).args)
-        if engine == "vllm":
-            out |= _flags(fleet_engine_args(_PROBE, m)) | _flags(same_pod_engine_args(_PROBE, m, 1, "kv_producer"))
+        if any(t.fleets for t in runs):
+            out |= _flags(fleet_engine_args(_PROBE, m))
+        if any(t.same_pod for t in runs):
+            out |= _flags(same_pod_engine_args(_PROBE, m, 1, "kv_producer"))
     return frozenset(out)
 
 
@@ -58,7 +57,7 @@ def owned_flags(engine: str) -> frozenset[str]:
 def owned_env() -> frozenset[str]:
     """Every variable the program sets on an engine container: caches, offline mode, the engines' own
     and API keys, the P/D side channel."""
-    probe = _every_branch("vllm", PROFILES[0])
+    probe = _every_branch(ENGINES[0].NAME, PROFILES[0])
     return frozenset({*cache_env(), *OFFLINE_ENV, *(k for e in ENGINES for k in e.ENV), *(e.API_KEY_ENV for e in ENGINES),
                       *fleet_env(probe), *same_pod_env(probe, "1", 1)})
 
