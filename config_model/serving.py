@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from config_model import k8s
 from config_model.names import ExtendedResourceName, ModelName, NonEmptyLabelValue, checked
-from config_model.types import LABEL_VALUE, DnsLabel, Model, NonEmpty, text
+from config_model.types import LABEL_VALUE, DnsLabel, Model, NonEmpty, stack_key, text
 from policy.profiles import DEFAULT as DEFAULT_PROFILE
 from policy.profiles import NAMES as PROFILE_NAMES
 from policy.profiles import profile_named
@@ -218,10 +218,10 @@ class ServedModel(Model):
         "digest cache are removed once the bucket's listing shows the new revision, before its download fills "
         "the volume; a revision any model of the stack serves is always kept.")
     expected_shard_count: int | None = Field(
-        None, ge=1, validate_default=True, description="Safetensors shards the weight index must name; unset: the "
+        None, ge=1, description="Safetensors shards the weight index must name; unset: the "
         "profile's (deepseek-v4: 48, field report 3.1; generic: required).")
     size_gib: float | None = Field(
-        None, gt=0, le=100000, validate_default=True, description="Size of the model's files in GiB; unset: the "
+        None, gt=0, le=100000, description="Size of the model's files in GiB; unset: the "
         "profile's (deepseek-v4: 155.43, field report 3.1; generic: required). plan.md's time to first token syncs "
         "this much at the measured 437 MiB/s (3.2), and modelVolume.capacityGiB must hold keepRevisions revisions of "
         "it for every directory.")
@@ -265,17 +265,18 @@ class ServedModel(Model):
         "profile; unset means pd for topologies pd and hybrid, prefix-cache otherwise (also with one pod, which the "
         "gateway picks directly: scaling never changes the pods). A client's routing-strategy header still overrides it.")
 
-    @field_validator("expected_shard_count", "size_gib")
+    @model_validator(mode="before")
     @classmethod
-    def _profile_checkpoint(cls, value: float | None, info: ValidationInfo) -> float | None:
-        """Unset: the profile's; a profile without one (generic) needs it in the stack file."""
-        if value is not None or "profile" not in info.data:
-            return value
-        profile = profile_named(info.data["profile"])
-        known = {"expected_shard_count": profile.EXPECTED_SHARD_COUNT, "size_gib": profile.SIZE_GIB}[info.field_name]
-        if known is None:
-            raise ValueError(f"is required for profile {profile.NAME!r}: it knows no checkpoint of this model")
-        return known
+    def _profile_checkpoint(cls, data: Any) -> Any:
+        """expectedShardCount and sizeGiB left out: the profile's. A profile without them (generic) leaves
+        them unset, which stacks/rules/models.py refuses naming the field."""
+        if not isinstance(data, dict) or data.get("profile", DEFAULT_PROFILE) not in PROFILE_NAMES:
+            return data
+        profile = profile_named(data.get("profile", DEFAULT_PROFILE))
+        known = {"expected_shard_count": profile.EXPECTED_SHARD_COUNT, "size_gib": profile.SIZE_GIB}
+        filled = {stack_key(k): v for k, v in known.items()
+                  if v is not None and k not in data and stack_key(k) not in data}
+        return {**data, **filled} if filled else data
 
     @field_validator("vllm", "sglang")
     @classmethod

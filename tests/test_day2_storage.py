@@ -25,8 +25,8 @@ from conftest import PROJECT_DIR
 
 from apivalidation import apiserver, updates
 from config_model import derived
-from render import runtime, stackfile
 from policy.profiles import deepseek_v4
+from render import runtime, stackfile
 from stacks import loader
 
 SCRIPTS = PROJECT_DIR / "components" / "scripts"

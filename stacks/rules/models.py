@@ -56,6 +56,11 @@ def each_model(cfg: StackConfig) -> Iterator[Problem]:
                 yield Problem(f"{at}.{field}", mine, f"must equal models[{first}].{field} {theirs!r}: "
                               f"both models use directory {m.directory!r}")
 
+        for field, value in (("expectedShardCount", m.expected_shard_count), ("sizeGiB", m.size_gib)):
+            if value is None:
+                yield Problem(f"{at}.{field}", None, f"is required for profile {m.profile!r}: it knows no checkpoint "
+                              "of this model")
+
         size, engine = parallel_size(m), engine_of(m)
         if m.gpus_per_pod is not None and m.gpus_per_pod != size:
             how = engine.describe_parallel_size(engine.section(m))
