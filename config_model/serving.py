@@ -11,7 +11,7 @@ from config_model.names import ExtendedResourceName, ModelName, NonEmptyLabelVal
 from config_model.types import LABEL_VALUE, DnsLabel, Model, NonEmpty, stack_key, text
 from policy.profiles import DEFAULT as DEFAULT_PROFILE
 from policy.profiles import NAMES as PROFILE_NAMES
-from policy.profiles import profile_named
+from policy.profiles import PROFILES, profile_named
 
 
 class Rollout(Model):
@@ -31,12 +31,22 @@ Sha256Hex = text(r"^[0-9a-f]{64}$", "a sha256 digest: 64 lowercase hex digits")
 Arg = checked(k8s.kubelet_expansions, base=NonEmpty)
 
 
-# How a profile-backed engine setting reads (policy/profiles/: models[].profile).
-_PROFILE = "unset: the model's profile's value"
+# How a profile-backed engine setting reads (policy/profiles/: models[].profile), from the profiles themselves.
+def _profiles(engine: str, field: str) -> str:
+    def show(v: Any) -> str:
+        return "none" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+    return f"unset: the model's profile's ({_each(lambda p: show(p.ENGINE_DEFAULTS[engine][field]))})"
+
+
+def _each(fact: Any, none: str = "none") -> str:
+    """What each profile says: `deepseek-v4: 48; generic: required`."""
+    return "; ".join(f"{name}: {none if fact(PROFILES[name]) is None else fact(PROFILES[name])}" for name in PROFILE_NAMES)
+
+
 _OFF = "null or 'off' renders no flag (the engine's own default)."
-_EXTRA = ("Further `{engine}` arguments, appended as written (e.g. [\"--enable-chunked-prefill\", \"--max-num-batched-tokens\", "
-          "\"8192\"]). Flags the program renders or owns (model path, served name, host, port, parallel sizes, API key "
-          "and every flag it sets from this section, in any spelling) are refused: set their fields instead.")
+_EXTRA = ("Further `{engine}` arguments, appended as written (e.g. {example}). Flags the program renders or owns "
+          "(model path, served name, host, port, parallel sizes, API key and every flag it sets from this section, in "
+          "any spelling, abbreviated or --no-) are refused: set their fields instead.")
 
 
 class Vllm(Model):
@@ -45,21 +55,22 @@ class Vllm(Model):
     tensor_parallel_size: int = Field(8, ge=1, le=16, description="--tensor-parallel-size.")
     data_parallel_size: int = Field(1, ge=1, le=16, description="--data-parallel-size (1 omits the flag).")
     kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"] = Field("fp8", description="--kv-cache-dtype.")
-    block_size: int | None = Field(None, ge=1, le=256, description=f"--block-size; {_PROFILE} (deepseek-v4: 256, its pages).")
+    block_size: int | None = Field(None, ge=1, le=256, description=f"--block-size; {_profiles('vllm', 'block_size')}.")
     gpu_memory_utilization: float = Field(0.88, gt=0, le=0.95, description="--gpu-memory-utilization; at 0.88 the report saw about 93 GiB used per H20 card, little headroom (section 1).")
-    max_model_len: int | None = Field(None, ge=1024, description=f"--max-model-len in tokens; {_PROFILE} (deepseek-v4: 204800).")
+    max_model_len: int | None = Field(None, ge=1024, description=f"--max-model-len in tokens; {_profiles('vllm', 'max_model_len')}.")
     max_num_seqs: int = Field(64, ge=1, le=1024, description="--max-num-seqs, set explicitly so CUDA Graphs are not captured for unused shapes (section 5).")
-    tokenizer_mode: Arg | None = Field(None, description=f"--tokenizer-mode; {_PROFILE} (deepseek-v4: deepseek_v4). {_OFF}")
+    tokenizer_mode: Arg | None = Field(None, description=f"--tokenizer-mode; {_profiles('vllm', 'tokenizer_mode')}. {_OFF}")
     tool_call_parser: Arg | None = Field(None, description="--tool-call-parser, with --enable-auto-tool-choice; "
-                                         f"{_PROFILE} (deepseek-v4: deepseek_v4). {_OFF}")
-    reasoning_parser: Arg | None = Field(None, description=f"--reasoning-parser; {_PROFILE} (deepseek-v4: deepseek_v4). {_OFF}")
-    trust_remote_code: bool | None = Field(None, description=f"--trust-remote-code; {_PROFILE} (deepseek-v4: true, generic: false).")
+                                         f"{_profiles('vllm', 'tool_call_parser')}. {_OFF}")
+    reasoning_parser: Arg | None = Field(None, description=f"--reasoning-parser; {_profiles('vllm', 'reasoning_parser')}. {_OFF}")
+    trust_remote_code: bool | None = Field(None, description=f"--trust-remote-code; {_profiles('vllm', 'trust_remote_code')}.")
     enable_prefix_caching: bool = Field(True, description="--enable-prefix-caching.")
     speculative_decoding: Literal["off", "dspark"] = Field(
         "off", description="DSpark A/B switch; off gives the target-only baseline section 5 asks for first.")
     dspark_num_speculative_tokens: int = Field(5, ge=1, le=16, description="num_speculative_tokens when DSpark is on.")
     enforce_eager: bool = Field(False, description="--enforce-eager: skip CUDA Graphs (faster start, slower steady state).")
-    extra_args: list[Arg] = Field(default_factory=list, max_length=64, description=_EXTRA.format(engine="vllm serve"))
+    extra_args: list[Arg] = Field(default_factory=list, max_length=64, description=_EXTRA.format(
+        engine="vllm serve", example='["--max-num-batched-tokens", "8192"]'))
 
 
 class Sglang(Model):
@@ -67,18 +78,20 @@ class Sglang(Model):
     SGLang spells the parsers differently from vLLM (deepseek-v4, deepseekv4): kept as SGLang spells them."""
 
     tensor_parallel_size: int = Field(8, ge=1, le=16, description="--tensor-parallel-size (the declared alias of --tp-size).")
-    moe_runner_backend: Arg | None = Field(None, description=f"--moe-runner-backend; {_PROFILE} (deepseek-v4: marlin, the MXFP4 path on Hopper/H20; FlashInfer MXFP4 is for Blackwell). {_OFF}")
+    moe_runner_backend: Arg | None = Field(None, description="--moe-runner-backend (marlin is the MXFP4 path on Hopper/H20; FlashInfer MXFP4 is for Blackwell); "
+                                          f"{_profiles('sglang', 'moe_runner_backend')}. {_OFF}")
     speculative_algorithm: Literal["off", "DSPARK"] = Field("off", description="--speculative-algorithm; DSPARK uses the checkpoint's built-in DSpark head.")
     mem_fraction_static: float = Field(0.82, gt=0, le=0.95, description="--mem-fraction-static.")
     chunked_prefill_size: int = Field(4096, ge=-1, description="--chunked-prefill-size in tokens (-1 disables).")
-    swa_full_tokens_ratio: float | None = Field(None, gt=0, le=1, description=f"--swa-full-tokens-ratio; {_PROFILE} (deepseek-v4: 0.1, for its sliding-window layers).")
-    reasoning_parser: Arg | None = Field(None, description=f"--reasoning-parser (SGLang spelling); {_PROFILE} (deepseek-v4: deepseek-v4). {_OFF}")
-    tool_call_parser: Arg | None = Field(None, description=f"--tool-call-parser (SGLang spelling); {_PROFILE} (deepseek-v4: deepseekv4). {_OFF}")
-    trust_remote_code: bool | None = Field(None, description=f"--trust-remote-code; {_PROFILE} (deepseek-v4: true, generic: false).")
+    swa_full_tokens_ratio: float | None = Field(None, gt=0, le=1, description=f"--swa-full-tokens-ratio; {_profiles('sglang', 'swa_full_tokens_ratio')}. null renders no flag.")
+    reasoning_parser: Arg | None = Field(None, description=f"--reasoning-parser (SGLang spelling); {_profiles('sglang', 'reasoning_parser')}. {_OFF}")
+    tool_call_parser: Arg | None = Field(None, description=f"--tool-call-parser (SGLang spelling); {_profiles('sglang', 'tool_call_parser')}. {_OFF}")
+    trust_remote_code: bool | None = Field(None, description=f"--trust-remote-code; {_profiles('sglang', 'trust_remote_code')}.")
     max_running_requests: int | None = Field(None, ge=1, description="--max-running-requests; lower it with cudaGraphMaxBs to capture fewer graph shapes (section 12.2), re-benchmark after.")
     cuda_graph_max_bs: int | None = Field(None, ge=1, description="--cuda-graph-max-bs-decode (0.5.23 refuses the ambiguous --cuda-graph-max-bs).")
     context_length: int | None = Field(None, ge=1024, description="--context-length in tokens; unset keeps the checkpoint's.")
-    extra_args: list[Arg] = Field(default_factory=list, max_length=64, description=_EXTRA.format(engine="sglang serve"))
+    extra_args: list[Arg] = Field(default_factory=list, max_length=64, description=_EXTRA.format(
+        engine="sglang serve", example='["--schedule-conservativeness", "0.3"]'))
 
 
 class KvCacheOffload(Model):
@@ -133,15 +146,16 @@ class ModelSmoke(Model):
 
     prompt: checked(k8s.kubelet_expansions, base=NonEmpty) | None = Field(
         None, description="Deterministic prompt, sent with temperature 0 and reasoning off; unset: "
-        "operations.smoke.prompt, then the profile's (deepseek-v4: 只回答：你好; generic: a one-word OK).")
+        f"operations.smoke.prompt, then the profile's ({_each(lambda p: repr(p.SMOKE_PROMPT))}).")
     expected_text: checked(k8s.kubelet_expansions, base=NonEmpty) | None = Field(
-        None, description="The exact answer to the prompt; unset: operations.smoke.expectedText, then the profile's.")
+        None, description="The exact answer to the prompt; unset: operations.smoke.expectedText, then the profile's "
+        f"({_each(lambda p: repr(p.SMOKE_EXPECTED_TEXT))}).")
     checks: list[Literal["reasoning", "tool-call"]] | None = Field(
         None, description="Checks besides the model list and the exact answer, also the warm-up's request shapes; "
         "unset: reasoning when a reasoning parser is set, tool-call when a tool-call parser is set.")
     reasoning_kwarg: text(r"^[A-Za-z_][A-Za-z0-9_]*$", "an identifier") | None = Field(
         None, description="chat_template_kwargs key that switches reasoning on and off in the smoke and warm-up "
-        "requests; unset: the profile's (deepseek-v4: thinking; generic: none sent); null or 'off' sends none.")
+        f"requests; unset: the profile's ({_each(lambda p: p.REASONING_KWARG, 'none sent')}); null or 'off' sends none.")
 
 
 # An environment variable name as the engines read them (a C identifier).
@@ -192,8 +206,8 @@ class ServedModel(Model):
     profile: Literal[PROFILE_NAMES] = Field(
         DEFAULT_PROFILE, description="Model family (policy/profiles/): the values of every model-specific setting the "
         "stack file leaves unset (parsers, tokenizer mode, block size, context, trust-remote-code, the files a "
-        "complete checkpoint holds, shard count and size, the smoke test, the measured cold start). deepseek-v4: "
-        "the field report's DeepSeek-V4-Flash; generic: no model-specific flag, expectedShardCount and sizeGiB required.")
+        "complete checkpoint holds, shard count and size, the smoke test, the measured cold start). "
+        f"{_each(lambda p: p.DESCRIPTION)}.")
     served_model_name: text(LABEL_VALUE, "a Kubernetes label value: 1-63 letters, digits, '.', '_' or '-', alphanumeric at both ends") = Field(
         ..., description="--served-model-name; what clients put in `model`. It is also the AIBrix "
         "label model.aibrix.ai/name, so it must be a valid label value.")
@@ -219,10 +233,10 @@ class ServedModel(Model):
         "the volume; a revision any model of the stack serves is always kept.")
     expected_shard_count: int | None = Field(
         None, ge=1, description="Safetensors shards the weight index must name; unset: the "
-        "profile's (deepseek-v4: 48, field report 3.1; generic: required).")
+        f"profile's ({_each(lambda p: p.EXPECTED_SHARD_COUNT, 'required')}).")
     size_gib: float | None = Field(
         None, gt=0, le=100000, description="Size of the model's files in GiB; unset: the "
-        "profile's (deepseek-v4: 155.43, field report 3.1; generic: required). plan.md's time to first token syncs "
+        f"profile's ({_each(lambda p: p.SIZE_GIB, 'required')}). plan.md's time to first token syncs "
         "this much at the measured 437 MiB/s (3.2), and modelVolume.capacityGiB must hold keepRevisions revisions of "
         "it for every directory.")
     engine: Literal["vllm", "sglang"] = Field("vllm", description="Serving engine.")

@@ -61,7 +61,8 @@ def test_stacks_holds_only_loading_rules_and_composition():
     stacks = PROJECT_DIR / "stacks"
     assert {p.name for p in stacks.glob("*.py")} == {"__init__.py", "loader.py", "program.py", "transitions.py"}
     assert {p.name for p in (stacks / "rules").glob("*.py")} == {"__init__.py", "problem.py", "models.py",
-                                                                 "capacity.py", "storage.py", "operations.py"}
+                                                                 "capacity.py", "storage.py", "operations.py",
+                                                                 "passthrough.py"}
 
 
 def test_the_walk_sees_nested_and_dotted_imports(tmp_path):
