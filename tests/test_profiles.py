@@ -247,3 +247,11 @@ def test_the_32b_of_the_issue_validates():
     raw["models"][0].pop("startupBudgetSeconds")
     cfg = loader.validate(raw, "dev", SECRETS)
     assert cfg.models[0].vllm.tool_call_parser == "hermes"
+
+
+def test_dspark_needs_a_profile_with_a_dspark_head():
+    raw = raw_config()
+    raw["models"] = [{**copy.deepcopy(raw["models"][0]), **copy.deepcopy(GENERIC_72B)}]
+    raw["models"][0]["vllm"]["speculativeDecoding"] = "dspark"
+    assert "Pulumi.dev.yaml: llm-serving:models[0].vllm.speculativeDecoding = 'dspark': needs a checkpoint with a " \
+           "DSpark head; profile 'generic' has none (set it 'off')" in problems(raw)

@@ -32,6 +32,7 @@ class Profile(Protocol):
     SMOKE_EXPECTED_TEXT: str
     REASONING_KWARG: str | None              # chat_template_kwargs key switching reasoning; None sends none
     REASONING_TAGS: tuple[str, str] | None   # start and end of its reasoning (vLLM --reasoning-config)
+    DSPARK: bool                             # the checkpoint has a DSpark head speculative decoding may use
     COLD_START_ESTIMATE_SECONDS: dict[str, int]       # per engine, pod creation to Ready; absent: not measured
     COLD_START_INCLUDES_IMAGE_PULL: dict[str, bool]
     ASSUMED_CONTEXT: dict[str, int]          # per engine: context when the section sets none; absent: unknown

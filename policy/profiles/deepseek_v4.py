@@ -29,6 +29,10 @@ REASONING_KWARG = "thinking"
 # Where its reasoning starts and ends in the output (vLLM --reasoning-config, field report 9.2).
 REASONING_TAGS = ("<think>", "</think>")
 
+# The checkpoint carries a DSpark head (field report 5, 12.5): vllm.speculativeDecoding and
+# sglang.speculativeAlgorithm may switch it on.
+DSPARK = True
+
 # Measured cold start, pod creation to Ready. vLLM TP=8: about 12 min (field report 6, 9.3), not broken
 # down. SGLang TP=8 with DSpark on 8 x H20: about 23 min, of which 854 s engine start with 394 + 123 s of
 # graph capture (12.2); the 23 min include the image pull.

@@ -27,6 +27,7 @@ SMOKE_EXPECTED_TEXT = "OK"
 REASONING_KWARG = None
 REASONING_TAGS = None
 
+DSPARK = False                 # no DSpark head is known of the checkpoint
 COLD_START_ESTIMATE_SECONDS: dict[str, int] = {}
 COLD_START_INCLUDES_IMAGE_PULL: dict[str, bool] = {}
 ASSUMED_CONTEXT: dict[str, int] = {}

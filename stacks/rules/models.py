@@ -11,13 +11,14 @@ from components.engines import (
     cold_start_estimate_seconds,
     engine_of,
     parallel_size,
+    profile_of,
     speculative_decoding,
     startup_budget_seconds,
 )
 from components.gateway import service_name
 from components.operations import engines_service
 from components.topologies import TOPOLOGIES, gpus_per_pod, topology_of
-from config_model import ServedModel, StackConfig, k8s
+from config_model import ServedModel, StackConfig, k8s, stack_key
 from policy.engines import ENGINES
 from policy.manifests import SHM_GIB_PER_GPU
 from stacks.rules.problem import Problem
@@ -62,6 +63,10 @@ def each_model(cfg: StackConfig) -> Iterator[Problem]:
                               "of this model")
 
         size, engine = parallel_size(m), engine_of(m)
+        if speculative_decoding(m) and not profile_of(m).DSPARK:
+            yield Problem(f"{at}.{engine.SECTION}.{stack_key(engine.SPECULATIVE_FIELD)}",
+                          getattr(engine.section(m), engine.SPECULATIVE_FIELD),
+                          f"needs a checkpoint with a DSpark head; profile {m.profile!r} has none (set it 'off')")
         if m.gpus_per_pod is not None and m.gpus_per_pod != size:
             how = engine.describe_parallel_size(engine.section(m))
             yield Problem(f"{at}.gpusPerPod", m.gpus_per_pod, f"must equal the parallel size {size} ({how})")
