@@ -254,8 +254,9 @@ class ServedModel(Model):
     gpus_per_pod: int | None = Field(None, ge=1, description="GPUs per engine pod; unset means the parallel size. When set it must equal it.")
     startup_budget_seconds: int | None = Field(
         None, ge=60, description="Time from pod start to a port that accepts connections, in seconds; unset means "
-        "1800 for vLLM and 2700 for SGLang. It must cover the measured cold start: about 12 min for vLLM TP=8 "
-        "(field report 6) and 23 min for SGLang (12.2).")
+        "1800 for vLLM and 2700 for SGLang. It must cover the measured cold start of the model's profile on its "
+        f"engine in seconds ({_each(lambda p: ', '.join(f'{e} {t}' for e, t in p.COLD_START_ESTIMATE_SECONDS.items()) or None, 'none measured')}; field "
+        "report 6 and 12.2).")
     termination_grace_seconds: int = Field(
         180, ge=10, le=3600, description="Grace period to drain in-flight requests, in seconds; at least the gateway "
         "request timeout plus 30 s for endpoint removal and shutdown.")

@@ -313,7 +313,8 @@ def deployment(name: str, replicas: int = 1, gpus: int = 8, strategy: dict | Non
 def sync_job(size_gib: float = 100) -> dict:
     job = obj("Job", "sync", api="batch/v1", spec={"template": {"spec": {"containers": [
         {"name": "download", "image": "aws", "env": [{"name": "DEST", "value": "/m/x"}]}]}}})
-    job["metadata"]["annotations"] = {"llm-serving.io/model-size-gib": str(size_gib)}
+    job["metadata"]["annotations"] = {"llm-serving.io/model-size-gib": str(size_gib),
+                                      "llm-serving.io/model-profile": "deepseek-v4"}
     return job
 
 
