@@ -44,6 +44,8 @@ class ImageMirrorArgs:
     scripts_config_map: str
     named: dict[str, ImageRef]        # every image the stack runs, by stack-file key
     aws_region: str = ""              # the aws provider's region: part of an ECR mirror's reference
+    # Label keys of the models' own node pools (config_model/resources.py model_node_label_keys): CPU Jobs avoid them too.
+    model_label_keys: tuple[str, ...] = ()
 
 
 def ecr_repository_name(repository_prefix: str, ref: ImageRef) -> str:
@@ -137,7 +139,7 @@ class ImageMirror(Component):
         pod = cpu_job_pod(args.gpu_pool, [copier], [
             {"name": "auth", "secret": {"secretName": args.pull_secret_name}},
             {"name": "scripts", "configMap": {"name": args.scripts_config_map, "defaultMode": 0o555}},
-            {"name": "tmp", "emptyDir": {"sizeLimit": "100Gi"}}])
+            {"name": "tmp", "emptyDir": {"sizeLimit": "100Gi"}}], model_label_keys=args.model_label_keys)
         timeout = f"{COPY_TIMEOUT_SECONDS}s"
         self.copy_job = k8s.batch.v1.Job(
             f"{name}-copy",

@@ -14,8 +14,16 @@ matches the container port of that name on the selected pod):
   (components/autoscaling.py).
 
 The NIXL side channel and KV transfer (UCX picks its ports) are open only between the prefill and
-decode pods of one roleset. Peer labels are upstream's: tests/upstream_envoy_gateway.py,
-tests/upstream_aibrix.py, tests/upstream_prometheus_operator.py."""
+decode pods of one roleset.
+
+Other teams' namespaces (`networkPolicy.clients`) are admitted only where the exported per-model URL
+leads (stacks/exports.py): without the gateway, to each model's Service, that is to the pods it
+selects on its target port, by one policy per Service; with the gateway, the URL is the Envoy
+proxy's Service in its own namespace, which no policy here governs, and the hop from Envoy to the
+engines is admitted above already, so nothing is added (docs/gateway-and-network.md).
+
+Peer labels are upstream's: tests/upstream_envoy_gateway.py, tests/upstream_aibrix.py,
+tests/upstream_prometheus_operator.py."""
 
 from __future__ import annotations
 
@@ -57,6 +65,21 @@ class NetworkArgs:
     rolesets: list[str] = field(default_factory=list)
     aibrix_namespace: str = "aibrix-system"                     # where the AIBrix controller manager runs
     autoscaled_models: list[str] = field(default_factory=list)  # model names with a PodAutoscaler
+    # networkPolicy.clients as namespaceSelectors, and where they are admitted (no gateway only).
+    client_namespaces: list[dict] = field(default_factory=list)
+    client_targets: list[ClientTarget] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ClientTarget:
+    """A Service clients call directly: the pods it selects and its target port's name."""
+    service_name: str
+    selector: dict[str, str]
+    port: str
+
+
+def client_policy_name(service_name: str) -> str:
+    return derived.bounded(f"llm-serving-clients-{service_name}")
 
 
 def _ports(names: tuple[str, ...]) -> list[dict]:
@@ -104,6 +127,13 @@ def policies(args: NetworkArgs) -> dict[str, dict]:
             "policyTypes": ["Ingress"],
             "ingress": [{"from": [_peer(args.aibrix_namespace, AIBRIX_CONTROLLER_MANAGER_LABELS)],
                          "ports": _ports(METRICS_PORTS)}]}
+    if args.client_namespaces:
+        peers = [{"namespaceSelector": sel} for sel in args.client_namespaces]
+        for t in args.client_targets:
+            # Every pod of those namespaces (no podSelector), to the Service's pods on its target port only.
+            specs[client_policy_name(t.service_name)] = {
+                "podSelector": {"matchLabels": dict(t.selector)}, "policyTypes": ["Ingress"],
+                "ingress": [{"from": peers, "ports": _ports((t.port,))}]}
     for roleset in sorted(set(args.rolesets)):
         # NIXL's side channel and UCX's data path between the two sides of one roleset only.
         selector = {"matchLabels": {"roleset-name": roleset}}

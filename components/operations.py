@@ -48,6 +48,8 @@ class OperationsArgs:
     image_pull_secrets: tuple[str, ...] = ()
     results_claim: str | None = None
     gateway_endpoint: str | None = None   # the gateway's in-cluster /v1 URL; None: the stack has no gateway
+    # Label keys of the models' own node pools (config_model/resources.py model_node_label_keys): CPU Jobs avoid them too.
+    model_label_keys: tuple[str, ...] = ()
 
 
 def smoke_route(m: ServedModel, via_gateway: bool) -> SmokeRoute:
@@ -143,7 +145,8 @@ def job_pod(args: OperationsArgs, name: str, image: Any, command: list[str], cpu
                                               "items": [{"key": "api-key", "path": "api-key"}]}},
                {"name": "tmp", "emptyDir": {"sizeLimit": "4Gi"}},
                *(extra_volumes or [])]
-    return cpu_job_pod(args.gpu_pool, [container], volumes, image_pull_secrets=args.image_pull_secrets)
+    return cpu_job_pod(args.gpu_pool, [container], volumes, image_pull_secrets=args.image_pull_secrets,
+                       model_label_keys=args.model_label_keys)
 
 
 class ModelOperations(Component):

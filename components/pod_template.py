@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config_model import CompileCache, GpuPool
+from config_model.resources import GIB, MILLI, EngineResources, cpu_text, memory_text
 from policy.engines import ENGINES
 
 PROBE_PERIOD_SECONDS = 10
@@ -83,6 +84,7 @@ class EnginePodSpec:
     engines: list[EngineContainer]
     parallel_size: int         # GPUs each engine drives (TP x DP)
     gpu_pool: GpuPool
+    resources: EngineResources   # the model's CPU, memory, /dev/shm, node pool and GPU resource name
     model: ModelMount
     compile_cache: CompileCache
     startup_budget_seconds: int
@@ -138,15 +140,16 @@ def job_pod_security() -> dict:
 
 
 def cpu_job_pod(pool: GpuPool, containers: list[dict], volumes: list[dict], init_containers: list[dict] | None = None,
-                image_pull_secrets: list[str] | tuple[str, ...] = ()) -> dict:
+                image_pull_secrets: list[str] | tuple[str, ...] = (), model_label_keys: tuple[str, ...] = ()) -> dict:
     """The pod of every CPU Job (sync, mirror, smoke, warm-up, load test): never retried in place,
-    no API token, our non-root UID, and never on a GPU node."""
+    no API token, our non-root UID, and never on a GPU node (the pool's, or a model's own: model_label_keys,
+    config_model/resources.py model_node_label_keys)."""
     pod: dict = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "securityContext": job_pod_security(),
-        "affinity": off_gpu_affinity(pool),
+        "affinity": off_gpu_affinity(pool, model_label_keys),
     }
     if init_containers:
         pod["initContainers"] = init_containers
@@ -176,9 +179,10 @@ ENGINE_SCANNER_EXCEPTIONS = {
 GPU_NODE_LABEL = "nvidia.com/gpu.present"
 
 
-def off_gpu_affinity(pool: GpuPool) -> dict:
-    """For CPU Jobs: nodes lacking the GPU pool's selector labels, so never a GPU node."""
-    keys = sorted(pool.node_selector) or [GPU_NODE_LABEL]
+def off_gpu_affinity(pool: GpuPool, model_label_keys: tuple[str, ...] = ()) -> dict:
+    """For CPU Jobs: nodes lacking the GPU pool's selector labels and the label keys of every model's
+    own node pool (models[].nodeSelector), so never a GPU node."""
+    keys = sorted({*pool.node_selector, *model_label_keys}) or [GPU_NODE_LABEL]
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": k, "operator": "DoesNotExist"} for k in keys]}]}}}
 
@@ -251,19 +255,25 @@ def cache_key_annotation(container: str) -> str:
     return f"{ANN_CACHE_KEY}-{container}"
 
 
-def engine_memory_gib(pool: GpuPool, engine: EngineContainer, share: int) -> tuple[int, int]:
-    """(request, limit) of one engine container in GiB. Several engines in one pod share the pool's
+def share_of(total: int, share: int, unit: int) -> int:
+    """One engine's part of a pod's CPU (millicores) or memory (bytes): all of it for one engine; for
+    several, an equal part floored to a whole `unit` (a core, a GiB), as the pool's whole numbers always were."""
+    return total if share == 1 else total // share // unit * unit
+
+
+def engine_memory(res: EngineResources, offload_gib: int, share: int) -> tuple[int, int]:
+    """(request, limit) of one engine container in bytes. Several engines in one pod share the model's
     per-pod memory; offloaded KV comes on top of it, in request and limit alike, pinned host memory or
     /dev/shm: a Memory emptyDir is charged within the containers' limits (k8s.io/api v0.33.0
     core/v1/types.go EmptyDirVolumeSource.SizeLimit: "the minimum value between the SizeLimit specified
     here and the sum of memory limits of all containers in a pod")."""
-    return (pool.memory_request_gib // share + engine.offload_memory_gib,
-            pool.memory_limit_gib // share + engine.offload_memory_gib)
+    return (share_of(res.memory_request, share, GIB) + offload_gib * GIB,
+            share_of(res.memory_limit, share, GIB) + offload_gib * GIB)
 
 
-def shm_size_gib(pool: GpuPool, engines: list[EngineContainer]) -> int:
-    """/dev/shm of an engine pod: the pool's, plus what each engine's KV offload keeps there."""
-    return pool.shm_size_gib + sum(e.offload_shm_gib for e in engines)
+def shm_size(res: EngineResources, engines: list[EngineContainer]) -> int:
+    """/dev/shm of an engine pod in bytes: the model's, plus what each engine's KV offload keeps there."""
+    return res.shm + sum(e.offload_shm_gib for e in engines) * GIB
 
 
 def _engine_container(spec: EnginePodSpec, engine: EngineContainer, model_mount: dict, share: int) -> tuple[dict, str]:
@@ -273,12 +283,12 @@ def _engine_container(spec: EnginePodSpec, engine: EngineContainer, model_mount:
     env = [{"name": k, "value": v} for k, v in sorted({**cache_env(), **engine.env}.items())]
     env.append({"name": engine.api_key_env,
                 "valueFrom": {"secretKeyRef": {"name": spec.api_key_secret, "key": "api-key"}}})
-    gpu = str(engine.gpus)
-    memory_request, memory_limit = engine_memory_gib(pool, engine, share)
-    requests = {"cpu": str(pool.cpu_request // share), "memory": _gib(memory_request),
-                "nvidia.com/gpu": gpu, **engine.extra_resources}
-    limits = {"cpu": str(pool.cpu_limit // share), "memory": _gib(memory_limit),
-              "nvidia.com/gpu": gpu, **engine.extra_resources}
+    gpu, res = str(engine.gpus), spec.resources
+    memory_request, memory_limit = engine_memory(res, engine.offload_memory_gib, share)
+    requests = {"cpu": cpu_text(share_of(res.cpu_request, share, MILLI)), "memory": memory_text(memory_request),
+                res.gpu_resource_name: gpu, **engine.extra_resources}
+    limits = {"cpu": cpu_text(share_of(res.cpu_limit, share, MILLI)), "memory": memory_text(memory_limit),
+              res.gpu_resource_name: gpu, **engine.extra_resources}
     security = container_security()
     if engine.add_capabilities:
         security["capabilities"]["add"] = list(engine.add_capabilities)
@@ -311,7 +321,7 @@ def _engine_container(spec: EnginePodSpec, engine: EngineContainer, model_mount:
 
 
 def engine_pod_template(spec: EnginePodSpec) -> dict:
-    pool = spec.gpu_pool
+    res = spec.resources
     model_mount = {"name": "model", "mountPath": spec.model.mount_path, "readOnly": True}
     annotations = {
         ANN_ROLE: "engine",
@@ -329,14 +339,14 @@ def engine_pod_template(spec: EnginePodSpec) -> dict:
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": spec.termination_grace_seconds,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "nodeSelector": dict(sorted(pool.node_selector.items())),
-        "tolerations": [t.model_dump(exclude_none=True) for t in pool.tolerations],
+        "nodeSelector": dict(sorted(res.node_selector.items())),
+        "tolerations": [t.model_dump(exclude_none=True) for t in res.tolerations],
         "initContainers": [model_gate_container(spec, model_mount)],
         "containers": engines + list(spec.sidecars),
         "volumes": [
             # Read-only twice: the claim here and the mount above (field report 3.3).
             {"name": "model", "persistentVolumeClaim": {"claimName": spec.model.claim_name, "readOnly": True}},
-            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": _gib(shm_size_gib(pool, spec.engines))}},
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": memory_text(shm_size(res, spec.engines))}},
             _cache_volume(spec.compile_cache),
             {"name": "scripts", "configMap": {"name": spec.scripts_config_map, "defaultMode": 0o555}},
         ],

@@ -3,8 +3,9 @@
 The engine image is about 14 GB and took 127 s to pull (field report 12.2); an engine pod that pulls
 it itself holds its GPUs through the pull. One DaemonSet per distinct engine image runs that very
 reference (the same mirror and digest as the engine pods, so the kubelet caches what they pull) on
-every node of the GPU pool, requesting no GPU. It depends on the image mirror and the pull secrets
-only: never on the sync Job, and no engine waits on it.
+every node of the GPU pool, requesting no GPU; where models run the image on node pools of their own
+(models[].nodeSelector, tolerations), one DaemonSet per image and pool. It depends on the image mirror
+and the pull secrets only: never on the sync Job, and no engine waits on it.
 
 Its one container is the engine image itself, idle: a container that uses an image keeps it from the
 kubelet's image garbage collection (kubernetes/kubernetes pkg/kubelet/images/image_gc_manager.go
@@ -16,6 +17,7 @@ server). `-S -B`: no site-packages scan and no bytecode writes on the read-only 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +29,7 @@ from components.base import Component, labels, metadata
 from components.pod_template import GPU_NODE_LABEL, container_security, job_pod_security, scanner_exceptions
 from components.topologies import topology_of
 from config_model import GpuPool, ImageRef, ServedModel
+from config_model.resources import EngineResources, engine_resources, node_pool_key
 
 COMPONENT = "image-prepull"
 # A GPU-less container of an image that sets NVIDIA_VISIBLE_DEVICES=all (the CUDA base images do)
@@ -63,9 +66,36 @@ def engine_image_keys(models: list[ServedModel], named: dict[str, ImageRef]) -> 
     return sorted(distinct.values())
 
 
-def daemonset_name(image_key: str) -> str:
-    """`vllmRay` -> `image-prepull-vllm-ray`."""
-    return f"{COMPONENT}-{re.sub(r'(?<!^)(?=[A-Z])', '-', image_key).lower()}"
+def daemonset_name(image_key: str, pool_tag: str = "") -> str:
+    """`vllmRay` -> `image-prepull-vllm-ray`; on a model's own node pool, `image-prepull-vllm-ray-<tag>`."""
+    return f"{COMPONENT}-{re.sub(r'(?<!^)(?=[A-Z])', '-', image_key).lower()}" + (f"-{pool_tag}" if pool_tag else "")
+
+
+def prepull_pools(models: list[ServedModel], named: dict[str, ImageRef],
+                  pool: GpuPool) -> dict[str, list[tuple[str, EngineResources]]]:
+    """Per image key of engine_image_keys: (pool tag, the node pool of models running it) for every distinct
+    node pool (selector and tolerations) they run it on. The tag is empty for gpuPool's own pool, and for an
+    image that runs on one pool only, so a stack without per-model pools keeps its DaemonSet names."""
+    canonical: dict[str, str] = {}
+    for key in engine_image_keys(models, named):
+        canonical[f"{named[key].upstream}@{named[key].digest}"] = key
+    gpu_pool_key = node_pool_key(pool.node_selector, pool.tolerations)
+    found: dict[str, dict[tuple, EngineResources]] = {}
+    for m in models:
+        res = engine_resources(pool, m)
+        for key in topology_of(m).image_keys(m):
+            if key in named:
+                image = canonical[f"{named[key].upstream}@{named[key].digest}"]
+                found.setdefault(image, {}).setdefault(res.pool_key, res)
+    out: dict[str, list[tuple[str, EngineResources]]] = {}
+    for image, pools in sorted(found.items()):
+        out[image] = [("" if len(pools) == 1 or key == gpu_pool_key else _pool_tag(key), res)
+                      for key, res in pools.items()]
+    return out
+
+
+def _pool_tag(pool_key: tuple) -> str:
+    return hashlib.sha256(repr(pool_key).encode()).hexdigest()[:8]
 
 
 @dataclass(frozen=True)
@@ -74,10 +104,13 @@ class ImagePrePullArgs:
     gpu_pool: GpuPool
     images: dict[str, Any]          # stack-file image key -> the engine pods' reference (pulumi.Input[str])
     image_pull_secrets: list[str] = field(default_factory=list)
+    # image key -> (pool tag, node pool) of every pool it runs on (prepull_pools); a key left out runs on gpuPool.
+    pools: dict[str, list[tuple[str, EngineResources]]] = field(default_factory=dict)
 
 
-def prepull_pod_spec(image: Any, pool: GpuPool, image_pull_secrets: list[str] | tuple[str, ...] = ()) -> dict:
-    """On the GPU pool's nodes (its selector and tolerations, as the engine pods), without a GPU."""
+def prepull_pod_spec(image: Any, pool: GpuPool | EngineResources,
+                     image_pull_secrets: list[str] | tuple[str, ...] = ()) -> dict:
+    """On the node pool's nodes (its selector and tolerations, as the engine pods), without a GPU."""
     pod: dict = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
@@ -104,7 +137,7 @@ def prepull_pod_spec(image: Any, pool: GpuPool, image_pull_secrets: list[str] | 
     return pod
 
 
-def prepull_daemonset(name: str, namespace: str, image: Any, pool: GpuPool,
+def prepull_daemonset(name: str, namespace: str, image: Any, pool: GpuPool | EngineResources,
                       image_pull_secrets: list[str] | tuple[str, ...] = ()) -> dict:
     """The DaemonSet as plain camelCase dicts: metadata and spec."""
     # Not app.kubernetes.io/part-of on the pods: the engines admit this stack's pods by that label
@@ -123,14 +156,16 @@ def prepull_daemonset(name: str, namespace: str, image: Any, pool: GpuPool,
 
 
 class ImagePrePull(Component):
-    """One pre-pull DaemonSet per distinct engine image."""
+    """One pre-pull DaemonSet per distinct engine image and node pool."""
 
     def __init__(self, name: str, args: ImagePrePullArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:images:ImagePrePull", name, opts)
         self.daemonsets = {}
         for key, image in sorted(args.images.items()):
-            ds_name = daemonset_name(key)
-            manifest = prepull_daemonset(ds_name, args.namespace, image, args.gpu_pool, args.image_pull_secrets)
-            self.daemonsets[key] = k8s.apps.v1.DaemonSet(
-                f"{name}-{key}", metadata=manifest["metadata"], spec=manifest["spec"], opts=self.child_opts())
-        self.register_outputs({"daemonSets": sorted(daemonset_name(k) for k in args.images)})
+            for tag, pool in args.pools.get(key) or [("", args.gpu_pool)]:
+                ds_name = daemonset_name(key, tag)
+                manifest = prepull_daemonset(ds_name, args.namespace, image, pool, args.image_pull_secrets)
+                self.daemonsets[ds_name] = k8s.apps.v1.DaemonSet(
+                    f"{name}-{key}" + (f"-{tag}" if tag else ""), metadata=manifest["metadata"], spec=manifest["spec"],
+                    opts=self.child_opts())
+        self.register_outputs({"daemonSets": sorted(self.daemonsets)})

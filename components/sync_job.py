@@ -60,6 +60,8 @@ class ModelSyncArgs:
     image_pull_secrets: list[str] = field(default_factory=list)
     # Revisions the stack serves from this directory (every model that shares it): never pruned.
     revisions_in_use: tuple[str, ...] = ()
+    # Label keys of the models' own node pools (config_model/resources.py model_node_label_keys): CPU Jobs avoid them too.
+    model_label_keys: tuple[str, ...] = ()
 
 
 def job_name(model: ServedModel) -> str:
@@ -128,7 +130,7 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
         {"name": "credentials", "secret": {"secretName": args.credentials_secret, "defaultMode": 0o440,
                                            "items": [{"key": "credentials", "path": "credentials"}]}},
-    ], image_pull_secrets=args.image_pull_secrets)
+    ], image_pull_secrets=args.image_pull_secrets, model_label_keys=args.model_label_keys)
     if sync.node_selector:
         pod["nodeSelector"] = dict(sorted(sync.node_selector.items()))
     return pod

@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import Field
 
 from config_model import k8s
+from config_model.clients import Clients
 from config_model.infra import ImageRef
 from config_model.names import GatewayPath, LabelKey, NonEmptyLabelValue, StorageClassName, checked
 from config_model.types import DnsLabel, Model, text, url_text
@@ -185,3 +186,8 @@ class NetworkPolicy(Model):
     enabled: bool = Field(True, description="Deny ingress by default; open the engines' serving ports to the gateway's "
                           "Envoy proxies and AIBrix plugin, their metrics ports to Prometheus and the plugin, both to "
                           "this stack's pods, and KV transfer within a P/D roleset only.")
+    clients: Clients = Field(
+        default_factory=Clients, description="Other teams' namespaces admitted to the path the exported per-model URL "
+        "names (outputs `models.<name>.url`): with the gateway, its Envoy proxies, which these policies already "
+        "admit and which a policy here cannot restrict further; without it, the model's Service, opened to these "
+        "namespaces on its serving port only (docs/gateway-and-network.md).")

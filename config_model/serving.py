@@ -7,7 +7,9 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from config_model import k8s
+from config_model.infra import Toleration
 from config_model.names import ExtendedResourceName, ModelName, NonEmptyLabelValue, checked
+from config_model.resources import DEFAULT_GPU_RESOURCE, GpuResourceName, ModelResources, NodeSelector
 from config_model.types import LABEL_VALUE, DnsLabel, Model, NonEmpty, stack_key, text
 from policy.profiles import DEFAULT as DEFAULT_PROFILE
 from policy.profiles import NAMES as PROFILE_NAMES
@@ -252,6 +254,18 @@ class ServedModel(Model):
         "equal in everything but speculative decoding, name and served name (field report 5, 8.1, 12.5).")
     replicas: int = Field(1, ge=0, le=64, description="Engine pods; with autoscaling, the count the workload starts with.")
     gpus_per_pod: int | None = Field(None, ge=1, description="GPUs per engine pod; unset means the parallel size. When set it must equal it.")
+    # Per-model resources, node pool and GPU resource name (config_model/resources.py; unset: gpuPool's).
+    resources: ModelResources = Field(default_factory=ModelResources, description="CPU, memory and /dev/shm of each "
+                                      "engine pod; unset keys keep gpuPool's.")
+    node_selector: NodeSelector | None = Field(
+        None, description="Node labels the model's engine pods require (its node pool; not empty); unset means "
+        "gpuPool.nodeSelector. Its keys also keep the CPU Jobs off these nodes.")
+    tolerations: list[Toleration] | None = Field(
+        None, description="Tolerations of the model's engine pods; unset means gpuPool.tolerations.")
+    gpu_resource_name: GpuResourceName = Field(
+        DEFAULT_GPU_RESOURCE, description="Extended resource the model's GPUs are requested under: nvidia.com/gpu, "
+        "amd.com/gpu, gpu.intel.com/i915 or gpu.intel.com/xe, the names the policy pack counts against the GPU budget "
+        "(policy/workloads.py GPU_RESOURCES).")
     startup_budget_seconds: int | None = Field(
         None, ge=60, description="Time from pod start to a port that accepts connections, in seconds; unset means "
         "1800 for vLLM and 2700 for SGLang. It must cover the measured cold start of the model's profile on its "

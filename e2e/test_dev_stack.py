@@ -91,8 +91,14 @@ def test_the_consumer_reads_the_outputs_through_a_stack_reference(dev: Pulumi):
     dev.run("config", "set", "servingStack", f"organization/llm-serving/{STACK}", stack="consumer", cwd=consumer)
     dev.run("up", "--yes", "--skip-preview", stack="consumer", cwd=consumer)
     got, serving = dev.outputs("consumer", cwd=consumer), dev.outputs(STACK)
-    assert got["openaiBaseUrl"] == (serving["externalEndpoint"] or serving["endpoint"])
-    assert got["model"] == serving["servedModelName"] and got["gpuTotal"] == serving["gpuTotal"]
+    (entry,) = serving["models"].values()
+    assert got["openaiBaseUrl"] == (entry["externalUrl"] or entry["url"])
+    assert got["model"] == entry["servedModelName"] and got["gpuTotal"] == serving["gpuTotal"]
+    # The key crossed the StackReference and stayed secret in the consumer's outputs and state.
+    assert got["apiKey"] == serving["apiKey"] == "[secret]"
+    for path in dev.state.rglob("*"):
+        if path.is_file():
+            _no_plaintext_secret(path.read_text(errors="replace"), f"state file {path.name} (consumer)")
     dev.run("destroy", "--yes", "--skip-preview", stack="consumer", cwd=consumer)
 
 

@@ -23,7 +23,7 @@ from policy.manifests import (
     volumes_of,
 )
 from policy.unknowns import decide, items_of
-from policy.workloads import GPU, PodTemplateRef
+from policy.workloads import PodTemplateRef, gpu_resource_names
 
 
 def engine_probes_are_tcp(resource_type: str, props: dict) -> list[str]:
@@ -84,12 +84,13 @@ def model_mount_read_only(resource_type: str, props: dict) -> list[str]:
 
 
 def gpu_counts_match_parallel_size(resource_type: str, props: dict) -> list[str]:
-    """nvidia.com/gpu requests equal limits equal the parallel size (TP x DP in the engine argv)."""
+    """GPU requests (nvidia.com/gpu or another policy/workloads.py GPU_RESOURCES name) equal limits equal
+    the parallel size (TP x DP in the engine argv)."""
     def check(ref: PodTemplateRef, c: dict) -> list[str]:
         out = []
         req, lim = gpu_count(c)
         if req != lim:
-            out.append(f"{name_of(props)}: container {c.get('name')} requests {req} {GPU} but limits {lim}; they must be equal.")
+            out.append(f"{name_of(props)}: container {c.get('name')} requests {req} {', '.join(gpu_resource_names(c))} but limits {lim}; they must be equal.")
         out += decide(_parallel_size_matches, props, c, lim)
         declared = annotations_of(ref.template).get(PARALLEL_SIZE)
         if declared is None or int(declared) != lim:

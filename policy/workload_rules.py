@@ -17,7 +17,7 @@ from policy.manifests import (
     templates,
 )
 from policy.unknowns import decide
-from policy.workloads import GPU, PodTemplateRef
+from policy.workloads import GPU_RESOURCES, PodTemplateRef, gpu_resource_names
 
 
 def model_sync_stays_off_gpus(resource_type: str, props: dict) -> list[str]:
@@ -26,8 +26,10 @@ def model_sync_stays_off_gpus(resource_type: str, props: dict) -> list[str]:
         return []
 
     def gpu_check(ref: PodTemplateRef) -> list[str]:
-        if any(max(gpu_count(c)) for _, c in containers(ref.template)):
-            return [f"{name_of(props)}: a Job must not request {GPU}; downloads and checks run on CPU nodes."]
+        held = [c for _, c in containers(ref.template) if max(gpu_count(c))]
+        if held:
+            return [f"{name_of(props)}: a Job must not request {', '.join(gpu_resource_names(held[0]))}; downloads and "
+                    "checks run on CPU nodes."]
         return []
 
     def affinity_check(ref: PodTemplateRef) -> list[str]:
@@ -39,7 +41,7 @@ def model_sync_stays_off_gpus(resource_type: str, props: dict) -> list[str]:
         return []
 
     def toleration_check(ref: PodTemplateRef) -> list[str]:
-        if any(t.get("key") == GPU for t in (ref.template.get("spec") or {}).get("tolerations") or []):
+        if any(t.get("key") in GPU_RESOURCES for t in (ref.template.get("spec") or {}).get("tolerations") or []):
             return [f"{name_of(props)}: the Job tolerates the GPU taint; it must never land on a GPU node."]
         return []
 
@@ -65,7 +67,7 @@ def daemonsets_hold_no_gpus(resource_type: str, props: dict) -> list[str]:
     def check(ref: PodTemplateRef, c: dict) -> list[str]:
         out = []
         if max(gpu_count(c)):
-            out.append(f"{name_of(props)}: container {c.get('name')} of a DaemonSet requests {GPU}; a pod per node "
+            out.append(f"{name_of(props)}: container {c.get('name')} of a DaemonSet requests {', '.join(gpu_resource_names(c))}; a pod per node "
                        "is a GPU count no budget bounds.")
         if env_value(c, NVIDIA_VISIBLE_DEVICES) != "void":
             out.append(f"{name_of(props)}: container {c.get('name')} must set {NVIDIA_VISIBLE_DEVICES}=void, or the "

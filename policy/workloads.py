@@ -13,6 +13,14 @@ from policy import gpu_accounting
 from policy.unknowns import UNKNOWN, UnknownTouched, decide, each, is_unknown, known_or_unknown
 
 GPU = "nvidia.com/gpu"
+# Every extended resource the pack counts as a GPU, whatever the vendor's device plugin: NVIDIA
+# (NVIDIA/k8s-device-plugin), AMD (ROCm/k8s-device-plugin) and Intel (intel/intel-device-plugins-for-
+# kubernetes cmd/gpu_plugin: i915 and xe). A fixed list, not one the stack declares: the per-resource
+# rules (GPU-free DaemonSets and Jobs) see one manifest alone, and a workload of another program, or one
+# registered before the stack's facts, must be counted by the budget all the same. A model's
+# gpuResourceName must be one of these (config_model/resources.py), so nothing the program renders
+# escapes the count; a new vendor is one entry here.
+GPU_RESOURCES = (GPU, "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe")
 
 
 @dataclass(frozen=True)
@@ -168,8 +176,18 @@ def containers(template: dict) -> Iterator[tuple[str, dict]]:
 
 
 def gpu_count(container: dict) -> tuple[int, int]:
+    """(requested, limited) GPUs of a container, summed over every GPU_RESOURCES name."""
     res = container.get("resources") or {}
-    return (_int((res.get("requests") or {}).get(GPU), 0), _int((res.get("limits") or {}).get(GPU), 0))
+    requests, limits = res.get("requests") or {}, res.get("limits") or {}
+    return (sum(_int(requests.get(name), 0) for name in GPU_RESOURCES),
+            sum(_int(limits.get(name), 0) for name in GPU_RESOURCES))
+
+
+def gpu_resource_names(container: dict) -> list[str]:
+    """The GPU_RESOURCES names a container requests or limits, for the messages."""
+    res = container.get("resources") or {}
+    held = {**(res.get("requests") or {}), **(res.get("limits") or {})}
+    return [name for name in GPU_RESOURCES if name in held] or [GPU]
 
 
 def pod_gpus(template: dict) -> int:

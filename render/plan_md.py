@@ -72,6 +72,18 @@ def _routes_section(rendered: Rendered) -> list[str]:
     return lines
 
 
+def _namespaces(selector: dict | None) -> str:
+    """A peer's namespaceSelector in words: absent is the policy's own namespace, a name is one namespace."""
+    if selector is None:
+        return "this namespace"
+    labels, exprs = selector.get("matchLabels") or {}, selector.get("matchExpressions") or []
+    if list(labels) == ["kubernetes.io/metadata.name"] and not exprs:
+        return f"namespace `{labels['kubernetes.io/metadata.name']}`"
+    parts = [f"{k}={v}" for k, v in sorted(labels.items())] + [
+        f"{e['key']} {e['operator']}" + (f" ({', '.join(e['values'])})" if e.get("values") else "") for e in exprs]
+    return "namespaces with " + " and ".join(f"`{p}`" for p in parts) if parts else "every namespace"
+
+
 def _network_section(rendered: Rendered) -> list[str]:
     """Who may reach the engines, read from the rendered NetworkPolicies (not from the config)."""
     lines: list[str] = []
@@ -81,10 +93,9 @@ def _network_section(rendered: Rendered) -> list[str]:
         for rule in (obj.get("spec") or {}).get("ingress") or []:
             ports = ", ".join(str(p.get("port")) for p in rule.get("ports") or []) or "all ports"
             for peer in rule.get("from") or []:
-                ns = ((peer.get("namespaceSelector") or {}).get("matchLabels") or {}).get("kubernetes.io/metadata.name")
                 pods = ", ".join(f"{k}={v}" for k, v in sorted(((peer.get("podSelector") or {}).get("matchLabels") or {}).items()))
-                where = f"namespace `{ns}`" if ns else "this namespace"
-                lines.append(f"| {obj['metadata']['name']} | {where} | {pods or 'any pod'} | {ports} |")
+                lines.append(f"| {obj['metadata']['name']} | {_namespaces(peer.get('namespaceSelector'))} | "
+                             f"{pods or 'any pod'} | {ports} |")
     if not lines:
         return ["", "## Network policies", "", "None rendered (networkPolicy.enabled is false): every pod may reach the engines."]
     return (["", "## Network policies", "", "Everything else is denied by default. Ingress allowed:", "",

@@ -309,7 +309,9 @@ def record(stack: str, program: Callable[[], dict[str, pulumi.Input]],
     if monitor.root is not None:
         monitor.root.wire_outputs = stack_outputs
     return Rendered(stack=stack, resources=sorted(monitor.recorded, key=lambda r: r.urn),
-                    outputs={k: normalize(v) for k, v in resolved.items()}, secret_outputs=secret_outputs,
+                    # A secret output is masked like a secret input: no rendered view holds its value.
+                    outputs={k: _mask_leaves(v) if k in secret_outputs else normalize(v) for k, v in resolved.items()},
+                    secret_outputs=secret_outputs,
                     registered=list(monitor.recorded), root=monitor.root, preview=preview)
 
 

@@ -23,12 +23,12 @@ from components.engines import profile_of, with_speculative_decoding
 from components.gateway import ModelRoutes, ModelRoutesArgs, RouteBackend
 from components.images import ImageMirror, ImageMirrorArgs
 from components.monitoring import EngineMonitoring, MonitoringArgs
-from components.network import NetworkArgs, NetworkPolicies
+from components.network import ClientTarget, NetworkArgs, NetworkPolicies
 from components.openwebui import OpenWebUiApp, OpenWebUiArgs
 from components.operations import BenchResults, ModelOperations, OperationsArgs
 from components.ops_commands import gateway_endpoint
-from components.platform import ClusterPrerequisites, required_versions
-from components.prepull import ImagePrePull, ImagePrePullArgs
+from components.platform import ClusterPrerequisites
+from components.prepull import ImagePrePull, ImagePrePullArgs, prepull_pools
 from components.prepull import engine_image_keys as prepull_image_keys
 from components.providers import make_providers
 from components.retention import kept
@@ -42,8 +42,9 @@ from components.topologies import roleset_name, topology_of
 from components.topologies.base import FLEET_IMAGE_KEY
 from components.volume import ModelVolumeArgs, ModelVolumeClaims
 from config_model import Environment, ServedModel, StackConfig, derived
+from config_model.resources import model_node_label_keys
 from policy.engines import engine_named, vllm
-from stacks import loader, rules, transitions
+from stacks import exports, loader, rules, transitions
 
 
 def engine_models(cfg: StackConfig) -> list[ServedModel]:
@@ -58,8 +59,7 @@ def engine_models(cfg: StackConfig) -> list[ServedModel]:
 
 
 STACK_FACTS = "llm-serving:stack:Facts"
-# Version of the stack outputs contract (docs/exports.md): bump it when a key changes meaning.
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = exports.CONTRACT_VERSION  # docs/exports.md; stacks/exports.py says what each version changed
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,8 @@ def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list
     for m, ready, key in rolled_out:
         ModelOperations(f"ops-{m.name}", OperationsArgs(
             namespace=ns, model=m, endpoint=routes.endpoints[m.served_model_name], operations=ops,
-            gpu_pool=cfg.gpu_pool, python_image=refs["modelVerify"], bench_image=refs[vllm.IMAGE_KEY], revision_key=key,
+            gpu_pool=cfg.gpu_pool, model_label_keys=model_node_label_keys(cfg.models),
+            python_image=refs["modelVerify"], bench_image=refs[vllm.IMAGE_KEY], revision_key=key,
             api_key_secret=secrets.api_key_secret_name, scripts_config_map=scripts.config_map_name,
             model_claim_name=volume.serving_claim_name, model_mount_path=cfg.model_volume.mount_path,
             image_pull_secrets=tuple(images.pull_secrets), results_claim=results.claim_name if results else None,
@@ -236,7 +237,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets])))
     scripts = ModelScripts("model-scripts", ns, {m.directory: profile_of(m).REQUIRED_FILES for m in cfg.models}, opts)
     images = ImageMirror("images", ImageMirrorArgs(
-        images=cfg.images, namespace=ns, gpu_pool=cfg.gpu_pool,
+        images=cfg.images, namespace=ns, gpu_pool=cfg.gpu_pool, model_label_keys=model_node_label_keys(cfg.models),
         pull_secret_name=serving_secrets.registry_secret_name, scripts_config_map=scripts.config_map_name,
         named=cfg.all_images(), aws_region=cfg.object_store.region),
         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets, scripts])))
@@ -248,6 +249,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         ImagePrePull("image-prepull", ImagePrePullArgs(
             namespace=ns, gpu_pool=cfg.gpu_pool,
             images={key: images.references[key] for key in engine_image_keys(cfg)},
+            pools=prepull_pools(engine_models(cfg), cfg.images.named(), cfg.gpu_pool),
             image_pull_secrets=pull_secrets),
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets, images])))
 
@@ -261,8 +263,9 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         if m.directory not in syncs:
             # Named after what it syncs (directory, prefix, revision: its Job name), not after the
             # first model that uses the directory: reordering models must not rename it.
-            syncs[m.directory] = sync = ModelSyncJob(sync_job_name(m), ModelSyncArgs(
+            syncs[m.directory] = ModelSyncJob(sync_job_name(m), ModelSyncArgs(
                 namespace=ns, model=m, store=cfg.object_store, sync=cfg.model_sync, gpu_pool=cfg.gpu_pool,
+                model_label_keys=model_node_label_keys(cfg.models),
                 bucket_name=cfg.object_store.bucket_name, sync_claim_name=volume.sync_claim_name,
                 credentials_secret=serving_secrets.object_store_secret_name,
                 credentials_tag=serving_secrets.object_store_tag,
@@ -271,8 +274,8 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
                 image_pull_secrets=pull_secrets,
                 revisions_in_use=tuple(sorted({o.revision for o in engine_models(cfg) if o.directory == m.directory}))),
                 sync_opts)
-            workload_images[sync.job_name] = {"download": images.references["modelSync"],
-                                              "verify": images.references["modelVerify"]}
+            workload_images[exports.sync_workload_key(m.directory)] = {
+                "download": images.references["modelSync"], "verify": images.references["modelVerify"]}
         # P/D fleets need Ray in the image; every other engine pod runs the engine's own image.
         image_key = topology_of(m).engine_image_key(m)
         image_ref = cfg.images.named()[image_key]
@@ -303,33 +306,16 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             prometheus_namespace=ops_monitoring.prometheus_namespace if ops_monitoring.enabled else None,
             rolesets=[roleset_name(m) for m in cfg.models if topology_of(m).fleets],
             aibrix_namespace=cfg.gateway.namespace,
-            autoscaled_models=[m.name for m in cfg.models if m.autoscaling.enabled]), opts)
+            autoscaled_models=[m.name for m in cfg.models if m.autoscaling.enabled],
+            client_namespaces=cfg.network_policy.clients.namespace_selectors_of_all(),
+            client_targets=[] if exports.through_gateway(cfg) else [
+                ClientTarget(b.service_name, b.selector, b.target_port) for b in backends]), opts)
 
     _operations(cfg, ns, routes, rolled_out, images, serving_secrets, scripts, volume, retained, opts)
 
-    primary = cfg.models[0]
-    return {
-        "contractVersion": CONTRACT_VERSION,
-        "endpoint": routes.endpoints[primary.served_model_name],
-        # The SDK drops an output that is None before the engine sees it (pulumi/runtime/rpc.py
-        # serialize_properties: "properties that serialize to None" do not exist), so an unset
-        # optional value is exported as "" and every key of docs/exports.md is always there.
-        "externalEndpoint": routes.external_endpoint or "",
-        "servedModelName": primary.served_model_name,
-        "topology": primary.topology,
-        "endpoints": routes.endpoints,
-        "namespace": ns,
-        "bucketName": store.bucket_name,
-        "modelClaimName": volume.serving_claim_name,
-        "engineImage": images.references[engine_named(primary.engine).IMAGE_KEY],
-        "modelSyncImage": images.references["modelSync"],
-        "modelVerifyImage": images.references["modelVerify"],
-        "vllmRayImage": images.references.get("vllmRay") or "",
-        "workloadImages": workload_images,
-        "prerequisites": required_versions(cfg.platform),
-        "gpuTotal": rules.gpu_total(cfg),
-        "gpuBudget": cfg.gpu_budget,
-    }
+    return exports.outputs(cfg, engine_models(cfg), routes, images.references, bucket_name=store.bucket_name,
+                           model_claim_name=volume.serving_claim_name, workload_images=workload_images,
+                           api_key=secrets.api_key)
 
 
 def run() -> dict[str, pulumi.Input]:

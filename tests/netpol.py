@@ -25,6 +25,8 @@ class Pod:
     namespace: str
     labels: dict[str, str]
     ports: dict[str, int] = field(default_factory=dict)   # container port name -> number (TCP)
+    # Labels of the pod's namespace beside kubernetes.io/metadata.name, which every namespace carries.
+    namespace_labels: dict[str, str] = field(default_factory=dict)
 
 
 def selects(selector: dict | None, labels: dict[str, str]) -> bool:
@@ -53,7 +55,7 @@ def _peer_matches(peer: dict, policy_ns: str, src: Pod) -> bool:
     if ns_sel is None and pod_sel is None:
         raise ValueError(f"empty peer {peer}")   # the API server refuses it
     ns_ok = src.namespace == policy_ns if ns_sel is None else selects(
-        ns_sel, {"kubernetes.io/metadata.name": src.namespace})
+        ns_sel, {**src.namespace_labels, "kubernetes.io/metadata.name": src.namespace})
     return ns_ok and (pod_sel is None or selects(pod_sel, src.labels))
 
 

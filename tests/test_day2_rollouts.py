@@ -37,7 +37,7 @@ from components.combined import CombinedEngineArgs, EngineImage, TemplateSource,
 from components.disaggregated import DisaggregatedArgs, fleet_pod_templates, same_pod_template
 from components.rollout import engine_templates, rollout_key
 from components.secrets import ANN_CONTENT_TAG, API_KEY_SECRET, OBJECT_STORE_SECRET, secret_tag_annotation
-from config_model import CompileCache
+from config_model import CompileCache, Toleration
 from policy.workloads import containers, pod_templates
 from render import runtime, stackfile
 from stacks import loader
@@ -431,6 +431,16 @@ NOT_ENUMERATED = {
 }
 
 
+# Leaves whose other value must be valid of its kind: Kubernetes quantities, a node pool, a GPU resource name.
+LEAF_SAMPLES = {
+    "model.resources.cpu": "48", "model.resources.cpu_limit": "200", "model.resources.memory": "384Gi",
+    "model.resources.memory_limit": "600Gi", "model.resources.shm": "96Gi",
+    "model.node_selector": {"example.com/pool": "big"},
+    "model.tolerations": [Toleration(key="example.com/pool", operator="Exists", effect="NoSchedule")],
+    "model.gpu_resource_name": "amd.com/gpu",
+}
+
+
 def with_model(args: CombinedEngineArgs, **changes) -> CombinedEngineArgs:
     return dataclasses.replace(args, model=args.model.model_copy(update=changes))
 
@@ -480,7 +490,7 @@ def test_every_leaf_of_the_builder_settings_changes_the_key_exactly_when_it_reac
         for path, value, annotation in leaves(getattr(inner(args), settings), settings):
             if path in NOT_ENUMERATED:
                 continue
-            new = other(value, annotation)
+            new = LEAF_SAMPLES[path] if path in LEAF_SAMPLES else other(value, annotation)
             changed_args = in_context(builder, args, inner, path, new)
             try:
                 template_changed = builder(known_args_of(changed_args)) != builder(known_args_of(args))

@@ -52,7 +52,8 @@ def test_every_pod_of_every_stack_pulls_by_digest_from_its_mirror():
 def test_exports_name_each_workloads_images():
     out = render_stack("staging").outputs
     images = out["workloadImages"]
-    assert set(images) == {"deepseek-v4-flash", "deepseek-v4-flash-dspark", "sync-deepseek-v4-flash-0731-de13d1f1"}
+    # Engines by workload name; the sync Job by its directory, a key no revision changes (contract 2).
+    assert set(images) == {"deepseek-v4-flash", "deepseek-v4-flash-dspark", "sync/DeepSeek-V4-Flash-0731"}
     assert images["deepseek-v4-flash"]["engine"] == out["engineImage"]
     assert all("@sha256:" in ref for refs in images.values() for ref in refs.values())
 

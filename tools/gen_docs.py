@@ -177,7 +177,8 @@ def config_rows(model: type[BaseModel], prefix: str) -> list[str]:
         out.append(f"| `{key}` | {_cell(_field_type(field))} | {_default(field)} | {_cell(field.description or '')} |")
         sub = _section_of(field.annotation)
         if sub is not None:
-            is_list = typing.get_origin(field.annotation) is list
+            # list[...] or list[...] | None (models[].tolerations)
+            is_list = any(typing.get_origin(t) is list for t in (field.annotation, *typing.get_args(field.annotation)))
             nested.append((sub, f"{key}[]." if is_list else f"{key}."))
     for sub, sub_prefix in nested:
         out += config_rows(sub, sub_prefix)

@@ -12,9 +12,11 @@ cycle), only engine facts, the smoke route type and the accounting rules of poli
 from __future__ import annotations
 
 from components.engines import offload_memory_gib
+from components.pod_template import engine_memory
 from components.topologies import combined, hybrid, pd, pd_same_pod
 from components.topologies.base import GpuWorkload, Topology, peak_replicas, roleset_name
 from config_model import GpuPool, ServedModel
+from config_model.resources import GIB, engine_resources, gib_number
 
 __all__ = ["TOPOLOGIES", "GpuWorkload", "Topology", "gpu_workloads", "gpus_per_pod", "peak_replicas",
            "pod_memory_limit_gib", "roleset_name", "topology_of"]
@@ -36,11 +38,11 @@ def gpu_workloads(model: ServedModel) -> list[GpuWorkload]:
     return topology_of(model).gpu_workloads(model)
 
 
-def pod_memory_limit_gib(pool: GpuPool, model: ServedModel) -> int:
-    """Sum of the memory limits of one engine pod's containers, as components/pod_template.py
-    engine_memory_gib sets them (tests/test_kv_offload.py compares it with every rendered pod): the bound
+def pod_memory_limit_gib(pool: GpuPool, model: ServedModel) -> int | float:
+    """Sum of the memory limits of one engine pod's containers in GiB, as components/pod_template.py
+    engine_memory sets them (tests/test_kv_offload.py compares it with every rendered pod): the bound
     of what the pod may hold in memory, its Memory /dev/shm emptyDir included."""
     t = topology_of(model)
     share = t.engines_per_pod
-    limit = share * (pool.memory_limit_gib // share + offload_memory_gib(model))
-    return limit + t.sidecar_memory_gib
+    _, limit = engine_memory(engine_resources(pool, model), offload_memory_gib(model), share)
+    return gib_number(share * limit + t.sidecar_memory_gib * GIB)

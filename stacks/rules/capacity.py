@@ -1,5 +1,6 @@
-"""Rules over GPUs and memory: the GPU budget at peak (rollouts, surge and autoscaling included), the
-GPU pool's requests and limits, KV-cache offload, and what one node holds."""
+"""Rules over GPUs and memory: the GPU budget at peak (rollouts, surge and autoscaling included, whatever
+each model's GPU resource name), the GPU pool's and each model's requests and limits, KV-cache offload, and
+what one node of each node pool holds."""
 
 from __future__ import annotations
 
@@ -8,16 +9,18 @@ from typing import Iterator
 from components import autoscaling
 from components.engines import cold_start_estimate_seconds, engine_of, offload_memory_gib
 from components.prepull import MEMORY_MIB as PREPULL_MEMORY_MIB
-from components.prepull import engine_image_keys
+from components.prepull import prepull_pools
 from components.topologies import gpu_workloads, pod_memory_limit_gib, topology_of
 from config_model import StackConfig
+from config_model.resources import EngineResources, engine_resources, gib_number
 from policy.engines import engine_offloading_with
 from policy.gpu_accounting import peak_pods
 from stacks.rules.problem import Problem
 
 
 def gpu_demand(cfg: StackConfig) -> list[tuple[str, int]]:
-    """(workload, peak GPUs) for every workload, rollout surge and known overshoot included."""
+    """(workload, peak GPUs) for every workload, rollout surge and known overshoot included; a GPU is a GPU
+    under any models[].gpuResourceName, as the policy pack counts it (policy/workloads.py GPU_RESOURCES)."""
     return [(w.name, w.peak_gpus) for m in cfg.models for w in gpu_workloads(m)]
 
 
@@ -91,6 +94,24 @@ def gpu_pool(cfg: StackConfig) -> Iterator[Problem]:
         yield Problem("gpuPool.shmSizeGiB", pool.shm_size_gib,
                       f"must be below gpuPool.memoryLimitGiB {pool.memory_limit_gib}: "
                       "a Memory emptyDir counts against the pod's memory")
+    for i, m in enumerate(cfg.models):
+        yield from _model_resources(f"models[{i}].resources", m.resources, engine_resources(pool, m))
+
+
+def _model_resources(at: str, r, res: EngineResources) -> Iterator[Problem]:
+    """A model's own CPU, memory and /dev/shm (models[].resources): limits not below requests, /dev/shm
+    below the memory limit. Only what the model sets is judged here; gpuPool's own values are above."""
+    if r.cpu_limit is not None and res.cpu_limit < res.cpu_request:
+        yield Problem(f"{at}.cpuLimit", r.cpu_limit, f"must not be below the CPU request "
+                      f"{r.cpu if r.cpu is not None else 'of gpuPool.cpuRequest'}")
+    if r.memory_limit is not None and res.memory_limit < res.memory_request:
+        yield Problem(f"{at}.memoryLimit", r.memory_limit, f"must not be below the memory request "
+                      f"{r.memory if r.memory is not None else 'of gpuPool.memoryRequestGiB'}")
+    elif (r.shm, r.memory, r.memory_limit) != (None, None, None) and res.shm >= res.memory_limit:
+        field = next(f for f, v in (("shm", r.shm), ("memoryLimit", r.memory_limit), ("memory", r.memory)) if v)
+        yield Problem(f"{at}.{field}", getattr(r, {"memoryLimit": "memory_limit"}.get(field, field)),
+                      f"leaves /dev/shm ({gib_number(res.shm)} GiB) not below the engine pod's memory limit "
+                      f"({gib_number(res.memory_limit)} GiB): a Memory emptyDir counts against the pod's memory")
 
 
 def kv_cache_offload(cfg: StackConfig) -> Iterator[Problem]:
@@ -127,15 +148,44 @@ def kv_cache_offload(cfg: StackConfig) -> Iterator[Problem]:
                           "and only the node's allocatable memory says whether the grown pods still fit")
 
 
+def _shared_node(a: dict[str, str], b: dict[str, str]) -> bool:
+    """Whether one node may match both selectors: no label key asked with two values."""
+    return all(b.get(k, v) == v for k, v in a.items())
+
+
 def node_memory(cfg: StackConfig) -> Iterator[Problem]:
     """The engine pods that may land on one node, GPUs allowing, must fit its memory with their limits.
-    Bounded by each workload's pods at peak (rollout surge and overshoot included)."""
+    Bounded by each workload's pods at peak (rollout surge and overshoot included). Pods of models whose
+    node selectors one node may match both (no key with two values) and whose GPUs are one resource may
+    share a node: per model, its node is filled with every such model's pods, gpuPool.gpusPerNode and
+    gpuPool.nodeMemoryGiB describing every GPU node of the stack."""
     pool = cfg.gpu_pool
     if pool.node_memory_gib is None:
         return
+    res = [engine_resources(pool, m) for m in cfg.models]
+    prepulls = ([r for pools in prepull_pools(cfg.models, cfg.images.named(), pool).values() for _, r in pools]
+                if cfg.operations.image_pre_pull.enabled else [])
+    judged: set[tuple[int, ...]] = set()
+    for anchor in res:
+        group = tuple(i for i, r in enumerate(res) if r.gpu_resource_name == anchor.gpu_resource_name
+                      and _shared_node(r.node_selector, anchor.node_selector))
+        if group in judged:
+            continue
+        judged.add(group)
+        # The pre-pull DaemonSets put a pod of their own on every node of their pool, beside the engine pods.
+        prepull = sum(1 for r in prepulls if _shared_node(r.node_selector, anchor.node_selector))
+        problems = list(_node_fill(cfg, group, prepull))
+        if problems:
+            yield from problems
+            return
+
+
+def _node_fill(cfg: StackConfig, group: tuple[int, ...], prepull: int) -> Iterator[Problem]:
+    pool = cfg.gpu_pool
     # Best fill of one node by memory: a bounded knapsack over GPUs (at most 16 per node).
-    best: list[tuple[int, tuple[int, ...]]] = [(0, ())] * (pool.gpus_per_node + 1)
-    for i, m in enumerate(cfg.models):
+    best: list[tuple[float, tuple[int, ...]]] = [(0, ())] * (pool.gpus_per_node + 1)
+    for i in group:
+        m = cfg.models[i]
         memory = pod_memory_limit_gib(pool, m)
         for w in gpu_workloads(m):
             for _ in range(min(peak_pods(w.pods, w.extra_pods), pool.gpus_per_node // max(w.gpus_per_pod, 1))):
@@ -144,16 +194,24 @@ def node_memory(cfg: StackConfig) -> Iterator[Problem]:
                     if held + memory > best[gpus][0]:
                         best[gpus] = (held + memory, (*pods, i))
     need, pods = max(best)
-    # The pre-pull DaemonSets put a pod of their own on every GPU node, beside the engine pods.
-    prepull = len(engine_image_keys(cfg.models, cfg.images.named())) if cfg.operations.image_pre_pull.enabled else 0
     if need + prepull * PREPULL_MEMORY_MIB / 1024 <= pool.node_memory_gib:
         return
+    need = gib_number(round(need * 2**30))
     offloading = [i for i in dict.fromkeys(pods) if offload_memory_gib(cfg.models[i])]
+    own = [i for i in dict.fromkeys(pods) if cfg.models[i].resources.memory or cfg.models[i].resources.memory_limit]
     parts = ", ".join(f"{cfg.models[i].name} {pod_memory_limit_gib(pool, cfg.models[i])} GiB" for i in pods)
-    path, value = ((f"models[{offloading[0]}].kvCacheOffload.sizeGiB", cfg.models[offloading[0]].kv_cache_offload.size_gib)
-                   if offloading else ("gpuPool.memoryLimitGiB", pool.memory_limit_gib))
+    if offloading:
+        path, value = (f"models[{offloading[0]}].kvCacheOffload.sizeGiB", cfg.models[offloading[0]].kv_cache_offload.size_gib)
+    elif own:
+        r = cfg.models[own[0]].resources
+        path, value = ((f"models[{own[0]}].resources.memoryLimit", r.memory_limit) if r.memory_limit
+                       else (f"models[{own[0]}].resources.memory", r.memory))
+    else:
+        path, value = ("gpuPool.memoryLimitGiB", pool.memory_limit_gib)
+    per_pod = (f"gpuPool.memoryLimitGiB {pool.memory_limit_gib} per pod" if not own
+               else "each model's memory limit per pod (models[].resources, else gpuPool.memoryLimitGiB)")
     yield Problem(path, value, f"one node of gpuPool.gpusPerNode {pool.gpus_per_node} GPUs may hold engine pods whose "
-                  f"memory limits sum to {need} GiB ({parts}: gpuPool.memoryLimitGiB {pool.memory_limit_gib} per pod"
+                  f"memory limits sum to {need} GiB ({parts}: {per_pod}"
                   f"{' plus the KV offload' if offloading else ''}; the Memory /dev/shm emptyDir is charged within "
                   f"these limits)"
                   + (f" and {prepull} pre-pull DaemonSet pod{'s' if prepull > 1 else ''} (operations.imagePrePull) "
