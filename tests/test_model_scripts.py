@@ -186,7 +186,8 @@ def test_missing_tokenizer_payload_is_named(tmp_path, capsys):
 def test_corrupt_shard_fails_the_checksum(tmp_path, capsys):
     model = make_model(tmp_path / "m")
     shard = model / "model-00001-of-00003.safetensors"
-    shard.write_bytes(b"x" + shard.read_bytes()[1:])
+    data = shard.read_bytes()
+    shard.write_bytes(bytes([data[0] ^ 0xFF]) + data[1:])   # another first byte (b"x" was it 1 time in 256)
     assert verify(model) == 1
     assert "sha256 mismatch for model-00001-of-00003.safetensors" in capsys.readouterr().err
 
