@@ -38,6 +38,8 @@ from components.combined import (
 from components.engines import (
     OFFLINE_ENV,
     parallel_size,
+    profile_of,
+    reasoning_kwarg,
     startup_budget_seconds,
 )
 from components.gateway import RouteBackend, service_name
@@ -96,25 +98,37 @@ def fleet_engine_args(model_path: str, model: ServedModel) -> list[str]:
     return vllm.serve_args(model_path, model.served_model_name, vllm.PORT, model.vllm) + [
         "--distributed-executor-backend", "mp",
         "--kv-transfer-config", kv_transfer_config("kv_both", model.pd.kv_load_failure_policy),
-    ]
+    ] + list(model.vllm.extra_args)
 
 
 def fleet_env(model: ServedModel) -> dict[str, str]:
     return {**OFFLINE_ENV, "VLLM_NIXL_SIDE_CHANNEL_HOST": "0.0.0.0",
-            "VLLM_NIXL_SIDE_CHANNEL_PORT": str(model.pd.side_channel_port), "PYTHONHASHSEED": PYTHONHASHSEED}
+            "VLLM_NIXL_SIDE_CHANNEL_PORT": str(model.pd.side_channel_port), "PYTHONHASHSEED": PYTHONHASHSEED,
+            **model.env}
+
+
+def same_pod_env(model: ServedModel, vllm_port: str, side_channel: int) -> dict[str, str]:
+    return {**OFFLINE_ENV, "VLLM_PORT": vllm_port, "UCX_NET_DEVICES": "all",
+            # Same pod: loopback is right here, unlike across pods.
+            "VLLM_NIXL_SIDE_CHANNEL_HOST": "127.0.0.1", "VLLM_NIXL_SIDE_CHANNEL_PORT": str(side_channel),
+            "PYTHONHASHSEED": PYTHONHASHSEED, **model.env}
 
 
 def same_pod_engine_args(model_path: str, model: ServedModel, port: int, role: str) -> list[str]:
     """Section 9.2's PD_COMMON_ARGS for one side: the same common arguments on both engines."""
     settings = model.vllm.model_copy(update={"enforce_eager": model.same_pod.enforce_eager})
-    return vllm.serve_args(model_path, model.served_model_name, port, settings) + [
-        "--dtype", "auto",
-        "--reasoning-config", json.dumps({"reasoning_parser": settings.reasoning_parser, "reasoning_start_str": "<think>",
-                                          "reasoning_end_str": "</think>"}, separators=(",", ":")),
-        "--default-chat-template-kwargs", '{"thinking":true}',
+    args = vllm.serve_args(model_path, model.served_model_name, port, settings) + ["--dtype", "auto"]
+    tags, kwarg = profile_of(model).REASONING_TAGS, reasoning_kwarg(model)
+    if settings.reasoning_parser is not None and tags is not None:
+        args += ["--reasoning-config", json.dumps({"reasoning_parser": settings.reasoning_parser, "reasoning_start_str": tags[0],
+                                                   "reasoning_end_str": tags[1]}, separators=(",", ":"))]
+    if kwarg is not None:
+        # Reasoning on unless a request says otherwise, as 9.2 ran it.
+        args += ["--default-chat-template-kwargs", json.dumps({kwarg: True}, separators=(",", ":"))]
+    return args + [
         "--enable-prompt-tokens-details",
         "--kv-transfer-config", kv_transfer_config(role, model.pd.kv_load_failure_policy),
-    ]
+    ] + list(model.vllm.extra_args)
 
 
 @dataclass(frozen=True)
@@ -211,10 +225,7 @@ def same_pod_template(base: CombinedEngineArgs) -> dict:
             ("decode", sp.decode_port, sp.decode_side_channel_port, "30000", "kv_consumer")):
         engines.append(EngineContainer(
             name=role, command=[vllm.COMMAND], args=same_pod_engine_args(model_path, m, port, kv_role),
-            env={**OFFLINE_ENV, "VLLM_PORT": vllm_port, "UCX_NET_DEVICES": "all",
-                 # Same pod: loopback is right here, unlike across pods.
-                 "VLLM_NIXL_SIDE_CHANNEL_HOST": "127.0.0.1", "VLLM_NIXL_SIDE_CHANNEL_PORT": str(side_channel),
-                 "PYTHONHASHSEED": PYTHONHASHSEED},
+            env=same_pod_env(m, vllm_port, side_channel),
             port=port, gpus=tp, api_key_env=vllm.API_KEY_ENV))
     # Our proxy from the scripts ConfigMap, not the image's disagg_proxy_multiturn.py, which sends
     # the engines no key (401), serves neither /v1/models nor /metrics (smoke and load test: 404)

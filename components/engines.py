@@ -9,12 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from config_model import ServedModel
+from config_model import ServedModel, Smoke
 from policy.engines import Engine, engine_named, engine_offloading_with
+from policy.profiles import Profile, profile_named
 
 
 def engine_of(model: ServedModel) -> Engine:
     return engine_named(model.engine)
+
+
+def profile_of(model: ServedModel) -> Profile:
+    return profile_named(model.profile)
+
+
+def cold_start_estimate_seconds(model: ServedModel) -> int | None:
+    """The measured cold start of the model's family on its engine (policy/profiles/), pod creation to
+    Ready; None where nothing was measured."""
+    return profile_of(model).COLD_START_ESTIMATE_SECONDS.get(model.engine)
 
 
 @dataclass(frozen=True)
@@ -38,10 +49,11 @@ def startup_budget_seconds(model: ServedModel) -> int:
     return engine_of(model).DEFAULT_STARTUP_BUDGET_SECONDS
 
 
-def max_model_len(model: ServedModel) -> int:
-    """Longest prompt plus output the engine accepts, in tokens."""
+def max_model_len(model: ServedModel) -> int | None:
+    """Longest prompt plus output the engine accepts, in tokens: the section's, else what the profile
+    knows of its checkpoint; None when neither says (the engine takes the checkpoint's)."""
     engine = engine_of(model)
-    return engine.max_model_len(engine.section(model))
+    return engine.max_model_len(engine.section(model)) or profile_of(model).ASSUMED_CONTEXT.get(model.engine)
 
 
 def tokenizer_mode(model: ServedModel) -> str:
@@ -90,9 +102,46 @@ def offload_shm_gib(model: ServedModel) -> int:
     return offload_memory_gib(model) if engine is not None and engine.OFFLOAD_IN_SHM else 0
 
 
+def program_env(model: ServedModel) -> dict[str, str]:
+    """The variables the program sets on a combined engine container besides caches and the key."""
+    return {**OFFLINE_ENV, **engine_of(model).ENV}
+
+
 def engine_command(model_path: str, model: ServedModel) -> EngineCommand:
+    """The engine's argv (its module's builder, KV offload, then extraArgs as written) and env
+    (models[].env beside the program's, whose names stacks/rules/passthrough.py keeps apart)."""
     engine = engine_of(model)
+    section = engine.section(model)
     return EngineCommand(command=[engine.COMMAND],
-                         args=engine.serve_args(model_path, model.served_model_name, engine.PORT, engine.section(model))
-                         + kv_offload_args(model),
-                         env={**OFFLINE_ENV, **engine.ENV})
+                         args=engine.serve_args(model_path, model.served_model_name, engine.PORT, section)
+                         + kv_offload_args(model) + list(section.extra_args),
+                         env={**program_env(model), **model.env})
+
+
+# ---- the smoke test and warm-up of a model (issue 20): models[].smoke, then operations.smoke, then the profile ----
+
+@dataclass(frozen=True)
+class SmokeSettings:
+    prompt: str
+    expected_text: str
+    checks: tuple[str, ...]          # besides the model list and the exact answer: reasoning, tool-call
+    reasoning_kwarg: str | None      # chat_template_kwargs key switching reasoning; None sends none
+
+
+def reasoning_kwarg(model: ServedModel) -> str | None:
+    """models[].smoke.reasoningKwarg; unset: the profile's; null or 'off': none."""
+    if "reasoning_kwarg" not in model.smoke.model_fields_set:
+        return profile_of(model).REASONING_KWARG
+    return None if model.smoke.reasoning_kwarg in (None, "off") else model.smoke.reasoning_kwarg
+
+
+def smoke_settings(model: ServedModel, stack: Smoke) -> SmokeSettings:
+    """What the smoke Job asks and checks; unset checks follow the parsers the engine runs with."""
+    own, profile = model.smoke, profile_of(model)
+    section = engine_of(model).section(model)
+    checks = own.checks if own.checks is not None else [
+        check for check, parser in (("reasoning", section.reasoning_parser), ("tool-call", section.tool_call_parser))
+        if parser is not None]
+    return SmokeSettings(prompt=own.prompt or stack.prompt or profile.SMOKE_PROMPT,
+                         expected_text=own.expected_text or stack.expected_text or profile.SMOKE_EXPECTED_TEXT,
+                         checks=tuple(checks), reasoning_kwarg=reasoning_kwarg(model))

@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component, job_metadata, labels, metadata
 from components.combined import rollout_timeouts, served_model_selector
-from components.engines import max_model_len, tokenizer_mode
+from components.engines import max_model_len, smoke_settings, tokenizer_mode
 from components.ops_commands import Engines, SmokeRoute, load_test_plan, smoke_args, warmup_args
 from components.pod_template import SCRIPTS_MOUNT, container_security, cpu_job_pod, revision_path
 from components.retention import kept, kept_annotations
@@ -161,13 +161,14 @@ class ModelOperations(Component):
         user_endpoint = args.gateway_endpoint or args.endpoint
         wait = endpoint_wait_seconds(m)
         if ops.smoke.enabled:
-            command = smoke_args(user_endpoint, m.served_model_name, ops.smoke, smoke_route(m, bool(args.gateway_endpoint)),
-                                 wait, max_model_len(m))
+            command = smoke_args(user_endpoint, m.served_model_name, smoke_settings(m, ops.smoke), ops.smoke.max_tokens,
+                                 smoke_route(m, bool(args.gateway_endpoint)), wait, max_model_len(m))
             previous = [self._job("smoke", args, args.python_image, command, "500m", "256Mi",
                                   deadline=wait + 900, backoff=0, after=previous)]
         if ops.warmup.enabled:
             prefix = f"warmup-{m.name}-{args.revision_key}"
-            command = warmup_args(user_endpoint, m.served_model_name, ops.warmup, max_model_len(m), prefix, wait)
+            command = warmup_args(user_endpoint, m.served_model_name, ops.warmup, max_model_len(m), prefix, wait,
+                                  smoke_settings(m, ops.smoke))
             previous = [self._job("warmup", args, args.python_image, command, "2", "2Gi",
                                   deadline=wait + ops.warmup.timeout_seconds, backoff=1, after=previous)]
         if ops.load_test.enabled:

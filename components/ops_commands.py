@@ -9,7 +9,8 @@ import json
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from config_model import LoadScenario, Smoke, Warmup, is_ip_host
+from components.engines import SmokeSettings
+from config_model import LoadScenario, Warmup, is_ip_host
 from policy.engines import NAMES, vllm
 
 SCRIPTS = "/opt/llm-serving"
@@ -56,34 +57,42 @@ class SmokeRoute:
     probe_words: int = 512
 
 
-def warmup_args(endpoint: str, served_model_name: str, warmup: Warmup, max_model_len: int, request_id_prefix: str,
-                wait_seconds: int = 0) -> list[str]:
-    """Every target concurrency x every common input length plus a near-maximum one, in chat,
-    reasoning and tool-call shapes (field report 8.2)."""
-    near_max = int(max_model_len * warmup.near_max_input_fraction)
-    lengths = sorted(set(warmup.input_tokens) | {near_max})
-    if max(lengths) + warmup.output_tokens > max_model_len:
-        raise OpsConfigError(f"warm-up input {max(lengths)} + output {warmup.output_tokens} tokens exceed maxModelLen {max_model_len}")
+# Warm-up request shape of each smoke check (components/scripts/warmup.py).
+WARMUP_SHAPES = {"reasoning": "reasoning", "tool-call": "tool"}
+
+
+def warmup_args(endpoint: str, served_model_name: str, warmup: Warmup, max_model_len: int | None, request_id_prefix: str,
+                wait_seconds: int = 0, smoke: SmokeSettings | None = None) -> list[str]:
+    """Every target concurrency x every common input length plus a near-maximum one (when the context
+    is known), in chat and the model's reasoning and tool-call shapes (field report 8.2)."""
+    lengths = set(warmup.input_tokens)
+    if max_model_len is not None:
+        lengths.add(int(max_model_len * warmup.near_max_input_fraction))
+        if max(lengths) + warmup.output_tokens > max_model_len:
+            raise OpsConfigError(f"warm-up input {max(lengths)} + output {warmup.output_tokens} tokens exceed maxModelLen {max_model_len}")
+    checks = smoke.checks if smoke else tuple(WARMUP_SHAPES)
     return ["python3", f"{SCRIPTS}/warmup.py",
             "--endpoint", checked_endpoint(endpoint), "--model", served_model_name,
             "--concurrency", ",".join(str(c) for c in sorted(set(warmup.concurrency_levels))),
-            "--input-tokens", ",".join(str(n) for n in lengths),
+            "--input-tokens", ",".join(str(n) for n in sorted(lengths)),
             "--output-tokens", str(warmup.output_tokens),
-            "--shapes", "chat,reasoning,tool",
+            "--shapes", ",".join(["chat", *(WARMUP_SHAPES[c] for c in checks)]),
+            "--reasoning-kwarg", (smoke.reasoning_kwarg or "") if smoke else "",
             "--request-id-prefix", request_id_prefix, "--wait-seconds", str(wait_seconds)]
 
 
-def smoke_args(endpoint: str, served_model_name: str, smoke: Smoke, route: SmokeRoute = SmokeRoute(),
-               wait_seconds: int = 0, max_model_len: int | None = None) -> list[str]:
-    """The four checks of field report 12.3, in order: model list, exact deterministic answer,
-    separate reasoning, structured tool call; then the route's evidence (11.3)."""
+def smoke_args(endpoint: str, served_model_name: str, smoke: SmokeSettings, max_tokens: int,
+               route: SmokeRoute = SmokeRoute(), wait_seconds: int = 0, max_model_len: int | None = None) -> list[str]:
+    """The checks of field report 12.3, in order: model list, exact deterministic answer, then the
+    model's separate reasoning and structured tool call; then the route's evidence (11.3)."""
     if not smoke.expected_text.strip():
-        raise OpsConfigError("the smoke test needs the exact expected answer (operations.smoke.expectedText)")
+        raise OpsConfigError("the smoke test needs the exact expected answer (models[].smoke.expectedText)")
     if max_model_len is not None and route.probe_words + 64 > max_model_len:
         raise OpsConfigError(f"the P/D probe of {route.probe_words} words does not fit maxModelLen {max_model_len}")
     return ["python3", f"{SCRIPTS}/smoke.py",
             "--endpoint", checked_endpoint(endpoint), "--model", served_model_name,
-            "--prompt", smoke.prompt, "--expected", smoke.expected_text, "--max-tokens", str(smoke.max_tokens),
+            "--prompt", smoke.prompt, "--expected", smoke.expected_text, "--max-tokens", str(max_tokens),
+            "--checks", ",".join(smoke.checks), "--reasoning-kwarg", smoke.reasoning_kwarg or "",
             "--wait-seconds", str(wait_seconds), "--route", route.route,
             "--prefill-pod-prefix", route.prefill_pod_prefix, "--decode-pod-prefix", route.decode_pod_prefix,
             "--prefill-port", str(route.prefill_port), "--decode-port", str(route.decode_port),

@@ -43,6 +43,7 @@ IRSA_TOKEN_SECONDS = 86400
 IRSA_SKIP_CONTAINERS = "eks.amazonaws.com/skip-containers"
 SYNC_MOUNT = "/models"
 ANN_MODEL_SIZE = "llm-serving.io/model-size-gib"
+ANN_MODEL_PROFILE = "llm-serving.io/model-profile"
 # In the pod's emptyDir: how the download container tells the verify container beside it that it is
 # alive and how it ended (components/scripts/sync_model.sh, verify_model.py --download-status).
 STATUS_DIR = f"{WORK_DIR}/download-status"
@@ -189,6 +190,8 @@ class ModelSyncJob(Component):
         meta = job_metadata(self.job_name, args.namespace, "model-sync")
         # What it syncs, for plan.md's time to first token (sync at 437 MiB/s, field report 3.2).
         meta["annotations"][ANN_MODEL_SIZE] = format(args.model.size_gib, "g")
+        # And whose cold start it measures (policy/profiles/).
+        meta["annotations"][ANN_MODEL_PROFILE] = args.model.profile
         self.job = k8s.batch.v1.Job(
             f"{name}-job",
             metadata=meta,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policy.engines import engine_named
+from policy.profiles import profile_named
 
 # Field report 3.2: one 155.43 GiB download took about 364 s, about 437 MiB/s (3.67 Gbit/s). Only the
 # download: the report does not time a verification pass.
@@ -19,10 +19,11 @@ SYNC_MIB_PER_SECOND = 437
 # Field report 12.2: the ~14.29 GB SGLang image took about 127 s on its first pull; the only engine
 # image pull the report times, so it stands for every engine image here.
 IMAGE_PULL_SECONDS = 127
-# Each engine's cold-start estimate (policy/engines/, pod creation to Ready) says whether it already
-# contains the pull (COLD_START_INCLUDES_IMAGE_PULL): SGLang's 23 min do (12.2); vLLM's 12 min (6, 9.3)
-# are not broken down, so nothing is taken off them. SGLang's 23 min also include a model preparation
-# the report does not time, so its figure stays an upper bound.
+# The cold-start estimate of a model's profile on its engine (policy/profiles/, pod creation to Ready)
+# says whether it already contains the pull (COLD_START_INCLUDES_IMAGE_PULL): DeepSeek-V4's SGLang 23 min
+# do (12.2); its vLLM 12 min (6, 9.3) are not broken down, so nothing is taken off them. The 23 min also
+# include a model preparation the report does not time, so that figure stays an upper bound. A profile
+# without a measurement (generic) gives no cold start: the estimate is then a lower bound.
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,12 @@ class TimeToServing:
 
     sync_seconds: float          # the model's directory, at SYNC_MIB_PER_SECOND
     pull_seconds: float          # the engine image onto the node (serialized pulls when pre-pulling several)
-    cold_start_seconds: float    # engine start with image and weights present, to a port that serves
+    cold_start_seconds: float    # engine start with image and weights present, to a port that serves (0: unmeasured)
     gpus: int                    # GPUs of the model's engine pods at steady state
     pre_pulled: bool
     first_token_seconds: float   # from `pulumi up`
     gpu_wait_seconds: float      # from the engine pods' scheduling to the first token
+    measured: bool = True        # False: the profile has no cold start on this engine; the times are lower bounds
 
     @property
     def gpu_minutes(self) -> float:
@@ -46,19 +48,23 @@ def sync_seconds(size_gib: float) -> float:
     return size_gib * 1024 / SYNC_MIB_PER_SECOND
 
 
-def cold_start_seconds(engine: str) -> float:
-    e = engine_named(engine)
-    return e.COLD_START_ESTIMATE_SECONDS - (IMAGE_PULL_SECONDS if e.COLD_START_INCLUDES_IMAGE_PULL else 0)
+def cold_start_seconds(engine: str, profile: str) -> float | None:
+    p = profile_named(profile)
+    if engine not in p.COLD_START_ESTIMATE_SECONDS:
+        return None
+    return p.COLD_START_ESTIMATE_SECONDS[engine] - (IMAGE_PULL_SECONDS if p.COLD_START_INCLUDES_IMAGE_PULL[engine] else 0)
 
 
-def time_to_serving(size_gib: float, engine: str, gpus: int, pre_pulled: bool, images_per_node: int = 1) -> TimeToServing:
+def time_to_serving(size_gib: float, engine: str, gpus: int, pre_pulled: bool, images_per_node: int = 1, *,
+                    profile: str) -> TimeToServing:
     """Without pre-pull the engine pod pulls its image after the sync, holding its GPUs through it.
     With it, every GPU node pulls each distinct engine image during the sync; the kubelet pulls one
     image at a time by default (serializeImagePulls, default true: k8s.io/kubelet config/v1beta1
     KubeletConfiguration), so a node holds all `images_per_node` images only after that many pulls,
     and the engine pod waits only for what of it outlasts the sync."""
     sync = sync_seconds(size_gib)
-    cold = cold_start_seconds(engine)
+    measured = cold_start_seconds(engine, profile)
+    cold = measured or 0.0
     if pre_pulled:
         pull = IMAGE_PULL_SECONDS * images_per_node
         waiting = max(0.0, pull - sync) + cold
@@ -66,7 +72,8 @@ def time_to_serving(size_gib: float, engine: str, gpus: int, pre_pulled: bool, i
         pull = IMAGE_PULL_SECONDS
         waiting = pull + cold
     return TimeToServing(sync_seconds=sync, pull_seconds=pull, cold_start_seconds=cold, gpus=gpus,
-                         pre_pulled=pre_pulled, first_token_seconds=sync + waiting, gpu_wait_seconds=waiting)
+                         pre_pulled=pre_pulled, first_token_seconds=sync + waiting, gpu_wait_seconds=waiting,
+                         measured=measured is not None)
 
 
 def minutes(seconds: float) -> str:

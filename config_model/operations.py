@@ -66,8 +66,12 @@ class Smoke(Model):
     """Correctness before traffic: /health=200 proves nothing about output (field report 12.3)."""
 
     enabled: bool = Field(True, description="Run the smoke Job after each rollout.")
-    prompt: checked(k8s.kubelet_expansions) = Field("只回答：你好", description="Deterministic prompt, sent with temperature 0 and thinking disabled.")
-    expected_text: checked(k8s.kubelet_expansions) = Field("你好", description="The exact answer the deterministic prompt must return.")
+    prompt: checked(k8s.kubelet_expansions) | None = Field(
+        None, description="Deterministic prompt, sent with temperature 0 and reasoning off, for every model that sets no "
+        "models[].smoke.prompt; unset: each model's profile's (policy/profiles/).")
+    expected_text: checked(k8s.kubelet_expansions) | None = Field(
+        None, description="The exact answer the deterministic prompt must return, for every model that sets no "
+        "models[].smoke.expectedText; unset: each model's profile's.")
     max_tokens: int = Field(32, ge=1, le=1024, description="max_tokens of the deterministic request.")
 
 

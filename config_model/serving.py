@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from config_model import k8s
 from config_model.infra import Toleration
 from config_model.names import ExtendedResourceName, ModelName, NonEmptyLabelValue, checked
 from config_model.resources import DEFAULT_GPU_RESOURCE, GpuResourceName, ModelResources, NodeSelector
-from config_model.types import LABEL_VALUE, DnsLabel, Model, NonEmpty, key_prefix, text
+from config_model.types import LABEL_VALUE, DnsLabel, Model, NonEmpty, key_prefix, stack_key, text
+from policy.profiles import DEFAULT as DEFAULT_PROFILE
+from policy.profiles import NAMES as PROFILE_NAMES
+from policy.profiles import PROFILES, profile_named
 
 
 class Rollout(Model):
@@ -30,24 +33,46 @@ Sha256Hex = text(r"^[0-9a-f]{64}$", "a sha256 digest: 64 lowercase hex digits")
 Arg = checked(k8s.kubelet_expansions, base=NonEmpty)
 
 
+# How a profile-backed engine setting reads (policy/profiles/: models[].profile), from the profiles themselves.
+def _profiles(engine: str, field: str) -> str:
+    def show(v: Any) -> str:
+        return "none" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+    return f"unset: the model's profile's ({_each(lambda p: show(p.ENGINE_DEFAULTS[engine][field]))})"
+
+
+def _each(fact: Any, none: str = "none") -> str:
+    """What each profile says: `deepseek-v4: 48; generic: required`."""
+    return "; ".join(f"{name}: {none if fact(PROFILES[name]) is None else fact(PROFILES[name])}" for name in PROFILE_NAMES)
+
+
+_OFF = "null or 'off' renders no flag (the engine's own default)."
+_EXTRA = ("Further `{engine}` arguments, appended as written (e.g. {example}). Flags the program renders or owns "
+          "(model path, served name, host, port, parallel sizes, API key and every flag it sets from this section, in "
+          "any spelling, abbreviated or --no-) are refused: set their fields instead.")
+
+
 class Vllm(Model):
     """vLLM engine arguments; defaults are the validated command of field report section 5."""
 
     tensor_parallel_size: int = Field(8, ge=1, le=16, description="--tensor-parallel-size.")
     data_parallel_size: int = Field(1, ge=1, le=16, description="--data-parallel-size (1 omits the flag).")
     kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"] = Field("fp8", description="--kv-cache-dtype.")
-    block_size: int = Field(256, ge=1, le=256, description="--block-size (DeepSeek V4 pages are 256 tokens).")
+    block_size: int | None = Field(None, ge=1, le=256, description=f"--block-size; {_profiles('vllm', 'block_size')}.")
     gpu_memory_utilization: float = Field(0.88, gt=0, le=0.95, description="--gpu-memory-utilization; at 0.88 the report saw about 93 GiB used per H20 card, little headroom (section 1).")
-    max_model_len: int = Field(204800, ge=1024, description="--max-model-len in tokens.")
+    max_model_len: int | None = Field(None, ge=1024, description=f"--max-model-len in tokens; {_profiles('vllm', 'max_model_len')}.")
     max_num_seqs: int = Field(64, ge=1, le=1024, description="--max-num-seqs, set explicitly so CUDA Graphs are not captured for unused shapes (section 5).")
-    tokenizer_mode: Arg = Field("deepseek_v4", description="--tokenizer-mode.")
-    tool_call_parser: Arg = Field("deepseek_v4", description="--tool-call-parser (enables --enable-auto-tool-choice).")
-    reasoning_parser: Arg = Field("deepseek_v4", description="--reasoning-parser.")
+    tokenizer_mode: Arg | None = Field(None, description=f"--tokenizer-mode; {_profiles('vllm', 'tokenizer_mode')}. {_OFF}")
+    tool_call_parser: Arg | None = Field(None, description="--tool-call-parser, with --enable-auto-tool-choice; "
+                                         f"{_profiles('vllm', 'tool_call_parser')}. {_OFF}")
+    reasoning_parser: Arg | None = Field(None, description=f"--reasoning-parser; {_profiles('vllm', 'reasoning_parser')}. {_OFF}")
+    trust_remote_code: bool | None = Field(None, description=f"--trust-remote-code; {_profiles('vllm', 'trust_remote_code')}.")
     enable_prefix_caching: bool = Field(True, description="--enable-prefix-caching.")
     speculative_decoding: Literal["off", "dspark"] = Field(
         "off", description="DSpark A/B switch; off gives the target-only baseline section 5 asks for first.")
     dspark_num_speculative_tokens: int = Field(5, ge=1, le=16, description="num_speculative_tokens when DSpark is on.")
     enforce_eager: bool = Field(False, description="--enforce-eager: skip CUDA Graphs (faster start, slower steady state).")
+    extra_args: list[Arg] = Field(default_factory=list, max_length=64, description=_EXTRA.format(
+        engine="vllm serve", example='["--max-num-batched-tokens", "8192"]'))
 
 
 class Sglang(Model):
@@ -55,16 +80,20 @@ class Sglang(Model):
     SGLang spells the parsers differently from vLLM (deepseek-v4, deepseekv4): kept as SGLang spells them."""
 
     tensor_parallel_size: int = Field(8, ge=1, le=16, description="--tensor-parallel-size (the declared alias of --tp-size).")
-    moe_runner_backend: Arg = Field("marlin", description="--moe-runner-backend; marlin is the MXFP4 path on Hopper/H20 (FlashInfer MXFP4 is for Blackwell).")
+    moe_runner_backend: Arg | None = Field(None, description="--moe-runner-backend (marlin is the MXFP4 path on Hopper/H20; FlashInfer MXFP4 is for Blackwell); "
+                                          f"{_profiles('sglang', 'moe_runner_backend')}. {_OFF}")
     speculative_algorithm: Literal["off", "DSPARK"] = Field("off", description="--speculative-algorithm; DSPARK uses the checkpoint's built-in DSpark head.")
     mem_fraction_static: float = Field(0.82, gt=0, le=0.95, description="--mem-fraction-static.")
     chunked_prefill_size: int = Field(4096, ge=-1, description="--chunked-prefill-size in tokens (-1 disables).")
-    swa_full_tokens_ratio: float = Field(0.1, gt=0, le=1, description="--swa-full-tokens-ratio.")
-    reasoning_parser: Arg = Field("deepseek-v4", description="--reasoning-parser (SGLang spelling).")
-    tool_call_parser: Arg = Field("deepseekv4", description="--tool-call-parser (SGLang spelling).")
+    swa_full_tokens_ratio: float | None = Field(None, gt=0, le=1, description=f"--swa-full-tokens-ratio; {_profiles('sglang', 'swa_full_tokens_ratio')}. null renders no flag.")
+    reasoning_parser: Arg | None = Field(None, description=f"--reasoning-parser (SGLang spelling); {_profiles('sglang', 'reasoning_parser')}. {_OFF}")
+    tool_call_parser: Arg | None = Field(None, description=f"--tool-call-parser (SGLang spelling); {_profiles('sglang', 'tool_call_parser')}. {_OFF}")
+    trust_remote_code: bool | None = Field(None, description=f"--trust-remote-code; {_profiles('sglang', 'trust_remote_code')}.")
     max_running_requests: int | None = Field(None, ge=1, description="--max-running-requests; lower it with cudaGraphMaxBs to capture fewer graph shapes (section 12.2), re-benchmark after.")
     cuda_graph_max_bs: int | None = Field(None, ge=1, description="--cuda-graph-max-bs-decode (0.5.23 refuses the ambiguous --cuda-graph-max-bs).")
     context_length: int | None = Field(None, ge=1024, description="--context-length in tokens; unset keeps the checkpoint's.")
+    extra_args: list[Arg] = Field(default_factory=list, max_length=64, description=_EXTRA.format(
+        engine="sglang serve", example='["--schedule-conservativeness", "0.3"]'))
 
 
 class KvCacheOffload(Model):
@@ -114,6 +143,28 @@ class SamePodPd(Model):
     enforce_eager: bool = Field(True, description="--enforce-eager on both engines, as validated in 9.2.")
 
 
+class ModelSmoke(Model):
+    """The smoke test of one model (field report 12.3) and the request shapes its warm-up sends (8.2)."""
+
+    prompt: checked(k8s.kubelet_expansions, base=NonEmpty) | None = Field(
+        None, description="Deterministic prompt, sent with temperature 0 and reasoning off; unset: "
+        f"operations.smoke.prompt, then the profile's ({_each(lambda p: repr(p.SMOKE_PROMPT))}).")
+    expected_text: checked(k8s.kubelet_expansions, base=NonEmpty) | None = Field(
+        None, description="The exact answer to the prompt; unset: operations.smoke.expectedText, then the profile's "
+        f"({_each(lambda p: repr(p.SMOKE_EXPECTED_TEXT))}).")
+    checks: list[Literal["reasoning", "tool-call"]] | None = Field(
+        None, description="Checks besides the model list and the exact answer, also the warm-up's request shapes; "
+        "unset: reasoning when a reasoning parser is set, tool-call when a tool-call parser is set.")
+    reasoning_kwarg: text(r"^[A-Za-z_][A-Za-z0-9_]*$", "an identifier") | None = Field(
+        None, description="chat_template_kwargs key that switches reasoning on and off in the smoke and warm-up "
+        f"requests; unset: the profile's ({_each(lambda p: p.REASONING_KWARG, 'none sent')}); null or 'off' sends none.")
+
+
+# An environment variable name as the engines read them (a C identifier).
+EnvName = text(r"^[A-Za-z_][A-Za-z0-9_]*$", "an environment variable name: letters, digits and '_', not starting with a digit")
+OFF = "off"
+
+
 # What a served model may scale on, each read by AIBrix v0.7.0's PodAutoscaler from the engine pods'
 # /metrics (components/autoscaling.py maps each to AIBrix's metric name; tests/upstream_aibrix.py
 # pins which engine metric that reads).
@@ -154,6 +205,11 @@ class ServedModel(Model):
 
     name: ModelName = Field(..., description="Kubernetes name of the model's workloads and Service (<name>-api): a "
                             "DNS-1035 label, short enough for the names derived from it (config_model/derived.py).")
+    profile: Literal[PROFILE_NAMES] = Field(
+        DEFAULT_PROFILE, description="Model family (policy/profiles/): the values of every model-specific setting the "
+        "stack file leaves unset (parsers, tokenizer mode, block size, context, trust-remote-code, the files a "
+        "complete checkpoint holds, shard count and size, the smoke test, the measured cold start). "
+        f"{_each(lambda p: p.DESCRIPTION)}.")
     served_model_name: text(LABEL_VALUE, "a Kubernetes label value: 1-63 letters, digits, '.', '_' or '-', alphanumeric at both ends") = Field(
         ..., description="--served-model-name; what clients put in `model`. It is also the AIBrix "
         "label model.aibrix.ai/name, so it must be a valid label value.")
@@ -177,11 +233,14 @@ class ServedModel(Model):
         "old pods that read it during the rollout). Older revision directories that carry the sync Job's marker or "
         "digest cache are removed once the bucket's listing shows the new revision, before its download fills "
         "the volume; a revision any model of the stack serves is always kept.")
-    expected_shard_count: int = Field(48, ge=1, description="Safetensors shards the weight index must name (48 for DeepSeek-V4-Flash, field report 3.1).")
-    size_gib: float = Field(
-        155.43, gt=0, le=100000, description="Size of the model's files in GiB (155.43 for DeepSeek-V4-Flash, field "
-        "report 3.1); plan.md's time to first token syncs this much at the measured 437 MiB/s (3.2), and "
-        "modelVolume.capacityGiB must hold keepRevisions revisions of it for every directory.")
+    expected_shard_count: int | None = Field(
+        None, ge=1, description="Safetensors shards the weight index must name; unset: the "
+        f"profile's ({_each(lambda p: p.EXPECTED_SHARD_COUNT, 'required')}).")
+    size_gib: float | None = Field(
+        None, gt=0, le=100000, description="Size of the model's files in GiB; unset: the "
+        f"profile's ({_each(lambda p: p.SIZE_GIB, 'required')}). plan.md's time to first token syncs "
+        "this much at the measured 437 MiB/s (3.2), and modelVolume.capacityGiB must hold keepRevisions revisions of "
+        "it for every directory.")
     engine: Literal["vllm", "sglang"] = Field("vllm", description="Serving engine.")
     orchestrator: Literal["deployment", "stormservice", "rolebasedgroup", "rayclusterfleet"] = Field(
         "deployment", description="What runs the engine pods: a Deployment, an AIBrix StormService (11.1), an RBG "
@@ -209,16 +268,24 @@ class ServedModel(Model):
         "(policy/workloads.py GPU_RESOURCES).")
     startup_budget_seconds: int | None = Field(
         None, ge=60, description="Time from pod start to a port that accepts connections, in seconds; unset means "
-        "1800 for vLLM and 2700 for SGLang. It must cover the measured cold start: about 12 min for vLLM TP=8 "
-        "(field report 6) and 23 min for SGLang (12.2).")
+        "1800 for vLLM and 2700 for SGLang. It must cover the measured cold start of the model's profile on its "
+        f"engine in seconds ({_each(lambda p: ', '.join(f'{e} {t}' for e, t in p.COLD_START_ESTIMATE_SECONDS.items()) or None, 'none measured')}; field "
+        "report 6 and 12.2).")
     termination_grace_seconds: int = Field(
         180, ge=10, le=3600, description="Grace period to drain in-flight requests, in seconds; at least the gateway "
         "request timeout plus 30 s for endpoint removal and shutdown.")
     rollout: Rollout = Field(default_factory=Rollout, description="Rollout of the engine pods.")
-    vllm: Vllm = Field(default_factory=Vllm, description="vLLM arguments (engine vllm).")
+    vllm: Vllm = Field(default_factory=Vllm, validate_default=True, description="vLLM arguments (engine vllm).")
     pd: Pd = Field(default_factory=Pd, description="P/D settings (topology pd or hybrid).")
     same_pod: SamePodPd = Field(default_factory=SamePodPd, description="Same-pod 4P+4D settings (topology pd-same-pod).")
-    sglang: Sglang = Field(default_factory=Sglang, description="SGLang arguments (engine sglang).")
+    sglang: Sglang = Field(default_factory=Sglang, validate_default=True, description="SGLang arguments (engine sglang).")
+    # ---- issue 20: what the program does not model, and the smoke test per model ----
+    env: dict[EnvName, checked(k8s.kubelet_expansions)] = Field(
+        default_factory=dict, max_length=64, description="Further environment variables of the model's engine "
+        "containers, name -> value. Names the program sets (its caches, offline mode, API key, NIXL side channel "
+        "and the engine's own) are refused.")
+    smoke: ModelSmoke = Field(default_factory=ModelSmoke, description="This model's smoke test and warm-up "
+                              "shapes; unset fields: operations.smoke's, then the profile's.")
     kv_cache_offload: KvCacheOffload = Field(
         default_factory=KvCacheOffload, description="KV-cache offload to CPU memory; off by default.")
     autoscaling: Autoscaling = Field(default_factory=Autoscaling, description="Autoscaling of the engine pods (off by default).")
@@ -226,3 +293,27 @@ class ServedModel(Model):
         None, description="AIBrix gateway routing strategy written into every engine pod's model.aibrix.ai/config "
         "profile; unset means pd for topologies pd and hybrid, prefix-cache otherwise (also with one pod, which the "
         "gateway picks directly: scaling never changes the pods). A client's routing-strategy header still overrides it.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_checkpoint(cls, data: Any) -> Any:
+        """expectedShardCount and sizeGiB left out: the profile's. A profile without them (generic) leaves
+        them unset, which stacks/rules/models.py refuses naming the field."""
+        if not isinstance(data, dict) or data.get("profile", DEFAULT_PROFILE) not in PROFILE_NAMES:
+            return data
+        profile = profile_named(data.get("profile", DEFAULT_PROFILE))
+        known = {"expected_shard_count": profile.EXPECTED_SHARD_COUNT, "size_gib": profile.SIZE_GIB}
+        filled = {stack_key(k): v for k, v in known.items()
+                  if v is not None and k not in data and stack_key(k) not in data}
+        return {**data, **filled} if filled else data
+
+    @field_validator("vllm", "sglang")
+    @classmethod
+    def _profile_engine(cls, section: Model, info: ValidationInfo) -> Model:
+        """A setting the stack file leaves out takes the profile's value; null or 'off' takes none."""
+        if "profile" not in info.data:
+            return section
+        defaults = profile_named(info.data["profile"]).ENGINE_DEFAULTS[info.field_name]
+        update = {k: v for k, v in defaults.items() if k not in section.model_fields_set}
+        update |= {k: None for k in defaults if k in section.model_fields_set and getattr(section, k) == OFF}
+        return section.model_copy(update=update)

@@ -157,6 +157,16 @@ def engine_of_workload(rendered: Rendered, kind: str, namespace: str, name: str)
     return None
 
 
+def model_of_workload(rendered: Rendered, kind: str, namespace: str, name: str) -> str | None:
+    """The llm-serving.io/model label of the workload's pods."""
+    for obj in kubernetes_objects(rendered):
+        meta = obj.get("metadata") or {}
+        if (obj.get("kind"), meta.get("namespace"), meta.get("name")) == (kind, namespace, name):
+            for ref in pod_templates(kind, obj):
+                return ((ref.template.get("metadata") or {}).get("labels") or {}).get("llm-serving.io/model")
+    return None
+
+
 def kv_offload_of(container: dict) -> str:
     """The KV offload an engine container runs, read back from its argv (policy/engines/)."""
     argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
@@ -204,14 +214,16 @@ def time_to_serving_inputs(rendered: Rendered) -> list[dict[str, Any]]:
     annotation, found by the directory the model gate checks) and whether a GPU-free DaemonSet on the
     same nodes holds each of its engine images."""
     objs = kubernetes_objects(rendered)
-    sizes = {}
+    sizes, profiles = {}, {}
     for obj in objs:
-        if obj.get("kind") != "Job" or "llm-serving.io/model-size-gib" not in (obj["metadata"].get("annotations") or {}):
+        annotations = obj["metadata"].get("annotations") or {}
+        if obj.get("kind") != "Job" or "llm-serving.io/model-size-gib" not in annotations:
             continue
         for _, c in containers(obj["spec"]["template"]):
             for e in c.get("env") or []:
                 if e.get("name") == "DEST":
-                    sizes[e["value"]] = float(obj["metadata"]["annotations"]["llm-serving.io/model-size-gib"])
+                    sizes[e["value"]] = float(annotations["llm-serving.io/model-size-gib"])
+                    profiles[e["value"]] = annotations.get("llm-serving.io/model-profile")
     held: dict[tuple, set[str]] = {}
     for obj in objs:
         if obj.get("kind") != "DaemonSet":
@@ -232,9 +244,10 @@ def time_to_serving_inputs(rendered: Rendered) -> list[dict[str, Any]]:
             engines = [c for c in main if max(gpu_count(c))]
             gate = next(c for g, c in containers(ref.template) if c.get("name") == "model-gate")
             model_dir = flag_value([str(a) for a in gate.get("args") or []], "--model-dir")
-            row = models.setdefault(name, {"served": (meta.get("labels") or {}).get("model.aibrix.ai/name"),
+            row = models.setdefault(name, {"model": name, "served": (meta.get("labels") or {}).get("model.aibrix.ai/name"),
                                            "engine": _engine_name(engines[0]), "gpus": 0, "images": set(),
-                                           "sizeGiB": sizes.get(model_dir), "preloaded": True})
+                                           "sizeGiB": sizes.get(model_dir), "profile": profiles.get(model_dir),
+                                           "preloaded": True})
             row["gpus"] += ref.replicas * sum(max(gpu_count(c)) for c in main)
             images = {c.get("image") for c in engines}
             row["images"] |= images

@@ -8,14 +8,16 @@ import json
 
 from components.time_to_serving import IMAGE_PULL_SECONDS, SYNC_MIB_PER_SECOND, minutes, time_to_serving
 from components.topologies import TOPOLOGIES
-from policy.engines import ENGINES, NAMES, engine_named
+from policy.engines import ENGINES
 from policy.manifests import flag_value
+from policy.profiles import PROFILES, profile_named
 from policy.workloads import gpu_count, pod_templates
 from render.manifest_facts import (
     ab_pairs,
     autoscalers,
     engine_memory_rows,
     engine_of_workload,
+    model_of_workload,
     served_model_gpus,
     time_to_serving_inputs,
     workload_rows,
@@ -154,8 +156,11 @@ def _autoscaling_section(rendered: Rendered) -> list[str]:
                      f"{windows} | {row['peakGpus'] if row else '?'} |")
         if spec.get("minReplicas", 1) == 0:
             engine = engine_of_workload(rendered, kind, namespace, name)
-            wait = (f"about {engine_named(engine).COLD_START_ESTIMATE_SECONDS // 60} min measured for {engine}"
-                    if engine in NAMES else "12-23 min measured")
+            model = model_of_workload(rendered, kind, namespace, name)
+            profile = next((r["profile"] for r in time_to_serving_inputs(rendered) if r["model"] == model), None)
+            estimate = profile_named(profile).COLD_START_ESTIMATE_SECONDS.get(engine) if profile in PROFILES else None
+            wait = (f"about {estimate // 60} min measured for {profile} on {engine}" if estimate is not None
+                    else "a cold start not measured for this model")
             ns = pa["metadata"]["namespace"]
             # A starting pod reads 0, so with minReplicas 0 AIBrix v0.7.0 scales a bare `kubectl scale`
             # away within a resync; at 0 pods with minReplicas 1 it does not scale by itself.
@@ -212,7 +217,8 @@ def _time_to_serving_section(rendered: Rendered) -> list[str]:
     lines = ["", "## Time to first token after `pulumi up`", "",
              f"Estimate for a first deployment: the sync Job downloads the model at {SYNC_MIB_PER_SECOND} MiB/s (field "
              f"report 3.2), the ~14 GB engine image takes {IMAGE_PULL_SECONDS} s to pull (12.2), then the engine's cold "
-             "start (policy/engines/ estimate; SGLang's measured 23 min already held the pull, which is taken off). "
+             "start (the estimate of the model's profile, policy/profiles/; DeepSeek-V4's measured 23 min on SGLang "
+             "already held the pull, which is taken off; a profile without one gives lower bounds, marked >). "
              "The engine pods are created when the sync has verified the weights and hold their GPUs from then on. "
              "With pre-pull (operations.imagePrePull) the image is pulled onto the GPU nodes during the sync. "
              "GPU-minutes: the model's GPUs x the time from its pods' scheduling to the first token.", "",
@@ -220,15 +226,18 @@ def _time_to_serving_section(rendered: Rendered) -> list[str]:
              "First token, pre-pull | GPU-minutes, no pre-pull | GPU-minutes, pre-pull | This stack |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        if r["sizeGiB"] is None or r["engine"] is None:
+        if r["sizeGiB"] is None or r["engine"] is None or r.get("profile") is None:
             continue
-        off = time_to_serving(r["sizeGiB"], r["engine"], r["gpus"], pre_pulled=False)
+        off = time_to_serving(r["sizeGiB"], r["engine"], r["gpus"], pre_pulled=False, profile=r["profile"])
         on = time_to_serving(r["sizeGiB"], r["engine"], r["gpus"], pre_pulled=True,
-                             images_per_node=r.get("imagesPerNode") or len(r["images"]))
+                             images_per_node=r.get("imagesPerNode") or len(r["images"]), profile=r["profile"])
+        # Unmeasured cold start (profile generic): the times are lower bounds.
+        least = "" if off.measured else "> "
+        cold = minutes(off.cold_start_seconds) if off.measured else f"not measured ({r['profile']})"
         lines.append(f"| {r['served']} | {r['engine']} | {r['gpus']} | {format(r['sizeGiB'], 'g')} | "
                      f"{minutes(off.sync_seconds)} | {minutes(on.pull_seconds if r['preloaded'] else off.pull_seconds)} | "
-                     f"{minutes(off.cold_start_seconds)} | {minutes(off.first_token_seconds)} | "
-                     f"{minutes(on.first_token_seconds)} | {off.gpu_minutes:.0f} | {on.gpu_minutes:.0f} | "
+                     f"{cold} | {least}{minutes(off.first_token_seconds)} | "
+                     f"{least}{minutes(on.first_token_seconds)} | {least}{off.gpu_minutes:.0f} | {least}{on.gpu_minutes:.0f} | "
                      f"{'pre-pull' if r['preloaded'] else 'no pre-pull'} |")
     return lines
 

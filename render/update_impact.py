@@ -156,10 +156,11 @@ def _time_to_serving(new: list[dict], outputs: dict, served: str, image_changed:
     except StopIteration:
         return None  # an engine pod without the model gate (not one this program renders): no estimate
     for row in rows:
-        if row["served"] == served and row["sizeGiB"] is not None and row["engine"] is not None:
+        if row["served"] == served and row["sizeGiB"] is not None and row["engine"] is not None and row.get("profile"):
             estimate = time_to_serving(row["sizeGiB"], row["engine"], row["gpus"],
                                        pre_pulled=row["preloaded"] or not image_changed,
-                                       images_per_node=row.get("imagesPerNode") or len(row["images"]))
+                                       images_per_node=row.get("imagesPerNode") or len(row["images"]),
+                                       profile=row["profile"])
             return estimate.gpu_wait_seconds
     return None
 

@@ -19,7 +19,7 @@ from components.disaggregated import (
     SamePodPdEngine,
     model_config,
 )
-from components.engines import with_speculative_decoding
+from components.engines import profile_of, with_speculative_decoding
 from components.gateway import ModelRoutes, ModelRoutesArgs, RouteBackend
 from components.images import ImageMirror, ImageMirrorArgs
 from components.monitoring import EngineMonitoring, MonitoringArgs
@@ -236,7 +236,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     volume = ModelVolumeClaims("model-volume", ModelVolumeArgs(
         volume=cfg.model_volume, namespace=ns, ceph_secret_name=serving_secrets.ceph_secret_name),
         pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets])))
-    scripts = ModelScripts("model-scripts", ns, opts)
+    scripts = ModelScripts("model-scripts", ns, {m.directory: profile_of(m).REQUIRED_FILES for m in cfg.models}, opts)
     images = ImageMirror("images", ImageMirrorArgs(
         images=cfg.images, namespace=ns, gpu_pool=cfg.gpu_pool, model_label_keys=model_node_label_keys(cfg.models),
         pull_secret_name=serving_secrets.registry_secret_name, scripts_config_map=scripts.config_map_name,

@@ -14,6 +14,7 @@ import pytest
 from conftest import IN_CI, PROJECT_DIR, STACKS, k8s_objects, render_stack
 from variants import dev_config, model, render, sglang_stack, variant_file
 
+from policy.profiles import NAMES as PROFILE_NAMES
 from policy.workloads import containers, gpu_count, pod_templates
 
 RAY_IMAGE = {"upstream": "registry.internal/llm/vllm-openai-ray:v0.26.0-cu129", "digest": "sha256:" + "7" * 64,
@@ -47,15 +48,46 @@ def _variants():
            "sglang": sglang_stack(),
            "sglang-every-flag": sglang_stack(sglang={"speculativeAlgorithm": "DSPARK", "maxRunningRequests": 64,
                                                      "cudaGraphMaxBs": 32, "contextLength": 131072})}
+    out |= generic_variants()
     for topology, orchestrator, budget in (("pd", "rayclusterfleet", 24), ("pd-same-pod", "deployment", 8),
                                            ("hybrid", "stormservice", 32)):
-        m = model(topology=topology, orchestrator=orchestrator)
-        if orchestrator != "deployment":
-            m.pop("rollout")
-        if topology == "pd-same-pod":
-            m["vllm"] = {**m["vllm"], "tensorParallelSize": 4}
-        out[topology] = variant_file(images=images, models=[m], gpuBudget=budget)
+        for profile in PROFILE_NAMES:
+            m = model(topology=topology, orchestrator=orchestrator)
+            if profile != "deepseek-v4":
+                m.update(GENERIC_72B, name="qwen-72b", topology=topology, orchestrator=orchestrator)
+                m["vllm"] = {**m["vllm"], "tensorParallelSize": 8, "reasoningParser": "qwen3"}
+            if orchestrator != "deployment":
+                m.pop("rollout", None)
+            if topology == "pd-same-pod":
+                m["vllm"] = {**m["vllm"], "tensorParallelSize": 4}
+            out[topology if profile == "deepseek-v4" else f"{topology}-{profile}"] = variant_file(
+                images=images, models=[m], gpuBudget=budget)
     return out
+
+
+# The issue's example (issue 20): a 70B-class model at TP=4 and a 32B at TP=2 in one stack, profile
+# generic, with what the program does not model passed as extraArgs and env. The extra flags are
+# declared by the pinned engines (tests/upstream_vllm.py SERVE_OPTIONS; SGLang's parsed from its source).
+GENERIC_72B = {"name": "qwen-72b", "profile": "generic", "servedModelName": "qwen2.5-72b-instruct",
+               "directory": "Qwen2.5-72B-Instruct", "objectPrefix": "models/Qwen2.5-72B-Instruct", "revision": "main",
+               "expectedShardCount": 37, "sizeGiB": 136,
+               "vllm": {"tensorParallelSize": 4, "maxModelLen": 32768,
+                        "extraArgs": ["--max-num-batched-tokens", "8192"]},
+               "env": {"VLLM_LOGGING_LEVEL": "INFO"}}
+GENERIC_32B = {"name": "qwen-32b", "profile": "generic", "servedModelName": "qwq-32b", "directory": "QwQ-32B",
+               "objectPrefix": "models/QwQ-32B", "revision": "main", "expectedShardCount": 14, "sizeGiB": 62,
+               "vllm": {"tensorParallelSize": 2, "reasoningParser": "deepseek_r1", "toolCallParser": "hermes"}}
+SGLANG_EXTRA = ["--schedule-conservativeness", "0.3", "--enable-mixed-chunk"]
+
+
+def generic_variants() -> dict:
+    """Stacks of profile generic: the issue's two vLLM models side by side, and an SGLang one."""
+    two = [{**model(rollout={"strategy": "Recreate"}), **GENERIC_72B}, {**model(), **GENERIC_32B}]
+    for m in two:
+        m.pop("startupBudgetSeconds", None)
+    sglang = {k: v for k, v in GENERIC_72B.items() if k not in ("vllm", "env")}
+    return {"generic": variant_file(models=two),
+            "generic-sglang": sglang_stack(**sglang, sglang={"tensorParallelSize": 4, "extraArgs": SGLANG_EXTRA})}
 
 
 def _engine_argv(c: dict) -> tuple[str, tuple[str, ...]] | None:

@@ -313,7 +313,8 @@ def deployment(name: str, replicas: int = 1, gpus: int = 8, strategy: dict | Non
 def sync_job(size_gib: float = 100) -> dict:
     job = obj("Job", "sync", api="batch/v1", spec={"template": {"spec": {"containers": [
         {"name": "download", "image": "aws", "env": [{"name": "DEST", "value": "/m/x"}]}]}}})
-    job["metadata"]["annotations"] = {"llm-serving.io/model-size-gib": str(size_gib)}
+    job["metadata"]["annotations"] = {"llm-serving.io/model-size-gib": str(size_gib),
+                                      "llm-serving.io/model-profile": "deepseek-v4"}
     return job
 
 
@@ -358,7 +359,7 @@ def test_downtime_per_model_from_the_time_to_serving_estimate():
     old = rec(deployment("a", strategy=RECREATE))
     p = plan([job, old], [job, edited(old, lambda o: o["spec"]["template"]["metadata"]["annotations"].update(x="1"))])
     model = p.models[0]
-    same_image = time_to_serving(100, "vllm", 8, pre_pulled=True).gpu_wait_seconds
+    same_image = time_to_serving(100, "vllm", 8, pre_pulled=True, profile="deepseek-v4").gpu_wait_seconds
     assert (model.verdict, model.seconds) == ("no serving", same_image) and "Recreate" in model.why
     # A new engine image is pulled again on the node (no pre-pull DaemonSet here).
     new_image = edited(old, lambda o: [c.update(image="vllm:2") for c in o["spec"]["template"]["spec"]["containers"]])

@@ -356,12 +356,16 @@ def test_engine_gets_the_api_key_only_by_reference_and_gates_on_the_model():
 
 def test_scripts_config_map_ships_the_tested_scripts_verbatim():
     from components.scripts import SCRIPTS_DIR, ModelScripts
-    r = record("test", lambda: ModelScripts("scripts", "ns") and {})
+    required = {"Qwen2.5-72B-Instruct": ("config.json", "model.safetensors.index.json")}
+    r = record("test", lambda: ModelScripts("scripts", "ns", required) and {})
     (cm,) = by_type(r, "kubernetes:core/v1:ConfigMap")
-    assert set(cm.inputs["data"]) == {"drain.py", "load_test.py", "mirror_images.sh", "model_files.py", "model_gate.py",
-                                      "openai_client.py", "pd_proxy.py", "route_evidence.py", "smoke.py", "sync_model.sh",
-                                      "verify_model.py", "warmup.py"}
-    for name, text in cm.inputs["data"].items():
+    data = dict(cm.inputs["data"])
+    # Beside the scripts, each model directory's required files (its profile's), which model_files.py reads.
+    assert json.loads(data.pop("model_files.json")) == {"Qwen2.5-72B-Instruct": ["config.json", "model.safetensors.index.json"]}
+    assert set(data) == {"drain.py", "load_test.py", "mirror_images.sh", "model_files.py", "model_gate.py",
+                         "openai_client.py", "pd_proxy.py", "route_evidence.py", "smoke.py", "sync_model.sh",
+                         "verify_model.py", "warmup.py"}
+    for name, text in data.items():
         assert text == (SCRIPTS_DIR / name).read_text()
 
 

@@ -76,7 +76,7 @@ def test_startup_budget_must_cover_the_cold_start():
     raw = raw_config()
     raw["models"][0]["startupBudgetSeconds"] = 600
     assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].startupBudgetSeconds = 600: must be at least "
-                             "720 (the measured vllm cold start, field report); a shorter budget kills every cold start"]
+                             "720 (the measured vllm cold start of profile 'deepseek-v4', field report); a shorter budget kills every cold start"]
 
 
 def test_shm_must_be_64_gib_for_tp8():
@@ -352,7 +352,7 @@ def test_sglang_startup_budget_below_23_minutes_is_refused():
     m.update(engine="sglang", orchestrator="rolebasedgroup", startupBudgetSeconds=1200)
     m.pop("rollout"), m.pop("vllm")
     assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].startupBudgetSeconds = 1200: must be at least "
-                             "1380 (the measured sglang cold start, field report); a shorter budget kills every cold start"]
+                             "1380 (the measured sglang cold start of profile 'deepseek-v4', field report); a shorter budget kills every cold start"]
 
 
 def test_the_other_engines_section_is_refused():
@@ -485,7 +485,8 @@ def test_smoke_needs_its_expected_text():
     raw = raw_config()
     raw["operations"] = {"smoke": {"expectedText": ""}}
     assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:operations.smoke.expectedText = '': must be the exact "
-                             "answer the deterministic prompt returns (field report 12.3)"]
+                             "answer the deterministic prompt returns (field report 12.3); leave it out for each "
+                             "model's (models[].smoke.expectedText, then its profile's)"]
 
 
 def test_open_webui_needs_an_image():

@@ -342,6 +342,8 @@ def other(value, annotation=None):
         return value + "x"
     if isinstance(value, dict):
         return {**value, "llm-serving.io/x": "y"}
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [*value, "--x"]
     if isinstance(value, tuple):
         pair = typing.get_args(annotation)[0] if annotation is not None else None
         if pair is not None and typing.get_origin(pair) is tuple:
@@ -377,6 +379,8 @@ NOT_IN_POD_TEMPLATE = {
     "model.autoscaling.max_replicas": "the autoscaler and the GPU budget",
     "model.autoscaling.metric": "the autoscaler",
     "model.autoscaling.target_value": "the autoscaler",
+    "model.smoke.prompt": "the smoke Job", "model.smoke.expected_text": "the smoke Job",
+    "model.smoke.checks": "the smoke and warm-up Jobs",
 }
 
 

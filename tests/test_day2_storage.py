@@ -25,6 +25,7 @@ from conftest import PROJECT_DIR
 
 from apivalidation import apiserver, updates
 from config_model import derived
+from policy.profiles import deepseek_v4
 from render import runtime, stackfile
 from stacks import loader
 
@@ -600,16 +601,23 @@ def make_model(root: Path, shards: int = 3) -> Path:
         (root / f).write_text("{}")
     lines = [f"{hashlib.sha256((root / n).read_bytes()).hexdigest()}  {n}" for n in sorted(os.listdir(root))]
     (root / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+    # The scripts ConfigMap's record of the directory's required files (components/scripts.py).
+    required_files(root).write_text(json.dumps({root.parent.name: list(deepseek_v4.REQUIRED_FILES)}))
     return root
+
+
+def required_files(model: Path) -> Path:
+    return model.parent.parent / "model_files.json"
 
 
 def verify_args(model: Path, shards: int = 3, pinned: str = "") -> list[str]:
     return ["--model-dir", str(model), "--revision", "r1", "--expected-shards", str(shards), "--marker", MARKER,
-            "--workers", "2", "--digest-cache", CACHE, "--manifest-sha256", pinned]
+            "--workers", "2", "--digest-cache", CACHE, "--manifest-sha256", pinned,
+            "--required-files", str(required_files(model))]
 
 
 def gate(model: Path, shards: int = 3, pinned: str = "") -> list[str]:
-    return model_gate.gate_problems(str(model), "r1", shards, MARKER, pinned)
+    return model_gate.gate_problems(str(model), "r1", shards, MARKER, pinned, str(required_files(model)))
 
 
 def test_a_reverify_keeps_the_marker_while_it_runs_and_replaces_it_in_one_rename(tmp_path, monkeypatch, capsys):

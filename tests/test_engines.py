@@ -14,6 +14,7 @@ from components import engines
 from config_model import ServedModel, Vllm
 from policy.engines import sglang as sglang_engine
 from policy.engines import vllm as vllm_engine
+from policy.profiles import deepseek_v4
 
 REPORT = "000_238c050cad1f662b.txt"
 
@@ -89,7 +90,11 @@ def test_gpu_memory_utilization_has_no_float_noise(value, text):
 
 def test_parallel_size_and_cold_start_estimates():
     assert engines.parallel_size(model(tensor_parallel_size=4, data_parallel_size=2)) == 8
-    assert (vllm_engine.COLD_START_ESTIMATE_SECONDS, sglang_engine.COLD_START_ESTIMATE_SECONDS) == (720, 1380)
+    # Measured for DeepSeek-V4-Flash only (field report 6, 12.2): its profile's; a generic model has none.
+    assert deepseek_v4.COLD_START_ESTIMATE_SECONDS == {"vllm": 720, "sglang": 1380}
+    assert engines.cold_start_estimate_seconds(model()) == 720
+    generic_model = model().model_copy(update={"profile": "generic"})
+    assert engines.cold_start_estimate_seconds(generic_model) is None
 
 
 # ---- SGLang (field report 12.1) ----
@@ -100,8 +105,10 @@ def report_sglang_command() -> list[str]:
 
 
 def sglang(**kw):
+    """The SGLang section as a deepseek-v4 model resolves it (unset fields take the profile's)."""
     from config_model import Sglang
-    return Sglang(**kw)
+    return ServedModel(name="deepseek-v4-flash", served_model_name="DeepSeek-V4-Flash", directory="d",
+                       object_prefix="models/x", revision="0731", engine="sglang", sglang=Sglang(**kw)).sglang
 
 
 # The report typed `--tp`, which SGLang accepts only as an argparse abbreviation; we render the

@@ -18,17 +18,37 @@ sys.path.insert(0, str(SCRIPTS))
 import model_gate  # noqa: E402
 import verify_model  # noqa: E402
 
+from components.scripts import REQUIRED_FILES_DATA, script_data  # noqa: E402
+from policy.profiles import deepseek_v4, generic  # noqa: E402
+
 MARKER = ".llm-serving-ready.json"
+REQUIRED: dict[str, Path] = {}
 
 
-def make_model(root: Path, shards: int = 3, checksums: bool = True) -> Path:
+@pytest.fixture(autouse=True)
+def required_files(tmp_path):
+    """The scripts ConfigMap's model_files.json of a stack whose directories make_model adds."""
+    REQUIRED["path"] = tmp_path / REQUIRED_FILES_DATA
+    REQUIRED["path"].write_text("{}")
+    yield REQUIRED["path"]
+
+
+def record_required(directory: str, files: tuple[str, ...]) -> None:
+    """What components/scripts.py writes for a model of that directory and profile."""
+    data = json.loads(REQUIRED["path"].read_text())
+    data[directory] = list(files)
+    REQUIRED["path"].write_text(json.dumps(data))
+
+
+def make_model(root: Path, shards: int = 3, checksums: bool = True, required: tuple[str, ...] = deepseek_v4.REQUIRED_FILES) -> Path:
+    record_required(root.parent.name, required)
     root.mkdir(parents=True, exist_ok=True)
     names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
     for n in names:
         (root / n).write_bytes(os.urandom(64))
     (root / "model.safetensors.index.json").write_text(json.dumps(
         {"weight_map": {f"layer.{i}.w": n for i, n in enumerate(names + names)}}))
-    for f in ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json"):
+    for f in (*(f for f in required if f != "model.safetensors.index.json"), "tokenizer.json"):
         (root / f).write_text("{}")
     if checksums:
         lines = [f"{hashlib.sha256((root / n).read_bytes()).hexdigest()}  {n}" for n in sorted(os.listdir(root))]
@@ -38,12 +58,14 @@ def make_model(root: Path, shards: int = 3, checksums: bool = True) -> Path:
 
 def verify(model: Path, shards: int = 3, revision: str = "r1", pinned: str = "") -> int:
     return verify_model.main(["--model-dir", str(model), "--revision", revision, "--expected-shards", str(shards),
-                              "--marker", MARKER, "--workers", "2", "--manifest-sha256", pinned])
+                              "--marker", MARKER, "--workers", "2", "--manifest-sha256", pinned,
+                              "--required-files", str(REQUIRED["path"])])
 
 
 def gate(model: Path, shards: int = 3, revision: str = "r1", pinned: str = "") -> int:
     return model_gate.main(["--model-dir", str(model), "--revision", revision,
-                            "--expected-shards", str(shards), "--marker", MARKER, "--manifest-sha256", pinned])
+                            "--expected-shards", str(shards), "--marker", MARKER, "--manifest-sha256", pinned,
+                            "--required-files", str(REQUIRED["path"])])
 
 
 def test_complete_model_is_verified_and_marked(tmp_path):
@@ -124,6 +146,36 @@ def test_missing_required_file_is_named(tmp_path, capsys, name):
     assert f"missing {name}" in capsys.readouterr().err
 
 
+def test_the_required_files_are_the_profile_s(tmp_path, capsys):
+    """generation_config.json is DeepSeek-V4's (policy/profiles/), not every model's: a generic model's
+    directory passes without it, a DeepSeek one is refused, by the verifier and the gate alike."""
+    other = make_model(tmp_path / "qwen" / "r1", required=generic.REQUIRED_FILES)
+    assert not (other / "generation_config.json").exists()
+    assert verify(other) == 0 and gate(other) == 0
+    deepseek = make_model(tmp_path / "deepseek" / "r1")
+    assert verify(deepseek) == 0
+    record_required("deepseek", (*deepseek_v4.REQUIRED_FILES, "chat_template.jinja"))   # the profile grows
+    assert gate(deepseek) == 1 and "missing chat_template.jinja" in capsys.readouterr().err
+
+
+def test_a_directory_without_recorded_files_is_refused(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    REQUIRED["path"].write_text("{}")
+    assert verify(model) == 1
+    assert "no required files recorded for" in capsys.readouterr().err
+    REQUIRED["path"].unlink()
+    assert verify(model) == 1
+
+
+def test_the_configmap_records_each_directory_s_files_beside_the_scripts(tmp_path):
+    """The name model_files.py reads is the key components/scripts.py writes."""
+    import model_files
+    assert model_files.REQUIRED_FILES_DATA == REQUIRED_FILES_DATA
+    data = script_data({"Qwen2.5-72B-Instruct": generic.REQUIRED_FILES})
+    assert json.loads(data[REQUIRED_FILES_DATA]) == {"Qwen2.5-72B-Instruct": list(generic.REQUIRED_FILES)}
+    assert model_files.DEFAULT_REQUIRED_FILES_PATH == str(SCRIPTS / REQUIRED_FILES_DATA)
+
+
 def test_missing_tokenizer_payload_is_named(tmp_path, capsys):
     model = make_model(tmp_path / "m")
     (model / "tokenizer.json").unlink()
@@ -134,7 +186,8 @@ def test_missing_tokenizer_payload_is_named(tmp_path, capsys):
 def test_corrupt_shard_fails_the_checksum(tmp_path, capsys):
     model = make_model(tmp_path / "m")
     shard = model / "model-00001-of-00003.safetensors"
-    shard.write_bytes(b"x" + shard.read_bytes()[1:])
+    data = shard.read_bytes()
+    shard.write_bytes(bytes([data[0] ^ 0xFF]) + data[1:])   # another first byte (b"x" was it 1 time in 256)
     assert verify(model) == 1
     assert "sha256 mismatch for model-00001-of-00003.safetensors" in capsys.readouterr().err
 
@@ -195,7 +248,8 @@ def test_a_retry_rehashes_only_the_files_that_changed(tmp_path, monkeypatch, cap
     def run() -> int:
         hashed.clear()
         return verify_model.main(["--model-dir", str(model), "--revision", "r1", "--expected-shards", "3",
-                                  "--marker", MARKER, "--workers", "2", "--digest-cache", ".digests.json"])
+                                  "--marker", MARKER, "--workers", "2", "--digest-cache", ".digests.json",
+                                  "--required-files", str(REQUIRED["path"])])
     shard = model / "model-00002-of-00003.safetensors"
     good = shard.read_bytes()
     shard.write_bytes(b"x" + good[1:])
@@ -363,7 +417,7 @@ def test_pruning_keeps_the_newest_verified_revisions_what_the_stack_serves_and_w
     capsys.readouterr()
     assert verify_model.main(["--model-dir", str(new), "--revision", "r5", "--expected-shards", "3", "--marker", MARKER,
                               "--workers", "2", "--digest-cache", ".digests.json", "--keep-revisions", "2",
-                              "--in-use", "r5", "--in-use", "r2"]) == 0
+                              "--in-use", "r5", "--in-use", "r2", "--required-files", str(REQUIRED["path"])]) == 0
     assert sorted(p.name for p in root.iterdir()) == ["manual", "r2", "r4", "r5", "r9"]
     out = capsys.readouterr().out
     assert [line.split()[2] for line in out.splitlines() if line.startswith("pruned")] == ["r0", "r1", "r3"]
@@ -377,5 +431,5 @@ def test_nothing_is_pruned_when_the_new_revision_fails(tmp_path):
     bad = make_model(root / "r3")
     (bad / "config.json").unlink()
     assert verify_model.main(["--model-dir", str(bad), "--revision", "r3", "--expected-shards", "3", "--marker", MARKER,
-                              "--workers", "2", "--keep-revisions", "2"]) == 1
+                              "--workers", "2", "--keep-revisions", "2", "--required-files", str(REQUIRED["path"])]) == 1
     assert sorted(p.name for p in root.iterdir()) == ["r1", "r2", "r3"]

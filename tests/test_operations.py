@@ -22,8 +22,9 @@ from crd_schemas import crd_index, validate_custom_resource
 from fake_openai import FakeEngine
 
 from components import ops_commands as ops
+from components.engines import SmokeSettings
 from components.monitoring import alert_rules, pod_monitor_spec
-from config_model import LoadScenario, Monitoring, Smoke, Warmup
+from config_model import LoadScenario, Monitoring, Warmup
 from policy import rules
 from policy.workloads import pod_templates
 
@@ -35,6 +36,8 @@ import smoke  # noqa: E402
 import warmup  # noqa: E402
 
 ENDPOINT = "http://deepseek-v4-flash.llm-serving-dev.svc.cluster.local:8000/v1"
+DEEPSEEK_SMOKE = SmokeSettings(prompt="只回答：你好", expected_text="你好", checks=("reasoning", "tool-call"),
+                               reasoning_kwarg="thinking")
 REPORT_C8 = LoadScenario(input_len=128, output_len=64, concurrency=8, num_prompts=64, num_warmups=8)
 
 
@@ -43,7 +46,7 @@ REPORT_C8 = LoadScenario(input_len=128, output_len=64, concurrency=8, num_prompt
 @pytest.mark.parametrize("endpoint", ["http://10.244.3.17:8000/v1", "http://[fd00::17]:8000/v1"])
 def test_pod_ip_endpoints_are_refused(endpoint):
     with pytest.raises(ops.OpsConfigError, match="IP address"):
-        ops.smoke_args(endpoint, "m", Smoke())
+        ops.smoke_args(endpoint, "m", DEEPSEEK_SMOKE, 32)
 
 
 def test_endpoint_must_be_the_v1_base_url():
@@ -53,7 +56,7 @@ def test_endpoint_must_be_the_v1_base_url():
 
 def test_missing_expected_text_is_refused():
     with pytest.raises(ops.OpsConfigError, match="expected answer"):
-        ops.smoke_args(ENDPOINT, "m", Smoke(expected_text="  "))
+        ops.smoke_args(ENDPOINT, "m", SmokeSettings("p", "  ", (), None), 32)
 
 
 def test_warmups_below_concurrency_are_refused():
@@ -62,13 +65,22 @@ def test_warmups_below_concurrency_are_refused():
 
 
 def test_warmup_covers_every_level_length_and_shape():
-    argv = ops.warmup_args(ENDPOINT, "DeepSeek-V4-Flash", Warmup(), 204800, "warmup-x")
+    argv = ops.warmup_args(ENDPOINT, "DeepSeek-V4-Flash", Warmup(), 204800, "warmup-x", smoke=DEEPSEEK_SMOKE)
     f = dict(zip(argv[2::2], argv[3::2]))
     assert f["--concurrency"] == "1,8"
     assert f["--input-tokens"] == "128,4096,184320"   # common lengths plus 90% of maxModelLen
     assert f["--shapes"] == "chat,reasoning,tool" and f["--request-id-prefix"] == "warmup-x"
+    assert f["--reasoning-kwarg"] == "thinking"
     with pytest.raises(ops.OpsConfigError, match="exceed maxModelLen"):
         ops.warmup_args(ENDPOINT, "m", Warmup(input_tokens=[4090]), 4096, "w")
+
+
+def test_warmup_of_a_model_without_parsers_or_known_context():
+    """A generic model: chat requests only, no chat_template_kwargs, no near-maximum input (the engine
+    takes the checkpoint's context, which the program does not know)."""
+    argv = ops.warmup_args(ENDPOINT, "m", Warmup(), None, "w", smoke=SmokeSettings("p", "OK", (), None))
+    f = dict(zip(argv[2::2], argv[3::2]))
+    assert f["--input-tokens"] == "128,4096" and f["--shapes"] == "chat" and f["--reasoning-kwarg"] == ""
 
 
 def report_bench_command() -> list[str]:
@@ -123,26 +135,39 @@ def test_load_plan_names_each_round_and_the_engines_to_check():
 def test_smoke_passes_on_a_correct_engine_in_order(capsys):
     with FakeEngine() as engine:
         code = smoke.main(["--endpoint", f"{engine.base}/v1", "--model", "DeepSeek-V4-Flash",
-                           "--prompt", "只回答：你好", "--expected", "你好"])
+                           "--prompt", "只回答：你好", "--expected", "你好", "--reasoning-kwarg", "thinking"])
         paths = [p for p, _, _ in engine.requests]
-        exact = engine.requests[1][2]
+        exact, reasoning = engine.requests[1][2], engine.requests[2][2]
     assert code == 0
     assert paths == ["/v1/models", "/v1/chat/completions", "/v1/chat/completions", "/v1/chat/completions"]
     assert exact["temperature"] == 0 and exact["chat_template_kwargs"] == {"thinking": False}
+    assert reasoning["chat_template_kwargs"] == {"thinking": True}
     assert "smoke 4/5 tool-call: ok" in capsys.readouterr().out
+
+
+def test_smoke_of_a_model_without_reasoning_sends_no_template_kwargs_and_skips_the_checks(capsys):
+    """A generic model's defaults: no reasoning kwarg, no parser, so only the list and the exact answer
+    (and the route); an engine that would fail reasoning and tool calls passes."""
+    with FakeEngine(answer="OK", reasoning=False, tool_calls=False) as engine:
+        code = smoke.main(["--endpoint", f"{engine.base}/v1", "--model", "DeepSeek-V4-Flash",
+                           "--prompt", "Reply OK", "--expected", "OK", "--checks", "", "--reasoning-kwarg", ""])
+        posts = [b for p, _, b in engine.requests if p == "/v1/chat/completions"]
+    assert code == 0
+    assert len(posts) == 1 and "chat_template_kwargs" not in posts[0]
+    assert "smoke 3/3 route: ok" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("engine_kwargs,message", [
     ({"model": "other"}, "smoke 1/5 models: FAILED: /v1/models lists ['other']"),
-    ({"answer": "Hello! 你好"}, "smoke 2/5 deterministic: FAILED: temperature 0, thinking off: expected '你好', got 'Hello! 你好'"),
-    ({"reasoning": False}, "smoke 3/5 reasoning: FAILED: thinking on: no separate reasoning field"),
+    ({"answer": "Hello! 你好"}, "smoke 2/5 deterministic: FAILED: temperature 0, reasoning off: expected '你好', got 'Hello! 你好'"),
+    ({"reasoning": False}, "smoke 3/5 reasoning: FAILED: reasoning on: no separate reasoning field"),
     ({"tool_calls": False}, "smoke 4/5 tool-call: FAILED: no structured get_weather tool call"),
     ({"fail_status": 503}, "smoke 2/5 deterministic: FAILED:"),
 ])
 def test_smoke_fails_loudly_on_the_first_broken_check(capsys, engine_kwargs, message):
     with FakeEngine(**engine_kwargs) as engine:
         code = smoke.main(["--endpoint", f"{engine.base}/v1", "--model", "DeepSeek-V4-Flash",
-                           "--prompt", "p", "--expected", "你好"])
+                           "--prompt", "p", "--expected", "你好", "--reasoning-kwarg", "thinking"])
     assert code == 1
     assert message in capsys.readouterr().err
 
@@ -150,7 +175,7 @@ def test_smoke_fails_loudly_on_the_first_broken_check(capsys, engine_kwargs, mes
 def test_warmup_sends_every_shape_at_every_level_with_its_own_request_ids():
     with FakeEngine() as engine:
         code = warmup.main(["--endpoint", f"{engine.base}/v1", "--model", "m", "--concurrency", "1,3",
-                            "--input-tokens", "16,64", "--request-id-prefix", "warmup-t"])
+                            "--input-tokens", "16,64", "--request-id-prefix", "warmup-t", "--reasoning-kwarg", "thinking"])
         posts = [(h, b) for p, h, b in engine.requests if p == "/v1/chat/completions"]
     assert code == 0
     assert len(posts) == 1 + (1 + 3) * 2 * 3   # the readiness request, then the grid

@@ -42,7 +42,7 @@ def key_and_fast_polls(monkeypatch):
 
 def run_smoke(endpoint: str, *extra: str) -> int:
     return smoke.main(["--endpoint", f"{endpoint}/v1", "--model", MODEL, "--prompt", "只回答：你好",
-                       "--expected", "你好", "--settle-seconds", "0.5", *extra])
+                       "--expected", "你好", "--settle-seconds", "0.5", "--reasoning-kwarg", "thinking", *extra])
 
 
 def test_scripts_use_the_upstream_names():

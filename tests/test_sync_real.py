@@ -104,8 +104,17 @@ def _containers(rendered, kind: str, predicate) -> list[dict]:
     return found
 
 
-def rendered_model_pipeline(rendered) -> tuple[Container, Container, Container]:
-    """download (init container) and verify of the sync-* Job, and the engine pods' gate."""
+def rendered_scripts(rendered) -> dict[str, str]:
+    """The scripts ConfigMap's data, what the Jobs and the gate find at /opt/llm-serving."""
+    maps = [r for r in rendered.resources if r.type == "kubernetes:core/v1:ConfigMap"
+            and r.inputs["metadata"]["name"] == "llm-serving-model-scripts"]
+    assert len(maps) == 1, "the stack renders no scripts ConfigMap"
+    return dict(maps[0].inputs["data"])
+
+
+def rendered_model_pipeline(rendered) -> tuple[Container, Container, Container, dict[str, str]]:
+    """download (init container) and verify of the sync-* Job, the engine pods' gate, and the scripts
+    ConfigMap they all mount."""
     jobs = [r for r in rendered.resources if r.type == "kubernetes:batch/v1:Job"
             and r.inputs["metadata"]["name"].startswith("sync-")]
     assert jobs, "the stack renders no sync-* Job"
@@ -121,7 +130,7 @@ def rendered_model_pipeline(rendered) -> tuple[Container, Container, Container]:
     gates = [c for kind in ("kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:StatefulSet")
              for c in _containers(rendered, kind, lambda o: any("model_gate.py" in str(x) for x in o["command"]))]
     assert gates, "no engine pod runs model_gate.py"
-    return as_container(download), as_container(verify), as_container(gates[0])
+    return as_container(download), as_container(verify), as_container(gates[0]), rendered_scripts(rendered)
 
 
 @dataclass
@@ -132,9 +141,16 @@ class Pod:
     download: Container
     verify: Container
     gate: Container
+    scripts: dict[str, str]
+
+    def __post_init__(self) -> None:
+        """The ConfigMap's files as the pod mounts them (a later render's replace an earlier one's)."""
+        (self.root / "scripts").mkdir(parents=True, exist_ok=True)
+        for name, text in self.scripts.items():
+            (self.root / "scripts" / name).write_text(text, encoding="utf-8")
 
     def mapping(self) -> dict[str, str]:
-        return {"/opt/llm-serving": str(SCRIPTS), "/models": str(self.root / "models"),
+        return {"/opt/llm-serving": str(self.root / "scripts"), "/models": str(self.root / "models"),
                 "/work": str(self.root / "work"), "/tmp": str(self.root / "tmp"),
                 "/var/run/secrets/object-store": str(self.root / "credentials")}
 
@@ -228,7 +244,7 @@ def rendered_pipeline():
 def new_pod(s3: LocalS3, pipeline: tuple[Container, Container, Container], root: Path) -> Pod:
     """The rendered pipeline on fresh directories under root, its bucket on the local store
     (tools/bench.py uses it too)."""
-    download, verify, gate = pipeline
+    download, verify, gate, scripts = pipeline
     s3.front.reset(urlsplit(download.env["ENDPOINT_URL"]).hostname)
     bucket = download.env["BUCKET"]
     try:
@@ -239,7 +255,7 @@ def new_pod(s3: LocalS3, pipeline: tuple[Container, Container, Container], root:
         (root / d).mkdir(parents=True)
     (root / "credentials" / "credentials").write_text(
         "[default]\naws_access_key_id = job-reader\naws_secret_access_key = job-reader-secret\n")
-    return Pod(root, s3, download, verify, gate)
+    return Pod(root, s3, download, verify, gate, scripts)
 
 
 @pytest.fixture
@@ -439,9 +455,13 @@ def test_the_fake_model_is_what_the_real_checks_accept(tmp_path):
     failure cases above fail for the reason they name."""
     model = fake_model(tmp_path / "m")
     assert len(list(model.glob("*.safetensors"))) == SHARDS
+    required = tmp_path / "model_files.json"   # what the scripts ConfigMap holds for a DeepSeek-V4 directory
+    [files] = json.loads(rendered_scripts(render_stack("dev"))["model_files.json"]).values()
+    required.write_text(json.dumps({tmp_path.name: files}))
     out = subprocess.run([sys.executable, str(SCRIPTS / "verify_model.py"),
                           "--model-dir", str(model), "--revision", "r", "--expected-shards", str(SHARDS),
-                          "--marker", ".m", "--workers", "2"], capture_output=True, text=True)
+                          "--marker", ".m", "--workers", "2", "--required-files", str(required)],
+                         capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
 
 

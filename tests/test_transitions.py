@@ -69,7 +69,7 @@ def test_the_downtime_named_is_the_time_to_serving_estimate():
     cfg = loader.validate(raw_config("dev"), "dev", SECRETS)
     (planned,) = transitions.planned_workloads(cfg, engine_models(cfg))
     m = cfg.models[0]
-    assert planned.downtime_seconds == time_to_serving(m.size_gib, m.engine, 8, pre_pulled=True).gpu_wait_seconds
+    assert planned.downtime_seconds == time_to_serving(m.size_gib, m.engine, 8, pre_pulled=True, profile=m.profile).gpu_wait_seconds
 
 
 def test_combined_to_pd_frees_the_deployment_for_the_first_fleet():

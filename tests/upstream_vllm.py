@@ -66,6 +66,9 @@ SERVE_OPTIONS = {
     # KV-cache offload (issue 13): EngineArgs kv_offloading_size / kv_offloading_backend, added in
     # add_cli_args' cache group from CacheConfig (vllm/engine/arg_utils.py, both wheels).
     "--kv-offloading-size": True, "--kv-offloading-backend": True,
+    # Not rendered: an extraArgs flag of the tests' generic-profile stacks (issue 20). SchedulerConfig group of
+    # vllm/engine/arg_utils.py, declared beside --max-num-seqs (scheduler_kwargs["max_num_batched_tokens"]).
+    "--max-num-batched-tokens": True,
 }
 
 

@@ -12,17 +12,39 @@ import os
 import sys
 
 INDEX_FILE = "model.safetensors.index.json"
-REQUIRED_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", INDEX_FILE)
+# The files a complete checkpoint of each model directory holds besides its shards and tokenizer
+# payload, as its model's profile names them (policy/profiles/ REQUIRED_FILES): {directory: [file]},
+# written by the program into the scripts ConfigMap beside this file (components/scripts.py), so the
+# sync Job's verifier and every pod's gate read one list.
+REQUIRED_FILES_DATA = "model_files.json"
 # One of these tokenizer payloads must exist besides tokenizer_config.json.
 TOKENIZER_PAYLOADS = ("tokenizer.json", "tokenizer.model")
 CHECKSUM_FILE = "SHA256SUMS"
 CHUNK = 8 * 1024 * 1024
 
 
-def missing_files(model_dir: str, expected_shards: int) -> list[str]:
+DEFAULT_REQUIRED_FILES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), REQUIRED_FILES_DATA)
+
+
+def required_files(model_dir: str, path: str = DEFAULT_REQUIRED_FILES_PATH) -> list[str] | None:
+    """The required files of model_dir (<root>/<directory>/<revision>); None when none are recorded."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data.get(os.path.basename(os.path.dirname(os.path.normpath(model_dir))))
+
+
+def missing_files(model_dir: str, expected_shards: int, data_path: str = DEFAULT_REQUIRED_FILES_PATH) -> list[str]:
     """Everything that makes model_dir incomplete, as human-readable lines; empty when complete."""
+    required = required_files(model_dir, data_path)
+    if required is None:
+        return [f"no required files recorded for {model_dir} in {data_path} (the scripts ConfigMap's "
+                f"{REQUIRED_FILES_DATA}, written from the model's profile)"]
     problems = []
-    for name in REQUIRED_FILES:
+    # The weight index always: the shard rule counts the shards it names.
+    for name in dict.fromkeys((*required, INDEX_FILE)):
         if not os.path.isfile(os.path.join(model_dir, name)):
             problems.append(f"missing {name}")
     if not any(os.path.isfile(os.path.join(model_dir, n)) for n in TOKENIZER_PAYLOADS):
@@ -57,6 +79,8 @@ def model_arguments(description: str) -> argparse.ArgumentParser:
     p.add_argument("--marker", required=True)
     p.add_argument("--manifest-sha256", default="",
                    help=f"the pinned sha256 of {CHECKSUM_FILE}; empty accepts any manifest")
+    p.add_argument("--required-files", default=DEFAULT_REQUIRED_FILES_PATH,
+                   help=f"JSON of each model directory's required files; default: {REQUIRED_FILES_DATA} beside this script")
     return p
 
 

@@ -13,10 +13,18 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_files import CHECKSUM_FILE, file_sha256, missing_files, model_arguments, report_problems  # noqa: E402
+from model_files import (  # noqa: E402
+    CHECKSUM_FILE,
+    DEFAULT_REQUIRED_FILES_PATH,
+    file_sha256,
+    missing_files,
+    model_arguments,
+    report_problems,
+)
 
 
-def gate_problems(model_dir: str, revision: str, expected_shards: int, marker: str, pinned: str = "") -> list[str]:
+def gate_problems(model_dir: str, revision: str, expected_shards: int, marker: str, pinned: str = "",
+                  required_files: str = DEFAULT_REQUIRED_FILES_PATH) -> list[str]:
     marker_path = os.path.join(model_dir, marker)
     if not os.path.isfile(marker_path):
         return [f"no ready marker {marker_path}: the model sync Job has not verified this directory yet"]
@@ -28,7 +36,7 @@ def gate_problems(model_dir: str, revision: str, expected_shards: int, marker: s
     problems = []
     if record.get("revision") != revision:
         problems.append(f"ready marker names revision {record.get('revision')!r}, this pod expects {revision!r}")
-    return problems + content_problems(model_dir, record, pinned) + missing_files(model_dir, expected_shards)
+    return problems + content_problems(model_dir, record, pinned) + missing_files(model_dir, expected_shards, required_files)
 
 
 def content_problems(model_dir: str, record: dict, pinned: str) -> list[str]:
@@ -56,7 +64,7 @@ def content_problems(model_dir: str, record: dict, pinned: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     a = model_arguments(__doc__).parse_args(argv)
-    problems = gate_problems(a.model_dir, a.revision, a.expected_shards, a.marker, a.manifest_sha256)
+    problems = gate_problems(a.model_dir, a.revision, a.expected_shards, a.marker, a.manifest_sha256, a.required_files)
     if report_problems(f"model gate: {a.model_dir} is not ready:", problems):
         return 1
     print(f"model gate: {a.model_dir} revision {a.revision} is ready")

@@ -47,13 +47,15 @@ class Expect:
     short_words: int = 16            # hybrid: a prompt the combined pods take
     settle_seconds: float = 15       # the engine records transfer stats a step after the transfer
     attempts: int = 4
+    reasoning_kwarg: str = ""        # chat_template_kwargs key turning reasoning off in the probes; "" sends none
 
 
-def probe(endpoint: str, model: str, words: int, rid: str) -> dict[str, str]:
+def probe(endpoint: str, model: str, words: int, rid: str, reasoning_kwarg: str = "") -> dict[str, str]:
     """A chat request no cache has seen (the nonce leads, so no prefix is shared); its headers."""
     prompt = f"[{rid}] " + " ".join(["hello"] * max(1, words)) + "\nReply with one word."
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "temperature": 0,
-            "max_tokens": 8, "chat_template_kwargs": {"thinking": False}}
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "temperature": 0, "max_tokens": 8}
+    if reasoning_kwarg:
+        body["chat_template_kwargs"] = {reasoning_kwarg: False}
     answer, headers = request(f"{endpoint}/chat/completions", body, request_id=rid)
     if not answer.get("choices"):
         raise RequestFailed(f"probe {rid} returned no choices")
@@ -135,16 +137,16 @@ def prove(endpoint: str, model: str, e: Expect) -> str:
     if e.route == "service":
         return "skipped: no gateway in this stack, the request went to the model's Service"
     if e.route == "combined":
-        pod, strategy = gateway_pick(probe(endpoint, model, e.short_words, f"smoke-route-{nonce}"))
+        pod, strategy = gateway_pick(probe(endpoint, model, e.short_words, f"smoke-route-{nonce}", e.reasoning_kwarg))
         return f"the gateway routed to {pod} by {strategy or 'its default'}"
     if e.route == "same-pod":
-        return transfer_evidence(lambda i: probe(endpoint, model, e.probe_words, f"smoke-pd-{nonce}-{i}"),
+        return transfer_evidence(lambda i: probe(endpoint, model, e.probe_words, f"smoke-pd-{nonce}-{i}", e.reasoning_kwarg),
                                  lambda h: same_pod(h, e), e)
-    pd = transfer_evidence(lambda i: probe(endpoint, model, e.probe_words, f"smoke-pd-{nonce}-{i}"),
+    pd = transfer_evidence(lambda i: probe(endpoint, model, e.probe_words, f"smoke-pd-{nonce}-{i}", e.reasoning_kwarg),
                            lambda h: pd_pair(h, e), e)
     if e.route == "pd":
         return pd
-    headers = probe(endpoint, model, e.short_words, f"smoke-short-{nonce}")
+    headers = probe(endpoint, model, e.short_words, f"smoke-short-{nonce}", e.reasoning_kwarg)
     pod, _ = gateway_pick(headers)
     if headers.get(PREFILL_POD) or pod.startswith((e.prefill_pod_prefix, e.decode_pod_prefix)):
         raise RequestFailed(f"a short prompt went to the P/D pair ({headers.get(PREFILL_POD)} -> {pod}), "

@@ -23,10 +23,19 @@ WEATHER_TOOL = {"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 
 
-def chat(endpoint: str, model: str, content: str, max_tokens: int, thinking: bool, rid: str,
-         wait_until: float | None = None, **extra) -> dict:
+CHECKS = ("reasoning", "tool-call")
+
+
+def template_kwargs(reasoning_kwarg: str, reasoning: bool) -> dict:
+    """chat_template_kwargs switching the model's reasoning (its profile's key, e.g. DeepSeek's
+    `thinking`); nothing for a model without one."""
+    return {"chat_template_kwargs": {reasoning_kwarg: reasoning}} if reasoning_kwarg else {}
+
+
+def chat(endpoint: str, model: str, content: str, max_tokens: int, reasoning: bool, rid: str,
+         wait_until: float | None = None, reasoning_kwarg: str = "", **extra) -> dict:
     body = {"model": model, "messages": [{"role": "user", "content": content}], "temperature": 0,
-            "max_tokens": max_tokens, "chat_template_kwargs": {"thinking": thinking}, **extra}
+            "max_tokens": max_tokens, **template_kwargs(reasoning_kwarg, reasoning), **extra}
     answer = call(f"{endpoint}/chat/completions", body, request_id=rid, wait_until=wait_until)
     choices = answer.get("choices") or []
     if not choices:
@@ -35,7 +44,7 @@ def chat(endpoint: str, model: str, content: str, max_tokens: int, thinking: boo
 
 
 def checks(endpoint: str, model: str, prompt: str, expected: str, max_tokens: int, prefix: str,
-           expect: Expect, wait_until: float | None = None):
+           expect: Expect, wait_until: float | None = None, wanted: tuple[str, ...] = CHECKS):
     def models():
         answer = call(f"{endpoint}/models", request_id=f"{prefix}-models", wait_until=wait_until)
         ids = [m.get("id") for m in answer.get("data") or []]
@@ -45,23 +54,24 @@ def checks(endpoint: str, model: str, prompt: str, expected: str, max_tokens: in
 
     def deterministic():
         # Still waiting: the model list can come from AIBrix's metadata service before an engine serves.
-        message = chat(endpoint, model, prompt, max_tokens, False, f"{prefix}-exact", wait_until)
+        message = chat(endpoint, model, prompt, max_tokens, False, f"{prefix}-exact", wait_until, expect.reasoning_kwarg)
         text = (message.get("content") or "").strip()
         if text != expected:
-            raise RequestFailed(f"temperature 0, thinking off: expected {expected!r}, got {text!r}")
+            raise RequestFailed(f"temperature 0, reasoning off: expected {expected!r}, got {text!r}")
         return f"deterministic answer {text!r}"
 
     def reasoning():
-        message = chat(endpoint, model, "What is 17 + 25? Answer with the number.", 512, True, f"{prefix}-reasoning")
+        message = chat(endpoint, model, "What is 17 + 25? Answer with the number.", 512, True, f"{prefix}-reasoning",
+                       reasoning_kwarg=expect.reasoning_kwarg)
         thought = message.get("reasoning_content") or message.get("reasoning")
         if not thought:
-            raise RequestFailed("thinking on: no separate reasoning field (reasoning_content) in the message; "
+            raise RequestFailed("reasoning on: no separate reasoning field (reasoning_content) in the message; "
                                 f"check the reasoning parser. Message: {json.dumps(message)[:300]}")
         return "reasoning returned in its own field"
 
     def tool_call():
         message = chat(endpoint, model, "What is the weather in Paris? Use the tool.", 256, False,
-                       f"{prefix}-tool", tools=[WEATHER_TOOL], tool_choice="auto")
+                       f"{prefix}-tool", reasoning_kwarg=expect.reasoning_kwarg, tools=[WEATHER_TOOL], tool_choice="auto")
         calls = message.get("tool_calls") or []
         if not calls or (calls[0].get("function") or {}).get("name") != "get_weather":
             raise RequestFailed(f"no structured get_weather tool call; check the tool-call parser. "
@@ -75,8 +85,8 @@ def checks(endpoint: str, model: str, prompt: str, expected: str, max_tokens: in
     def route():
         return prove(endpoint, model, expect)
 
-    return [("models", models), ("deterministic", deterministic), ("reasoning", reasoning), ("tool-call", tool_call),
-            ("route", route)]
+    optional = [(name, check) for name, check in (("reasoning", reasoning), ("tool-call", tool_call)) if name in wanted]
+    return [("models", models), ("deterministic", deterministic), *optional, ("route", route)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompt", required=True)
     p.add_argument("--expected", required=True)
     p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--checks", default=",".join(CHECKS), help="comma-separated, of: " + ", ".join(CHECKS))
+    p.add_argument("--reasoning-kwarg", default="", help="chat_template_kwargs key switching reasoning; empty sends none")
     p.add_argument("--wait-seconds", type=float, default=0, help="how long the endpoint may take to start serving")
     p.add_argument("--route", choices=ROUTES, default="service", help="the route the topology promises")
     p.add_argument("--prefill-pod-prefix", default="")
@@ -97,10 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     expect = Expect(route=a.route, prefill_pod_prefix=a.prefill_pod_prefix, decode_pod_prefix=a.decode_pod_prefix,
                     prefill_port=a.prefill_port, decode_port=a.decode_port, probe_words=a.probe_words,
-                    settle_seconds=a.settle_seconds)
+                    settle_seconds=a.settle_seconds, reasoning_kwarg=a.reasoning_kwarg)
+    wanted = tuple(c for c in a.checks.split(",") if c)
+    if set(wanted) - set(CHECKS):
+        p.error(f"--checks: unknown {sorted(set(wanted) - set(CHECKS))}")
     prefix = f"smoke-{uuid.uuid4().hex[:8]}"
     wait_until = time.monotonic() + a.wait_seconds
-    steps = checks(a.endpoint, a.model, a.prompt, a.expected, a.max_tokens, prefix, expect, wait_until)
+    steps = checks(a.endpoint, a.model, a.prompt, a.expected, a.max_tokens, prefix, expect, wait_until, wanted)
     for number, (name, check) in enumerate(steps, 1):
         try:
             print(f"smoke {number}/{len(steps)} {name}: ok, {check()}", flush=True)

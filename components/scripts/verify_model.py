@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     # the files are the ones it recorded, and the gate checks the current settings itself (revision,
     # pin, shard count, sizes, manifest digest), so it lets no pod pass that this pass would refuse.
     removed: list[str] = []
-    problems = missing_files(a.model_dir, a.expected_shards) or checksum_problems(
+    problems = missing_files(a.model_dir, a.expected_shards, a.required_files) or checksum_problems(
         a.model_dir, a.workers, a.manifest_sha256, a.digest_cache, digests, removed)
     digests.save()
     if report_problems(f"model at {a.model_dir} is NOT ready:", problems):

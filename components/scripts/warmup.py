@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from openai_client import RequestFailed, call  # noqa: E402
-from smoke import WEATHER_TOOL  # noqa: E402
+from smoke import WEATHER_TOOL, template_kwargs  # noqa: E402
 
 
 def prompt_of(tokens: int) -> str:
@@ -23,9 +23,9 @@ def prompt_of(tokens: int) -> str:
     return " ".join(["hello"] * max(1, tokens - 8)) + "\nReply with one word."
 
 
-def body(model: str, shape: str, tokens: int, output: int) -> dict:
+def body(model: str, shape: str, tokens: int, output: int, reasoning_kwarg: str = "") -> dict:
     b = {"model": model, "messages": [{"role": "user", "content": prompt_of(tokens)}], "max_tokens": output,
-         "temperature": 0, "chat_template_kwargs": {"thinking": shape == "reasoning"}}
+         "temperature": 0, **template_kwargs(reasoning_kwarg, shape == "reasoning")}
     if shape == "tool":
         b.update(tools=[WEATHER_TOOL], tool_choice="auto")
     return b
@@ -39,13 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--input-tokens", required=True, help="comma-separated lengths")
     p.add_argument("--output-tokens", type=int, default=32)
     p.add_argument("--shapes", default="chat,reasoning,tool")
+    p.add_argument("--reasoning-kwarg", default="", help="chat_template_kwargs key switching reasoning; empty sends none")
     p.add_argument("--request-id-prefix", required=True)
     p.add_argument("--wait-seconds", type=float, default=0, help="how long the endpoint may take to start serving")
     a = p.parse_args(argv)
     url = f"{a.endpoint}/chat/completions"
     rid = f"{a.request_id_prefix}-ready"
     try:
-        call(url, body(a.model, "chat", 8, 1), rid, wait_until=time.monotonic() + a.wait_seconds)
+        call(url, body(a.model, "chat", 8, 1, a.reasoning_kwarg), rid, wait_until=time.monotonic() + a.wait_seconds)
     except RequestFailed as err:
         print(f"warm-up request {rid} failed: {err}", file=sys.stderr)
         return 1
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                 started = time.monotonic()
                 ids = [f"{a.request_id_prefix}-c{level}-{tokens}-{shape}-{i}" for i in range(level)]
                 with ThreadPoolExecutor(max_workers=level) as pool:
-                    futures = {rid: pool.submit(call, url, body(a.model, shape, tokens, a.output_tokens), rid) for rid in ids}
+                    futures = {rid: pool.submit(call, url, body(a.model, shape, tokens, a.output_tokens, a.reasoning_kwarg), rid) for rid in ids}
                 for rid, future in futures.items():
                     try:
                         answer = future.result()

@@ -25,14 +25,21 @@ API_KEY_ENV = "SGLANG_API_KEY"
 # caller from injecting prefill traffic into the engine. The pack refuses an SGLang container without it.
 ENV = {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0"}
 
-# Measured cold start, pod creation to Ready, TP=8 with DSpark on 8 x H20: about 23 min, of which 854 s
-# engine start with 394 + 123 s of graph capture (field report 12.2); the 23 min include the image pull.
-COLD_START_ESTIMATE_SECONDS = 23 * 60
-COLD_START_INCLUDES_IMAGE_PULL = True
+# models[].startupBudgetSeconds when unset; the measured cold start of a model is its profile's
+# (policy/profiles/).
 DEFAULT_STARTUP_BUDGET_SECONDS = 45 * 60
-# The context SGLang takes from the DeepSeek-V4-Flash checkpoint when --context-length is unset is
-# not recorded in the field report; warm-up then assumes this many tokens.
-ASSUMED_CONTEXT = 131072
+API_KEY_FLAG = "--api-key"     # rendered as `--api-key $(API_KEY_ENV)`
+# Options the program owns without rendering them: --model, the alias of --model-path, and the parallel and
+# multi-node layout it does not model, whose GPUs and peers the pod would not have (declared at 0.5.17 and
+# 0.5.23, tests/test_profiles.py reads them from the installed sources). stacks/rules/passthrough.py refuses
+# them in extraArgs beside every flag serve_args renders.
+# Settings of models[].sglang (model_dump names) under which serve_args takes every branch: every flag it
+# can render appears (stacks/rules/passthrough.py reads the owned flags off that argv).
+EVERY_BRANCH = {"speculative_algorithm": "DSPARK", "max_running_requests": 1, "cuda_graph_max_bs": 1,
+                "context_length": 4096, "moe_runner_backend": "x", "swa_full_tokens_ratio": 0.5,
+                "reasoning_parser": "x", "tool_call_parser": "x", "trust_remote_code": True}
+UNRENDERED_OWNED_FLAGS = ("--model", "--pipeline-parallel-size", "--pp-size", "--nnodes", "--node-rank",
+                          "--dist-init-addr")
 
 # ---- `sglang serve` options the pack reads back: declared names (--tp-size and its alias
 # --tensor-parallel-size, --dp-size and its alias --data-parallel-size, at 0.5.17 and 0.5.23); SGLang
@@ -107,9 +114,9 @@ def parallel_size_of_argv(argv: list[str]) -> int:
             * int(flag_value(argv, *DATA_PARALLEL_FLAGS) or 1))
 
 
-def max_model_len(sglang: Any) -> int:
-    """Longest prompt plus output the engine accepts, in tokens."""
-    return sglang.context_length or ASSUMED_CONTEXT
+def max_model_len(sglang: Any) -> int | None:
+    """Longest prompt plus output the engine accepts, in tokens; None: the checkpoint's, unknown here."""
+    return sglang.context_length
 
 
 def tokenizer_mode(sglang: Any) -> str:
@@ -137,25 +144,21 @@ def serve_args(model_path: str, served_model_name: str, port: int, sglang: Any) 
     spelling vLLM and the policy pack read. `--cuda-graph-max-bs` is a deprecated alias in 0.5.17 and
     an ambiguous prefix of the -decode/-prefill pair in 0.5.23, which refuses it.
     """
-    args = [
-        "serve",
-        "--trust-remote-code",
+    args = ["serve"] + (["--trust-remote-code"] if sglang.trust_remote_code else []) + [
         "--model-path", model_path,
         "--served-model-name", served_model_name,
         "--tensor-parallel-size", str(sglang.tensor_parallel_size),
-        "--moe-runner-backend", sglang.moe_runner_backend,
-    ]
+    ] + _given("--moe-runner-backend", sglang.moe_runner_backend)
     if sglang.speculative_algorithm != "off":
         args += ["--speculative-algorithm", sglang.speculative_algorithm]
     args += [
         "--mem-fraction-static", format(sglang.mem_fraction_static, "g"),   # no float noise
         "--chunked-prefill-size", str(sglang.chunked_prefill_size),
-        "--swa-full-tokens-ratio", format(sglang.swa_full_tokens_ratio, "g"),
-        "--reasoning-parser", sglang.reasoning_parser,
-        "--tool-call-parser", sglang.tool_call_parser,
-        "--host", "0.0.0.0",
-        "--port", str(port),
     ]
+    if sglang.swa_full_tokens_ratio is not None:
+        args += ["--swa-full-tokens-ratio", format(sglang.swa_full_tokens_ratio, "g")]
+    args += _given("--reasoning-parser", sglang.reasoning_parser) + _given("--tool-call-parser", sglang.tool_call_parser)
+    args += ["--host", "0.0.0.0", "--port", str(port)]
     if sglang.max_running_requests is not None:
         args += ["--max-running-requests", str(sglang.max_running_requests)]
     if sglang.cuda_graph_max_bs is not None:
@@ -163,7 +166,12 @@ def serve_args(model_path: str, served_model_name: str, port: int, sglang: Any) 
     if sglang.context_length is not None:
         args += ["--context-length", str(sglang.context_length)]
     # SGLang serves /metrics only when asked; monitoring, the load-test guard and the drain read it.
-    return args + ["--enable-metrics", "--api-key", f"$({API_KEY_ENV})"]
+    return args + ["--enable-metrics", API_KEY_FLAG, f"$({API_KEY_ENV})"]
+
+
+def _given(flag: str, value: Any) -> list[str]:
+    """The flag with its value, or nothing when the setting is unset (the engine's own default)."""
+    return [] if value is None else [flag, str(value)]
 
 
 def offload_args(size_gib: int) -> list[str]:

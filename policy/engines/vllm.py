@@ -23,12 +23,21 @@ API_KEY_ENV = "VLLM_API_KEY"
 # Environment the engine container must run with besides the caches (none for vLLM).
 ENV: dict[str, str] = {}
 
-# Measured cold start, pod creation to Ready, TP=8 on 8 x H20: about 12 min (field report 6 and 9.3),
-# not broken down, so nothing of it is known to be the image pull. A startup budget below the
-# estimate kills every cold start.
-COLD_START_ESTIMATE_SECONDS = 12 * 60
-COLD_START_INCLUDES_IMAGE_PULL = False
+# models[].startupBudgetSeconds when unset. The measured cold start of a model is its profile's
+# (policy/profiles/); a startup budget below it kills every cold start.
 DEFAULT_STARTUP_BUDGET_SECONDS = 30 * 60
+# The API key flag, which vLLM takes besides API_KEY_ENV; the program owns it (models[].vllm.extraArgs).
+API_KEY_FLAG = "--api-key"
+# Options the program owns without rendering them: another spelling of the model (EngineArgs.model, which
+# the positional path sets) and the parallel layout it does not model, whose GPUs the pod would not have
+# (vllm/engine/arg_utils.py parallel group: -tp, -dp, -pp and --pipeline-parallel-size, --data-parallel-size-local).
+# stacks/rules/passthrough.py refuses them in extraArgs beside every flag serve_args renders.
+# Settings of models[].vllm (model_dump names) under which serve_args takes every branch: every flag it
+# can render appears (stacks/rules/passthrough.py reads the owned flags off that argv).
+EVERY_BRANCH = {"data_parallel_size": 2, "speculative_decoding": "dspark", "enforce_eager": True,
+                "enable_prefix_caching": True, "tokenizer_mode": "auto", "tool_call_parser": "x", "reasoning_parser": "x",
+                "block_size": 16, "max_model_len": 4096, "trust_remote_code": True}
+UNRENDERED_OWNED_FLAGS = ("--model", "-tp", "-dp", "-pp", "--pipeline-parallel-size", "--data-parallel-size-local")
 
 # ---- `vllm serve` options the pack reads back (declared names only, tests/upstream_vllm.py SERVE_OPTIONS) ----
 TENSOR_PARALLEL_FLAGS = ("--tensor-parallel-size",)
@@ -91,14 +100,14 @@ def parallel_size_of_argv(argv: list[str]) -> int:
             * int(flag_value(argv, *DATA_PARALLEL_FLAGS) or 1))
 
 
-def max_model_len(vllm: Any) -> int:
-    """Longest prompt plus output the engine accepts, in tokens."""
+def max_model_len(vllm: Any) -> int | None:
+    """Longest prompt plus output the engine accepts, in tokens; None: the checkpoint's, unknown here."""
     return vllm.max_model_len
 
 
 def tokenizer_mode(vllm: Any) -> str:
     """`vllm bench serve --tokenizer-mode` for this engine's model: the one the engine serves with."""
-    return vllm.tokenizer_mode
+    return vllm.tokenizer_mode or "auto"
 
 
 def speculative_decoding(vllm: Any) -> bool:
@@ -122,22 +131,21 @@ def serve_args(model_path: str, served_model_name: str, port: int, vllm: Any) ->
         "--served-model-name", served_model_name,
         "--host", "0.0.0.0",
         "--port", str(port),
-        "--trust-remote-code",
-        "--tensor-parallel-size", str(vllm.tensor_parallel_size),
     ]
+    if vllm.trust_remote_code:
+        args.append("--trust-remote-code")
+    args += ["--tensor-parallel-size", str(vllm.tensor_parallel_size)]
     if vllm.data_parallel_size > 1:
         args += ["--data-parallel-size", str(vllm.data_parallel_size)]
-    args += [
-        "--kv-cache-dtype", vllm.kv_cache_dtype,
-        "--block-size", str(vllm.block_size),
-        "--gpu-memory-utilization", format(vllm.gpu_memory_utilization, "g"),   # 0.88, no float noise
-        "--max-model-len", str(vllm.max_model_len),
-        "--max-num-seqs", str(vllm.max_num_seqs),
-        "--tokenizer-mode", vllm.tokenizer_mode,
-        "--tool-call-parser", vllm.tool_call_parser,
-        "--enable-auto-tool-choice",
-        "--reasoning-parser", vllm.reasoning_parser,
-    ]
+    args += ["--kv-cache-dtype", vllm.kv_cache_dtype]
+    args += _given("--block-size", vllm.block_size)
+    args += ["--gpu-memory-utilization", format(vllm.gpu_memory_utilization, "g")]   # 0.88, no float noise
+    args += _given("--max-model-len", vllm.max_model_len)
+    args += ["--max-num-seqs", str(vllm.max_num_seqs)]
+    args += _given("--tokenizer-mode", vllm.tokenizer_mode)
+    if vllm.tool_call_parser is not None:
+        args += ["--tool-call-parser", vllm.tool_call_parser, "--enable-auto-tool-choice"]
+    args += _given("--reasoning-parser", vllm.reasoning_parser)
     if vllm.enable_prefix_caching:
         args.append("--enable-prefix-caching")
     if vllm.speculative_decoding == "dspark":
@@ -147,6 +155,11 @@ def serve_args(model_path: str, served_model_name: str, port: int, vllm: Any) ->
     if vllm.enforce_eager:
         args.append("--enforce-eager")
     return args
+
+
+def _given(flag: str, value: Any) -> list[str]:
+    """The flag with its value, or nothing when the setting is unset (the engine's own default)."""
+    return [] if value is None else [flag, str(value)]
 
 
 def offload_args(size_gib: int) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from components import autoscaling
-from components.engines import engine_of, offload_memory_gib
+from components.engines import cold_start_estimate_seconds, engine_of, offload_memory_gib
 from components.prepull import MEMORY_MIB as PREPULL_MEMORY_MIB
 from components.prepull import prepull_pools
 from components.topologies import gpu_workloads, pod_memory_limit_gib, topology_of
@@ -48,7 +48,7 @@ def autoscaling_bounds(cfg: StackConfig) -> Iterator[Problem]:
         if a.min_replicas == 0 and not cfg.allow_scale_to_zero:
             yield Problem(f"{at}.minReplicas", 0, "scale to zero needs allowScaleToZero: true. With no pod the gateway "
                           "refuses the model's requests, AIBrix v0.7.0 has no pod metric to scale up on, and the first "
-                          f"request after a manual scale-up waits a full cold start (~{engine_of(m).COLD_START_ESTIMATE_SECONDS // 60} min)")
+                          f"request after a manual scale-up waits a full cold start{_measured(m)}")
         elif a.min_replicas == 0:
             ops = cfg.operations
             jobs = [f"operations.{key}.enabled" for key, on in (
@@ -217,3 +217,9 @@ def _node_fill(cfg: StackConfig, group: tuple[int, ...], prepull: int) -> Iterat
                   + (f" and {prepull} pre-pull DaemonSet pod{'s' if prepull > 1 else ''} (operations.imagePrePull) "
                      f"with {PREPULL_MEMORY_MIB}Mi{' each' if prepull > 1 else ''}" if prepull else "")
                   + f", more than gpuPool.nodeMemoryGiB {pool.node_memory_gib}")
+
+
+def _measured(m) -> str:
+    """The model's measured cold start in a message, where its profile has one."""
+    estimate = cold_start_estimate_seconds(m)
+    return "" if estimate is None else f" (~{estimate // 60} min)"

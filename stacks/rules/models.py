@@ -8,15 +8,17 @@ from typing import Iterator
 
 from components.combined import rollout_deadline_seconds
 from components.engines import (
+    cold_start_estimate_seconds,
     engine_of,
     parallel_size,
+    profile_of,
     speculative_decoding,
     startup_budget_seconds,
 )
 from components.gateway import service_name
 from components.operations import engines_service
 from components.topologies import TOPOLOGIES, gpus_per_pod, topology_of
-from config_model import ServedModel, StackConfig, k8s
+from config_model import ServedModel, StackConfig, k8s, stack_key
 from config_model.resources import GIB, engine_resources
 from policy.engines import ENGINES
 from policy.manifests import SHM_GIB_PER_GPU
@@ -46,7 +48,8 @@ def each_model(cfg: StackConfig) -> Iterator[Problem]:
         # they agree on what the directory holds.
         first = by_directory.setdefault(m.directory, i)
         other = cfg.models[first]
-        for field, mine, theirs in (("objectPrefix", m.object_prefix, other.object_prefix),
+        for field, mine, theirs in (("profile", m.profile, other.profile),
+                                    ("objectPrefix", m.object_prefix, other.object_prefix),
                                     ("revision", m.revision, other.revision),
                                     ("expectedShardCount", m.expected_shard_count, other.expected_shard_count),
                                     ("sizeGiB", m.size_gib, other.size_gib),
@@ -55,7 +58,16 @@ def each_model(cfg: StackConfig) -> Iterator[Problem]:
                 yield Problem(f"{at}.{field}", mine, f"must equal models[{first}].{field} {theirs!r}: "
                               f"both models use directory {m.directory!r}")
 
+        for field, value in (("expectedShardCount", m.expected_shard_count), ("sizeGiB", m.size_gib)):
+            if value is None:
+                yield Problem(f"{at}.{field}", None, f"is required for profile {m.profile!r}: it knows no checkpoint "
+                              "of this model")
+
         size, engine = parallel_size(m), engine_of(m)
+        if speculative_decoding(m) and not profile_of(m).DSPARK:
+            yield Problem(f"{at}.{engine.SECTION}.{stack_key(engine.SPECULATIVE_FIELD)}",
+                          getattr(engine.section(m), engine.SPECULATIVE_FIELD),
+                          f"needs a checkpoint with a DSpark head; profile {m.profile!r} has none (set it 'off')")
         if m.gpus_per_pod is not None and m.gpus_per_pod != size:
             how = engine.describe_parallel_size(engine.section(m))
             yield Problem(f"{at}.gpusPerPod", m.gpus_per_pod, f"must equal the parallel size {size} ({how})")
@@ -64,11 +76,11 @@ def each_model(cfg: StackConfig) -> Iterator[Problem]:
                           f"one engine pod needs {gpus_per_pod(m)} GPUs but gpuPool.gpusPerNode is "
                           f"{cfg.gpu_pool.gpus_per_node}; a pod must fit on one node")
 
-        estimate = engine.COLD_START_ESTIMATE_SECONDS
-        if startup_budget_seconds(m) < estimate:
+        estimate = cold_start_estimate_seconds(m)
+        if estimate is not None and startup_budget_seconds(m) < estimate:
             yield Problem(f"{at}.startupBudgetSeconds", m.startup_budget_seconds,
-                          f"must be at least {estimate} (the measured {m.engine} cold start, "
-                          f"field report); a shorter budget kills every cold start")
+                          f"must be at least {estimate} (the measured {m.engine} cold start of profile "
+                          f"{m.profile!r}, field report); a shorter budget kills every cold start")
 
         need_shm = SHM_GIB_PER_GPU * gpus_per_pod(m)
         if engine_resources(cfg.gpu_pool, m).shm < need_shm * GIB:

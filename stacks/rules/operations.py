@@ -59,6 +59,8 @@ def _warmup_fits(cfg: StackConfig) -> Iterator[Problem]:
         return
     for i, m in enumerate(cfg.models):
         limit = max_model_len(m)
+        if limit is None:   # the checkpoint's context: no near-maximum request (components/ops_commands.py)
+            continue
         longest = max([*warmup.input_tokens, int(limit * warmup.near_max_input_fraction)])
         if longest + warmup.output_tokens > limit:
             engine = engine_of(m)
@@ -81,11 +83,12 @@ def operations(cfg: StackConfig) -> Iterator[Problem]:
                       "rollout, and its rounds compete with their requests (the idle check only waits for a moment "
                       "with nothing in flight); run it on staging, or set operations.loadTest.allowLiveTraffic: true "
                       "for a window without users")
-    if ops.smoke.enabled and not ops.smoke.expected_text.strip():
+    if ops.smoke.enabled and ops.smoke.expected_text is not None and not ops.smoke.expected_text.strip():
         yield Problem("operations.smoke.expectedText", ops.smoke.expected_text,
-                      "must be the exact answer the deterministic prompt returns (field report 12.3)")
-    if ops.smoke.enabled and not ops.smoke.prompt.strip():
-        yield Problem("operations.smoke.prompt", ops.smoke.prompt, "must not be empty")
+                      "must be the exact answer the deterministic prompt returns (field report 12.3); leave it out "
+                      "for each model's (models[].smoke.expectedText, then its profile's)")
+    if ops.smoke.enabled and ops.smoke.prompt is not None and not ops.smoke.prompt.strip():
+        yield Problem("operations.smoke.prompt", ops.smoke.prompt, "must not be empty; leave it out for each model's")
     if ops.open_webui.enabled and ops.open_webui.image is None:
         yield Problem("operations.openWebUI.image", None, "is required when operations.openWebUI.enabled is true")
     if cfg.gateway.external_endpoint and is_ip_host(cfg.gateway.external_endpoint):

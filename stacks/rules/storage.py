@@ -45,7 +45,8 @@ def model_capacity(cfg: StackConfig) -> Iterator[Problem]:
     fills the volume (components/scripts/verify_model.py, prune on the download's "listed" signal)."""
     need: dict[str, tuple[int, float]] = {}
     for i, m in enumerate(cfg.models):
-        need.setdefault(m.directory, (i, m.size_gib * m.keep_revisions))
+        if m.size_gib is not None:   # unset for a profile without one: stacks/rules/models.py says so
+            need.setdefault(m.directory, (i, m.size_gib * m.keep_revisions))
     total = sum(gib for _, gib in need.values())
     if need and cfg.model_volume.capacity_gib < total:
         parts = ", ".join(f"{d!r}: models[{i}].keepRevisions {cfg.models[i].keep_revisions} x "

@@ -1,0 +1,43 @@
+"""DeepSeek-V4-Flash, as the field report ran it: vLLM's command of section 5 and SGLang's H20 command
+of 12.1, the checkpoint of 3.1, the smoke test of 12.3 and the cold starts of 6 and 12.2."""
+
+from __future__ import annotations
+
+NAME = "deepseek-v4"
+DESCRIPTION = "DeepSeek-V4-Flash (the field report's model and today's defaults)"
+
+ENGINE_DEFAULTS = {
+    # vllm serve, field report section 5. Pages are 256 tokens; 204800 is the context section 5 serves.
+    "vllm": {"tokenizer_mode": "deepseek_v4", "tool_call_parser": "deepseek_v4", "reasoning_parser": "deepseek_v4",
+             "block_size": 256, "max_model_len": 204800, "trust_remote_code": True},
+    # sglang serve, field report 12.1, spelled as SGLang spells them (deepseek-v4, deepseekv4). marlin is
+    # the MXFP4 MoE path on Hopper/H20; the SWA ratio is for DeepSeek-V4's sliding-window layers.
+    "sglang": {"reasoning_parser": "deepseek-v4", "tool_call_parser": "deepseekv4", "moe_runner_backend": "marlin",
+               "swa_full_tokens_ratio": 0.1, "trust_remote_code": True},
+}
+
+# Field report 3.1: the checkpoint's files besides the 48 shards and the tokenizer payload.
+REQUIRED_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "model.safetensors.index.json")
+EXPECTED_SHARD_COUNT = 48
+SIZE_GIB = 155.43
+
+# Field report 12.3: a deterministic exact answer with thinking off; reasoning and tool calls with
+# DeepSeek's chat template switch `thinking`.
+SMOKE_PROMPT = "只回答：你好"
+SMOKE_EXPECTED_TEXT = "你好"
+REASONING_KWARG = "thinking"
+# Where its reasoning starts and ends in the output (vLLM --reasoning-config, field report 9.2).
+REASONING_TAGS = ("<think>", "</think>")
+
+# The checkpoint carries a DSpark head (field report 5, 12.5): vllm.speculativeDecoding and
+# sglang.speculativeAlgorithm may switch it on.
+DSPARK = True
+
+# Measured cold start, pod creation to Ready. vLLM TP=8: about 12 min (field report 6, 9.3), not broken
+# down. SGLang TP=8 with DSpark on 8 x H20: about 23 min, of which 854 s engine start with 394 + 123 s of
+# graph capture (12.2); the 23 min include the image pull.
+COLD_START_ESTIMATE_SECONDS = {"vllm": 12 * 60, "sglang": 23 * 60}
+COLD_START_INCLUDES_IMAGE_PULL = {"vllm": False, "sglang": True}
+# The context SGLang takes from the checkpoint when --context-length is unset is not recorded in the
+# field report; warm-up then assumes this many tokens.
+ASSUMED_CONTEXT = {"sglang": 131072}
