@@ -265,3 +265,52 @@ def test_every_path_the_docs_name_exists():
         missing += [f"{page.relative_to(PROJECT_DIR)}: {p}" for p in sorted(named - made_by_commands)
                     if not (PROJECT_DIR / p).exists() and not api_groups.fullmatch(p)]
     assert not missing, f"paths that do not exist: {missing}"
+
+
+def test_the_walkthrough_for_a_model_that_is_not_deepseek_renders_as_it_says(tmp_path, capsys):
+    """The README's walkthrough as a newcomer follows it: its own `cp && sed` line run with the real
+    coreutils, its YAML block appended, the render. What it tells the reader to look for must be in
+    the render: a 4-GPU pod with the resources it set, vLLM at TP=4 with its context, and nothing of
+    DeepSeek's in the engine's arguments."""
+    import shutil
+    import subprocess
+
+    import yaml
+
+    from render.__main__ import main as render_main
+
+    walkthrough = _subsection(README, "### Walkthrough: a model that is not DeepSeek")
+    block = re.search(r"```yaml\n(.*?)```", walkthrough, re.S).group(1)
+    line = next(x for x in walkthrough.splitlines() if x.startswith("cp Pulumi.dev.yaml Pulumi.qwen.yaml"))
+    for name in ("Pulumi.yaml", "Pulumi.dev.yaml"):
+        shutil.copy(PROJECT_DIR / name, tmp_path / name)
+    subprocess.run(["bash", "-c", line.split("  #")[0]], cwd=tmp_path, check=True)
+    stack_file = tmp_path / "Pulumi.qwen.yaml"
+    assert "llm-serving:models:" not in stack_file.read_text()
+    stack_file.write_text(stack_file.read_text() + block)
+    out = tmp_path / "out"
+    code = render_main(["--stack", "qwen", "--project-dir", str(tmp_path), "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    objects = [o for o in yaml.safe_load_all((out / "kubernetes.yaml").read_text()) if o]
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "qwen-72b"]
+    pod = deployment["spec"]["template"]["spec"]
+    (engine,) = [c for c in pod["containers"] if c["name"] == "engine"]
+    argv = [*engine.get("command", []), *engine.get("args", [])]
+    assert argv[argv.index("--tensor-parallel-size") + 1] == "4"
+    assert argv[argv.index("--max-model-len") + 1] == "32768"
+    assert argv[argv.index("--tool-call-parser") + 1] == "hermes"
+    assert not [a for a in argv if "deepseek" in a.lower()], argv
+    assert "--reasoning-parser" not in argv and "--trust-remote-code" not in argv
+    limits, requests = engine["resources"]["limits"], engine["resources"]["requests"]
+    assert limits["nvidia.com/gpu"] in (4, "4") and requests["cpu"] == "32" and limits["memory"] == "256Gi"
+    (shm,) = [v for v in pod["volumes"] if v.get("emptyDir", {}).get("medium") == "Memory"]
+    assert shm["emptyDir"]["sizeLimit"] == "32Gi"
+    plan = (out / "plan.md").read_text()
+    assert "qwen-72b" in plan and "DeepSeek" not in plan.split("## ")[1], plan[:2000]
+
+
+def _subsection(text: str, heading: str) -> str:
+    """`text` from `heading` (a `### ` line) to the next heading."""
+    start = text.index(f"\n{heading}\n")
+    end = re.search(r"\n##+ ", text[start + 1:])
+    return text[start:start + 1 + end.start()] if end else text[start:]
