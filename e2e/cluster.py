@@ -65,7 +65,15 @@ CPU = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "1Ti"
 GPU_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H20", "nvidia.com/gpu.present": "true"}
 CPU_LABELS = {"node-role.example.com/cpu": "true"}
 GPU_TAINTS = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
-NODES = [(f"gpu-{i}", GPU, GPU_LABELS, GPU_TAINTS) for i in range(4)] + \
+# One more GPU node of its own pool, tainted so that nothing else lands there: the day-2 scenarios that must
+# run on exactly the stack's budget (e2e/test_day2.py budget_pool) pin their stack to it while the other
+# scenarios run beside them (make e2e runs two pytest workers). Eight GPU nodes in the shared pool leave room
+# for the largest variant (hybrid, 24 GPUs) beside the dev stack and a P/D day-2 stack.
+BUDGET_POOL = ("e2e.llm-serving.io/pool", "budget")
+BUDGET_NODE = "gpu-budget"
+NODES = [(f"gpu-{i}", GPU, GPU_LABELS, GPU_TAINTS) for i in range(8)] + \
+        [(BUDGET_NODE, GPU, {**GPU_LABELS, BUDGET_POOL[0]: BUDGET_POOL[1]},
+          [*GPU_TAINTS, {"key": BUDGET_POOL[0], "value": BUDGET_POOL[1], "effect": "NoSchedule"}])] + \
         [(f"cpu-{i}", CPU, CPU_LABELS, []) for i in range(2)]
 
 # kube-controller-manager: only what the stacks need. Left out on purpose: the cloud controllers

@@ -39,6 +39,7 @@ def cluster(tools) -> Path:
 
 @pytest.fixture(scope="session")
 def pulumi(cluster) -> harness.Pulumi:
-    cli = harness.Pulumi(harness.E2E / "work")
+    # One project copy, backend and CLI home per pytest worker (make e2e runs two side by side).
+    cli = harness.Pulumi(harness.E2E / f"work{harness.worker_suffix()}")
     cli.prepare()
     return cli

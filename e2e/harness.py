@@ -40,6 +40,12 @@ def sdk_plugin_version(package: str) -> str:
     return json.loads((Path(spec.origin).parent / "pulumi-plugin.json").read_text())["version"]
 
 
+def worker_suffix() -> str:
+    """'' alone, '-gw0', '-gw1' under pytest-xdist: what keeps the workers' directories apart."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return f"-{worker}" if worker else ""
+
+
 def missing_binaries() -> list[str]:
     return [b for b in BINARIES if not os.access(BIN / b, os.X_OK)]
 

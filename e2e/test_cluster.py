@@ -107,7 +107,7 @@ def test_nodes_ready_with_the_declared_pools(up):
         renewed = get("lease", name, "-n", "kube-node-lease")["spec"]["renewTime"]
         assert datetime.now(timezone.utc) - datetime.fromisoformat(renewed) < timedelta(seconds=60), renewed
     gpu = [n for n in nodes.values() if n["metadata"]["labels"].get(GPU_PRODUCT[0]) == GPU_PRODUCT[1]]
-    assert len(gpu) == 4 and all(n["status"]["allocatable"]["nvidia.com/gpu"] == "8" for n in gpu)
+    assert len(gpu) == 9 and all(n["status"]["allocatable"]["nvidia.com/gpu"] == "8" for n in gpu)
     assert all("nvidia.com/gpu" not in n["status"]["capacity"] for n in nodes.values() if n not in gpu)
 
 

@@ -1,7 +1,7 @@
 """Day 2 for real (issue 18): a dev stack deployed with the real CLI, then changed with `pulumi config
-set` the way a platform engineer changes it, each change applied with one `pulumi up` on a cluster whose
-GPUs are exactly the stack's budget: every GPU node but one is cordoned, so a new GPU workload that
-started beside the old one would stay Pending until its await timed out (the engine deletes the old
+set` the way a platform engineer changes it, each change applied with one `pulumi up`; where it matters on
+a pool whose GPUs are exactly the stack's budget (budget_pool: one tainted node of 8 GPUs), so a new GPU
+workload that started beside the old one would stay Pending until its await timed out (the engine deletes the old
 one only after every create, pulumi/pulumi pkg/resource/deploy/step_generator.go)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import secrets
 import shlex
 
 import stackfiles
+from cluster import BUDGET_NODE, BUDGET_POOL
 from harness import POLICY_LAUNCHER, Pulumi, kubectl, log
 
 POLICY = ("--policy-pack", POLICY_LAUNCHER, "--policy-pack-config", "policy/config.dev.json")
@@ -22,30 +23,27 @@ def _init(pulumi: Pulumi, name: str) -> str:
     return stackfiles.init(pulumi, name)
 
 
-def _gpu_pods_by_node() -> dict[str, int]:
-    pods = json.loads(kubectl("get", "pods", "-A", "-o", "json").stdout)["items"]
-    used: dict[str, int] = {}
-    for p in pods:
-        node = p["spec"].get("nodeName")
-        gpus = sum(int((c.get("resources", {}).get("limits") or {}).get(GPU, 0)) for c in p["spec"]["containers"])
-        if node and gpus and p["status"].get("phase") not in ("Succeeded", "Failed"):
-            used[node] = used.get(node, 0) + gpus
-    return used
+def _gpu_pods_on(node: str) -> list[str]:
+    pods = json.loads(kubectl("get", "pods", "-A", "--field-selector", f"spec.nodeName={node}", "-o", "json").stdout)
+    return [p["metadata"]["name"] for p in pods["items"] if p["status"].get("phase") not in ("Succeeded", "Failed")
+            and any((c.get("resources", {}).get("limits") or {}).get(GPU) for c in p["spec"]["containers"])]
 
 
-@contextlib.contextmanager
-def one_gpu_node():
-    """Every GPU node but a free one cordoned for the duration: 8 schedulable GPUs, the dev budget."""
-    nodes = json.loads(kubectl("get", "nodes", "-l", "nvidia.com/gpu.present=true", "-o", "json").stdout)["items"]
-    used = _gpu_pods_by_node()
-    names = sorted(n["metadata"]["name"] for n in nodes)
-    free = next(n for n in names if not used.get(n))
-    others = [n for n in names if n != free]
-    kubectl("cordon", *others)
-    try:
-        yield free
-    finally:
-        kubectl("uncordon", *others)
+def budget_pool(pulumi: Pulumi, name: str) -> str:
+    """The stack pinned to the cluster's budget pool: one node of 8 GPUs, the dev budget, tainted so that
+    no other scenario's pods land there (e2e/cluster.py BUDGET_POOL; the other scenarios run beside this
+    one). A new GPU workload that started beside the old one would stay Pending until its await timed out.
+    Set with `pulumi config set --path`, as a user points a stack at a pool."""
+    key, value = BUDGET_POOL
+    for path, setting in ((f'gpuPool.nodeSelector["{key}"]', value),
+                          ("gpuPool.tolerations[0].key", GPU), ("gpuPool.tolerations[0].operator", "Exists"),
+                          ("gpuPool.tolerations[0].effect", "NoSchedule"),
+                          ("gpuPool.tolerations[1].key", key), ("gpuPool.tolerations[1].operator", "Equal"),
+                          ("gpuPool.tolerations[1].value", value), ("gpuPool.tolerations[1].effect", "NoSchedule")):
+        pulumi.run("config", "set", "--path", f"llm-serving:{path}", setting, stack=name)
+    busy = _gpu_pods_on(BUDGET_NODE)
+    assert not busy, f"{BUDGET_NODE} is not free: {busy}"
+    return BUDGET_NODE
 
 
 def _objects(kind: str, namespace: str) -> dict[str, dict]:
@@ -72,7 +70,8 @@ def destroyed_after(pulumi: Pulumi, name: str):
 def test_identity_changes_apply_in_one_up_within_the_budget(pulumi: Pulumi):
     name = "day2-identity"
     namespace = _init(pulumi, name)
-    with destroyed_after(pulumi, name), one_gpu_node() as node:
+    node = budget_pool(pulumi, name)
+    with destroyed_after(pulumi, name):
         up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
         log(f"{name}: first up {up.seconds:.1f} s on {node}")
         assert set(_objects("deployments", namespace)) >= {"deepseek-v4-flash"}
@@ -243,7 +242,8 @@ def test_combined_to_same_pod_updates_the_deployment_in_place(pulumi: Pulumi):
     would delete it."""
     name = "day2-same-pod"
     namespace = _init(pulumi, name)
-    with destroyed_after(pulumi, name), one_gpu_node() as node:
+    node = budget_pool(pulumi, name)
+    with destroyed_after(pulumi, name):
         pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=900)
         for path, value in (("models[0].topology", "pd-same-pod"), ("models[0].vllm.tensorParallelSize", "4")):
             pulumi.run("config", "set", "--path", f"llm-serving:{path}", value, stack=name)
