@@ -12,6 +12,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -750,7 +751,13 @@ def pipeline(real, **sections):
 
 def run_job(real, pod) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess, list[bool]]:
     """The Job's pod: the verify container beside the download, started first; the marker's presence
-    sampled while both run."""
+    sampled while both run. Each run is a new pod of the (re-run) Job, so the emptyDir the two
+    containers share starts empty: reused, the previous run's exit-code file could be read by the new
+    verifier before the new download container removes it (sync_model.sh's first step), and the
+    verifier would end on the old files; a real pod never has that file at its start."""
+    work = pod.root / "work"
+    shutil.rmtree(work)
+    work.mkdir()
     samples: list[bool] = []
     stop = threading.Event()
 
