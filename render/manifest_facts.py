@@ -148,23 +148,14 @@ def served_model_gpus(rendered: Rendered) -> list[dict[str, Any]]:
     return [models[k] for k in sorted(models)]
 
 
-def engine_of_workload(rendered: Rendered, kind: str, namespace: str, name: str) -> str | None:
+def pod_labels_of_workload(rendered: Rendered, kind: str, namespace: str, name: str) -> dict[str, str]:
+    """The labels of the workload's pod template (model.aibrix.ai/engine, llm-serving.io/model, ...)."""
     for obj in kubernetes_objects(rendered):
         meta = obj.get("metadata") or {}
         if (obj.get("kind"), meta.get("namespace"), meta.get("name")) == (kind, namespace, name):
             for ref in pod_templates(kind, obj):
-                return ((ref.template.get("metadata") or {}).get("labels") or {}).get("model.aibrix.ai/engine")
-    return None
-
-
-def model_of_workload(rendered: Rendered, kind: str, namespace: str, name: str) -> str | None:
-    """The llm-serving.io/model label of the workload's pods."""
-    for obj in kubernetes_objects(rendered):
-        meta = obj.get("metadata") or {}
-        if (obj.get("kind"), meta.get("namespace"), meta.get("name")) == (kind, namespace, name):
-            for ref in pod_templates(kind, obj):
-                return ((ref.template.get("metadata") or {}).get("labels") or {}).get("llm-serving.io/model")
-    return None
+                return dict((ref.template.get("metadata") or {}).get("labels") or {})
+    return {}
 
 
 def kv_offload_of(container: dict) -> str:

@@ -16,8 +16,7 @@ from render.manifest_facts import (
     ab_pairs,
     autoscalers,
     engine_memory_rows,
-    engine_of_workload,
-    model_of_workload,
+    pod_labels_of_workload,
     served_model_gpus,
     time_to_serving_inputs,
     workload_rows,
@@ -155,8 +154,8 @@ def _autoscaling_section(rendered: Rendered) -> list[str]:
                      f"{PA_METRIC_TEXT.get(source['targetMetric'], source['targetMetric'])} | {source['targetValue']} | "
                      f"{windows} | {row['peakGpus'] if row else '?'} |")
         if spec.get("minReplicas", 1) == 0:
-            engine = engine_of_workload(rendered, kind, namespace, name)
-            model = model_of_workload(rendered, kind, namespace, name)
+            labels = pod_labels_of_workload(rendered, kind, namespace, name)
+            engine, model = labels.get("model.aibrix.ai/engine"), labels.get("llm-serving.io/model")
             profile = next((r["profile"] for r in time_to_serving_inputs(rendered) if r["model"] == model), None)
             estimate = profile_named(profile).COLD_START_ESTIMATE_SECONDS.get(engine) if profile in PROFILES else None
             wait = (f"about {estimate // 60} min measured for {profile} on {engine}" if estimate is not None

@@ -16,7 +16,7 @@ from netpol import Pod, allowed
 from test_gpu_accounting import stack_models
 from test_network_monitoring import ENVOY, PLUGIN, pods_of, rendered_topologies, serving_ports
 from test_pd import stack as pd_stack
-from variants import dev_config, model, render, sglang_stack, variant_file
+from variants import dev_config, pair_file, render, variant_file
 
 from apivalidation.objectmeta import Check, label_selector
 from components.network import client_policy_name
@@ -48,15 +48,6 @@ def _with_gateway(sf: stackfile.StackFile, enabled: bool, clients: dict | None) 
     if clients is not None:
         sf.config["llm-serving:networkPolicy"] = json.dumps({"clients": clients})
     return sf
-
-
-def _pair_file(engine: str, orchestrator: str) -> stackfile.StackFile:
-    if engine == "sglang":
-        return sglang_stack(orchestrator=orchestrator)
-    m = model(orchestrator=orchestrator)
-    if orchestrator != "deployment":
-        m.pop("rollout")
-    return variant_file(models=[m])
 
 
 # The topologies that run without the gateway (RayClusterFleet P/D and hybrid need it: config rule).
@@ -151,8 +142,8 @@ def test_with_the_gateway_clients_go_through_envoy_and_are_admitted_nowhere_dire
 
 
 def _topology_file(name: str) -> stackfile.StackFile:
-    cases = {"vllm-deployment": lambda: stackfile.read(PROJECT_DIR, "dev"), "vllm-stormservice": lambda: _pair_file("vllm", "stormservice"),
-             "sglang-rolebasedgroup": lambda: _pair_file("sglang", "rolebasedgroup"),
+    cases = {"vllm-deployment": lambda: stackfile.read(PROJECT_DIR, "dev"), "vllm-stormservice": lambda: pair_file("vllm", "stormservice"),
+             "sglang-rolebasedgroup": lambda: pair_file("sglang", "rolebasedgroup"),
              "pd": lambda: pd_stack("pd", "rayclusterfleet", 24),
              "pd-same-pod": lambda: pd_stack("pd-same-pod", "deployment", 8),
              "hybrid": lambda: pd_stack("hybrid", "stormservice", 32)}
@@ -315,7 +306,7 @@ def test_what_the_stack_file_refuses_the_api_server_would_refuse(selector):
 
 
 def test_valid_selectors_pass_the_api_server_rules_in_every_render():
-    sf = _with_gateway(_pair_file("vllm", "deployment"), False, {
+    sf = _with_gateway(pair_file("vllm", "deployment"), False, {
         "namespaces": ["a", "b"], "namespaceSelectors": [
             {"matchLabels": {"example.com/team": "search", "tier": "prod"}},
             {"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["dev", "test"]},

@@ -9,7 +9,7 @@ import pytest
 import test_pd
 import test_topologies
 from conftest import PROJECT_DIR, STACKS, render_stack, stack_resources
-from variants import model, sglang_stack, variant_file
+from variants import pair_file
 
 from components.combined import rollout_strategy
 from components.topologies import gpu_workloads, topology_of
@@ -55,16 +55,6 @@ def test_an_unknown_count_stays_unknown_in_sums_and_is_never_decided():
 
 # ---- both callers on every stack and topology ----
 
-def _pair_file(engine: str, orchestrator: str):
-    """The stack file tests/test_topologies.py rendered_pair renders."""
-    if engine == "sglang":
-        return sglang_stack(orchestrator=orchestrator)
-    m = model(orchestrator=orchestrator)
-    if orchestrator != "deployment":
-        m.pop("rollout")
-    return variant_file(models=[m])
-
-
 def _cases():
     """(case, stack file, rendered, GPUs the existing test expects in total): the committed stacks at
     their exported total, the P/D topologies of tests/test_pd.py at their budget, the pairs of
@@ -72,7 +62,7 @@ def _cases():
     out = [(s, lambda s=s: stackfile.read(PROJECT_DIR, s), lambda s=s: render_stack(s), None) for s in STACKS]
     out += [(f"{t} {o}", lambda t=t, o=o, b=b: test_pd.stack(t, o, b), lambda t=t, o=o, b=b: test_pd.rendered(t, o, b), b)
             for t, o, b in test_pd.CASES]
-    out += [(f"{e} {o}", lambda e=e, o=o: _pair_file(e, o), lambda e=e, o=o: test_topologies.rendered_pair(e, o), 8)
+    out += [(f"{e} {o}", lambda e=e, o=o: pair_file(e, o), lambda e=e, o=o: test_topologies.rendered_pair(e, o), 8)
             for e, o in test_topologies.PAIRS]
     return out
 

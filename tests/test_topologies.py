@@ -9,7 +9,7 @@ import functools
 import pytest
 from conftest import k8s_objects, render_stack, stack_resources
 from crd_schemas import crd_index, validate_custom_resource
-from variants import dev_config, model, render, sglang_stack, variant_file
+from variants import dev_config, model, pair_file, render, variant_file
 
 from policy import rules
 from policy.workloads import containers, pod_templates
@@ -18,12 +18,7 @@ from render.output import ab_pairs, plan_md
 
 @functools.lru_cache(maxsize=None)
 def rendered_pair(engine: str, orchestrator: str):
-    if engine == "sglang":
-        return render(sglang_stack(orchestrator=orchestrator))
-    m = model(orchestrator=orchestrator)
-    if orchestrator != "deployment":
-        m.pop("rollout")  # Recreate is for Deployments; the others default to RollingUpdate, maxSurge 0
-    return render(variant_file(models=[m]))
+    return render(pair_file(engine, orchestrator))
 
 
 PAIRS = [("vllm", "deployment"), ("vllm", "stormservice"), ("sglang", "rolebasedgroup")]

@@ -58,5 +58,15 @@ def sglang_stack(**model_changes) -> stackfile.StackFile:
     return variant_file(images=images, models=[m], compileCache={"kind": "existingClaim", "claimName": "jit-cache"})
 
 
+def pair_file(engine: str, orchestrator: str) -> stackfile.StackFile:
+    """The stack of one supported engine/orchestrator pair (tests/test_topologies.py PAIRS)."""
+    if engine == "sglang":
+        return sglang_stack(orchestrator=orchestrator)
+    m = model(orchestrator=orchestrator)
+    if orchestrator != "deployment":
+        m.pop("rollout")  # Recreate is for Deployments; the others default to RollingUpdate, maxSurge 0
+    return variant_file(models=[m])
+
+
 def render(sf: stackfile.StackFile) -> runtime.Rendered:
     return runtime.render(sf)
