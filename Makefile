@@ -26,8 +26,9 @@ S3_VENV  ?= .venv-s3
 S3_STAMP := $(S3_VENV)/.requirements-installed
 # The virtualenvs are independent of each other: a fresh machine builds them side by side.
 MAKEFLAGS += --jobs=4
-# Tests run on every core (pytest-xdist), at most four workers: each worker renders the stacks once.
-PYTEST_WORKERS ?= --numprocesses=auto --maxprocesses=4
+# Tests run on every core (pytest-xdist), at most four workers: each worker renders the stacks once; a file
+# marked xdist_group (an expensive module or session fixture) runs whole on one worker (--dist loadgroup).
+PYTEST_WORKERS ?= --numprocesses=auto --maxprocesses=4 --dist loadgroup
 STACK  ?= dev
 # Every stack file beside Pulumi.yaml (tools/stacks.py lists them the same way for the tests and CI).
 STACKS := $(patsubst Pulumi.%.yaml,%,$(wildcard Pulumi.*.yaml))

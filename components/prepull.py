@@ -36,9 +36,12 @@ COMPONENT = "image-prepull"
 # would otherwise be handed every GPU of the node by the NVIDIA container runtime on a node where it
 # is the default runtime; "void" makes it behave like runc (tests/upstream_nvidia_container_toolkit.py).
 NO_GPU_ENV = {"NVIDIA_VISIBLE_DEVICES": "void"}
-# Exits at once on SIGTERM: as PID 1 without a handler it would ignore the signal until the grace period.
+# Exits at once on SIGTERM: as PID 1 with the default disposition the kernel drops the signal, so a
+# handler is installed; SIGTERM is blocked first and taken by sigwait, since one delivered between the
+# handler and a pause() would leave pause() waiting for the grace period's SIGKILL (seen under load).
 IDLE_COMMAND = ["python3", "-S", "-B", "-c",
-                "import signal, sys; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); signal.pause()"]
+                "import signal as s; s.pthread_sigmask(s.SIG_BLOCK, {s.SIGTERM}); "
+                "s.signal(s.SIGTERM, s.default_int_handler); s.sigwait({s.SIGTERM})"]
 # Each GPU node runs one such pod per DaemonSet beside its engine pods: stacks/rules/capacity.py node_memory counts it.
 MEMORY_MIB = 32
 RESOURCES = {"cpu": "10m", "memory": f"{MEMORY_MIB}Mi"}

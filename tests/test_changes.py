@@ -26,6 +26,10 @@ from components.time_to_serving import IMAGE_PULL_SECONDS, time_to_serving
 from render import changes, output, runtime, update_rules
 from render.changes_md import changes_md
 
+# make test runs --dist loadgroup: one worker takes the whole file, so the base renders of the module fixture, once.
+pytestmark = pytest.mark.xdist_group("changes")
+
+
 STACK, PROJECT = "s", "p"
 PROVIDER = "pulumi:providers:kubernetes::kubernetes"
 GPU = "nvidia.com/gpu"

@@ -35,6 +35,10 @@ sys.path.insert(0, str(SCRIPTS))
 import model_gate  # noqa: E402
 import verify_model  # noqa: E402
 
+# make test runs --dist loadgroup: one worker takes the whole file, so its local S3 server, once.
+pytestmark = pytest.mark.xdist_group("day2-storage")
+
+
 PV, PVC, JOB, DEPLOYMENT = (f"kubernetes:{t}" for t in ("core/v1:PersistentVolume", "core/v1:PersistentVolumeClaim",
                                                         "batch/v1:Job", "apps/v1:Deployment"))
 

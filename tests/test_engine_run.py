@@ -30,6 +30,10 @@ from engine_host import (
 from render import runtime, stackfile
 from stacks import loader
 
+# make test runs --dist loadgroup: one worker takes the whole file, so the six program runs of the session fixture, once.
+pytestmark = pytest.mark.xdist_group("engine-run")
+
+
 VENV = PROJECT_DIR / ".venv"
 MODES = ("preview", "up")
 

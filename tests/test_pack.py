@@ -40,6 +40,9 @@ from policy.workloads import pod_templates
 from render import runtime, stackfile
 from tools import stacks
 
+# make test runs --dist loadgroup: one worker takes the whole file, so one policy pack server for the file.
+pytestmark = pytest.mark.xdist_group("pack")
+
 MODES = ("preview", "up")
 
 
@@ -533,6 +536,7 @@ def _levels(stack: str) -> dict[str, str]:
 
 NAIVE_PACK = '''
 from pulumi_policy import EnforcementLevel, PolicyPack, ResourceValidationPolicy
+
 
 
 def reads_secret(args, report_violation):

@@ -33,6 +33,10 @@ from s3_server import AWS, LocalS3
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "components" / "scripts"))
 import verify_model  # noqa: E402
 
+# make test runs --dist loadgroup: one worker takes the whole file, so the local S3 server and the rendered pipeline, once.
+pytestmark = pytest.mark.xdist_group("sync-real")
+
+
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 SCRIPTS = PROJECT_DIR / "components" / "scripts"
 SHARDS = 48

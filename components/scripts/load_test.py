@@ -99,8 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     plan = json.loads(a.plan)
     # A re-run of the same Job (same plan) must not reuse a prefix: the run part is new every time.
     run = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+    # SIGTERM is held back from the lock's creation until the `try` that removes it: delivered in
+    # between, it would end the run with the lock left on the claim (measured under load).
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     lock = acquire(a.results)
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         for rnd in plan["rounds"]:
             if (reason := wait_idle(plan["engines"], a.idle_timeout, a.idle_poll)) is not None:
                 print(f"round {rnd['name']}: engines not idle after {a.idle_timeout:.0f}s ({reason}); "
