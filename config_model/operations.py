@@ -32,6 +32,10 @@ class Gateway(Model):
             r"^https?://[^\s/]+$", "an http(s)://host[:port] base URL without a path")) | None = Field(
         None, description="Stable external base URL of the gateway (a DNS name, never a Pod IP); exported with /v1.")
     request_timeout_seconds: int = Field(120, ge=1, le=3600, description="HTTPRoute request timeout in seconds (AIBrix default 120).")
+    default_requests_per_minute: int | None = Field(
+        None, gt=0, le=4294967295, description="Requests per minute, per model route and per Envoy replica, for every "
+        "request whose bearer key belongs to no consumer (keyless requests included), enforced by each model route's "
+        "BackendTrafficPolicy (a local rate limit: docs/gateway-and-network.md). Unset: such requests are not limited.")
     paths: list[GatewayPath] = Field(
         default_factory=lambda: list(AIBRIX_PATHS), min_length=1, max_length=64,
         description="Path prefixes routed to each model, matched together with the header `model`.")

@@ -1,0 +1,211 @@
+"""The gateway's side of issue 21: per model route one BackendTrafficPolicy (components/gateway_policies.py)
+with the consumers' rate limits and retries only where no request reached an engine; the request
+timeout and the drain agree end to end. Every policy is checked against the Envoy Gateway v1.2.8 CRDs
+(schema and CEL), the API-server rules, and a port of v1.2.8's translator (tests/upstream_envoy_gateway.py)."""
+
+from __future__ import annotations
+
+import copy
+import functools
+
+import pytest
+import upstream_envoy_gateway as eg
+from conftest import k8s_objects, render_stack, shared_dir
+from crd_schemas import crd_index, validate_custom_resource
+from test_config import problems, raw_config
+from variants import render, variant_file
+
+import apivalidation
+from apivalidation import cel_rules
+from components import gateway_policies as gp
+from components.gateway import ModelRoutes, ModelRoutesArgs, RouteBackend
+from config_model import Gateway
+from policy.workloads import pod_templates
+from render.runtime import record
+from stacks.rules.operations import DRAIN_MARGIN_SECONDS
+
+BTP = "BackendTrafficPolicy"
+SEARCH = gp.ConsumerLimit("search", "search.", 600)
+NOTEBOOKS = gp.ConsumerLimit("notebooks", "notebooks.", 60)
+LIMITS = gp.RateLimits(consumers=(SEARCH, NOTEBOOKS), default_requests_per_minute=30)
+
+
+@functools.lru_cache(maxsize=None)
+def full_index():
+    return apivalidation.crd_index(str(shared_dir("crds")))
+
+
+def routes_objects(limits: gp.RateLimits, gateway: Gateway | None = None) -> list[dict]:
+    backends = [RouteBackend(served_model_name=n, service_name=f"{n}-api", selector={"app": n}, port=8000,
+                             target_port="engine", service_labels={}) for n in ("alpha", "beta")]
+
+    def program():
+        ModelRoutes("routes", ModelRoutesArgs(namespace="ns", gateway=gateway or Gateway(), backends=backends,
+                                              rate_limits=limits))
+        return {}
+    return k8s_objects(record("test", program))
+
+
+def assert_valid(obj: dict) -> None:
+    """Strict schema (unknown fields refused), CEL and API-server rules, and v1.2.8's translator."""
+    assert validate_custom_resource(obj, crd_index()) == [], obj
+    assert cel_rules.check(obj, full_index()) == [], obj
+    assert apivalidation.validate([obj], full_index()) == [], obj
+    if "rateLimit" in obj["spec"]:
+        assert eg.rate_limit_errors(obj["spec"]["rateLimit"]) == [], obj
+    assert set(eg.retry_on(obj["spec"]["retry"])) <= eg.RETRY_TRIGGERS
+
+
+def never_resends_a_generation(spec: dict) -> None:
+    """Retries fire only where nothing reached an engine, and never after a per-try timeout; no
+    active health check (12.4: an HTTP check on the engines would generate on a timer)."""
+    assert set(eg.retry_on(spec["retry"])) <= eg.NOTHING_SENT_TRIGGERS, spec["retry"]
+    assert "perRetry" not in spec["retry"]
+    assert "healthCheck" not in spec and "timeout" not in spec
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_every_shipped_route_has_one_valid_policy_that_only_retries_unsent_requests(stack):
+    objs = k8s_objects(render_stack(stack))
+    routes = [o for o in objs if o["kind"] == "HTTPRoute"]
+    policies = [o for o in objs if o["kind"] == BTP]
+    assert routes and len(policies) == len(routes)
+    # Each route is governed by its own policy (the translator's attachment, oldest first).
+    assert eg.attached_policies(policies, routes) == {
+        (r["metadata"]["namespace"], r["metadata"]["name"]): r["metadata"]["name"] for r in routes}
+    for p in policies:
+        assert_valid(p)
+        never_resends_a_generation(p["spec"])
+        # No consumer and no default in the shipped stacks: no rate-limit section at all.
+        assert "rateLimit" not in p["spec"]
+
+
+def test_consumer_limits_render_valid_and_select_by_key_prefix_only():
+    objs = routes_objects(LIMITS)
+    policies = [o for o in objs if o["kind"] == BTP]
+    assert len(policies) == 2
+    for p in policies:
+        assert_valid(p)
+        never_resends_a_generation(p["spec"])
+        rl = p["spec"]["rateLimit"]
+        assert rl["type"] == "Local"
+        rules = rl["local"]["rules"]
+
+        def bucket(headers: dict[str, str]) -> int | None:
+            (b,) = eg.local_buckets(rl, headers)
+            return None if b is None else rules[b]["limit"]["requests"]
+        assert bucket({"Authorization": "Bearer search.k3y"}) == 600
+        assert bucket({"authorization": "Bearer notebooks.0xdead"}) == 60
+        # Any other key, a look-alike name, a key without the prefix's dot, no key: the default bucket,
+        # which is the rule without selectors (30/min), consumed only when no consumer rule matched.
+        for other in ({"Authorization": "Bearer searchx.k"}, {"Authorization": "Bearer search"},
+                      {"Authorization": "Bearer sk-shared"}, {"Authorization": "xBearer search.k"}, {}):
+            assert bucket(other) is None, other
+        assert [r["limit"]["requests"] for r in rules if not r.get("clientSelectors")] == [30]
+    # The component never sees a key: what it renders is each consumer's public prefix, escaped.
+    assert [h["value"] for r in policies[0]["spec"]["rateLimit"]["local"]["rules"]
+            for s in r.get("clientSelectors") or [] for h in s["headers"]] == ["^Bearer search\\..*$",
+                                                                              "^Bearer notebooks\\..*$"]
+
+
+def test_prefix_metacharacters_are_escaped_and_limits_without_default():
+    odd = gp.ConsumerLimit("odd", "a+b.", 5)
+    (p, _) = [o for o in routes_objects(gp.RateLimits(consumers=(odd,))) if o["kind"] == BTP]
+    assert_valid(p)
+    rl = p["spec"]["rateLimit"]
+    assert eg.local_buckets(rl, {"Authorization": "Bearer a+b.x"}) == [0]
+    assert eg.local_buckets(rl, {"Authorization": "Bearer aab.x"}) == [None]
+    # Without gateway.defaultRequestsPerMinute EG's default bucket is 2^32-1 per second: others unlimited.
+    assert all(r.get("clientSelectors") for r in rl["local"]["rules"])
+
+
+def test_default_only_is_one_route_level_bucket():
+    (p, _) = [o for o in routes_objects(gp.RateLimits(default_requests_per_minute=100)) if o["kind"] == BTP]
+    assert_valid(p)
+    assert p["spec"]["rateLimit"] == {"type": "Local", "local": {"rules": [
+        {"limit": {"requests": 100, "unit": "Minute"}}]}}
+    assert eg.local_buckets(p["spec"]["rateLimit"], {"Authorization": "Bearer anything"}) == [None]
+
+
+def test_the_translator_port_refuses_what_v1_2_8_refuses():
+    """Why the choices: a distinct bucket per key is refused for a local limit, and a global one
+    without a rate-limit service (AIBrix v0.7.0's EnvoyGateway config has none)."""
+    distinct = {"type": "Local", "local": {"rules": [
+        {"clientSelectors": [{"headers": [{"type": "Distinct", "name": "Authorization"}]}],
+         "limit": {"requests": 1, "unit": "Minute"}}]}}
+    assert eg.rate_limit_errors(distinct) == ["local rateLimit does not support distinct HeaderMatch"]
+    glob = {"type": "Global", "global": {"rules": distinct["local"]["rules"]}}
+    assert eg.rate_limit_errors(glob) == ["enable Ratelimit in the EnvoyGateway config to configure global rateLimit"]
+    assert eg.rate_limit_errors(glob, global_rate_limit_enabled=True) == []
+    two_defaults = {"type": "Local", "local": {"rules": [{"limit": {"requests": 1, "unit": "Minute"}}] * 2}}
+    assert eg.rate_limit_errors(two_defaults) == ["local rateLimit can not have more than one rule without clientSelectors"]
+    hour_default = gp.rate_limit(LIMITS)
+    hour_default["local"]["rules"][0]["limit"]["unit"] = "Hour"
+    assert eg.rate_limit_errors(hour_default) == ["local rateLimit rule limit unit must be a multiple of the default limit unit"]
+    # And without explicit triggers Envoy would retry a 503 (which an engine sent) and gRPC statuses.
+    assert not set(eg.retry_on({})) <= eg.NOTHING_SENT_TRIGGERS
+
+
+def test_the_crds_refuse_what_the_component_must_not_render():
+    """The CRD bounds the component keeps to: at most 16 local rules; requests a uint32 bucket."""
+    (p, _) = [o for o in routes_objects(LIMITS) if o["kind"] == BTP]
+    many = copy.deepcopy(p)
+    many["spec"]["rateLimit"]["local"]["rules"] *= 6
+    assert any("rules" in e for e in validate_custom_resource(many, crd_index()))
+    with pytest.raises(ValueError, match="at most 16"):
+        gp.RateLimits(consumers=tuple(gp.ConsumerLimit(f"c{i}", f"c{i}.", 1) for i in range(16)),
+                      default_requests_per_minute=1)
+    assert len(gp.RateLimits(consumers=tuple(gp.ConsumerLimit(f"c{i}", f"c{i}.", 1) for i in range(16))).consumers) == 16
+    for bad in ((SEARCH, gp.ConsumerLimit("s", "search.", 1)), (gp.ConsumerLimit("s", "se", 1), SEARCH),
+                (gp.ConsumerLimit("z", "z.", 0),), (gp.ConsumerLimit("z", "z.", 2**32),)):
+        with pytest.raises(ValueError):
+            gp.RateLimits(consumers=bad)
+
+
+def test_default_limit_config_is_validated_with_the_field_named():
+    for value in (0, -5):
+        raw = raw_config()
+        raw["gateway"] = {**raw.get("gateway", {}), "defaultRequestsPerMinute": value}
+        (line,) = problems(raw)
+        assert line.startswith(f"Pulumi.dev.yaml: llm-serving:gateway.defaultRequestsPerMinute = {value}: "), line
+
+
+def test_a_stack_default_limit_reaches_every_route():
+    objs = k8s_objects(render(variant_file(gateway={"defaultRequestsPerMinute": 120})))
+    policies = [o for o in objs if o["kind"] == BTP]
+    assert policies
+    for p in policies:
+        assert_valid(p)
+        assert p["spec"]["rateLimit"]["local"]["rules"] == [{"limit": {"requests": 120, "unit": "Minute"}}]
+
+
+@pytest.mark.parametrize("timeout", [120, 600])
+def test_request_timeout_drain_and_grace_agree_end_to_end(timeout):
+    """The HTTPRoute's timeout is the gateway's (Gateway API's wins over a policy's: v1.2.8
+    internal/xds/translator/route.go getEffectiveRequestTimeout, and the policy sets none); each
+    engine pod's preStop waits that long for in-flight requests, and the grace period covers it plus
+    the margin for endpoint removal, so no in-flight request is cut by SIGKILL."""
+    models = copy.deepcopy(raw_config()["models"])
+    for m in models:
+        m["terminationGraceSeconds"] = timeout + DRAIN_MARGIN_SECONDS
+    objs = k8s_objects(render(variant_file(gateway={"requestTimeoutSeconds": timeout}, models=models)))
+    routes = [o for o in objs if o["kind"] == "HTTPRoute"]
+    assert routes and all(r["spec"]["rules"][0]["timeouts"] == {"request": f"{timeout}s"} for r in routes)
+    assert all("timeout" not in p["spec"] for p in objs if p["kind"] == BTP)
+    engines = 0
+    for obj in objs:
+        for ref in pod_templates(obj["kind"], obj):
+            if (ref.template["metadata"].get("annotations") or {}).get("llm-serving.io/role") != "engine":
+                continue
+            engines += 1
+            spec = ref.template["spec"]
+            argv = spec["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+            drain = int(argv[argv.index("--timeout") + 1])
+            assert drain == timeout
+            assert spec["terminationGracePeriodSeconds"] >= drain + DRAIN_MARGIN_SECONDS
+    assert engines
+    # One second less of grace is refused, naming the field.
+    models[0]["terminationGraceSeconds"] = timeout + DRAIN_MARGIN_SECONDS - 1
+    raw = raw_config()
+    raw.update(gateway={"requestTimeoutSeconds": timeout}, models=models[:1])
+    assert any("models[0].terminationGraceSeconds" in line for line in problems(raw))
