@@ -288,7 +288,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             model_mount_path=cfg.model_volume.mount_path,
             api_key_secret=serving_secrets.api_key_secret_name, api_key_tag=serving_secrets.api_key_tag,
             scripts_config_map=scripts.config_map_name, image_pull_secrets=tuple(pull_secrets),
-            ab_baseline=m.dspark_of, drain_timeout_seconds=cfg.gateway.request_timeout_seconds)
+            ab_baseline=m.dspark_of, drain_timeout_seconds=cfg.gateway.longest_request_seconds)
         # GPU pods are created only after the weights are verified: no GPU idles through a download
         # (field report 3.2, optimization 3).
         engine_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory], images]))

@@ -9,9 +9,11 @@ import copy
 import functools
 
 import pytest
+import upstream_aibrix as aibrix
 import upstream_envoy_gateway as eg
 from conftest import k8s_objects, render_stack, shared_dir
 from crd_schemas import crd_index, validate_custom_resource
+from test_aibrix_routing import accepted_routes, engine_pods, served_models
 from test_config import problems, raw_config
 from variants import render, variant_file
 
@@ -20,6 +22,7 @@ from apivalidation import cel_rules
 from components import gateway_policies as gp
 from components.gateway import ModelRoutes, ModelRoutesArgs, RouteBackend
 from config_model import Gateway
+from config_model.operations import AIBRIX_ORIGINAL_ROUTE_TIMEOUT_SECONDS
 from policy.workloads import pod_templates
 from render.runtime import record
 from stacks.rules.operations import DRAIN_MARGIN_SECONDS
@@ -209,3 +212,33 @@ def test_request_timeout_drain_and_grace_agree_end_to_end(timeout):
     raw = raw_config()
     raw.update(gateway={"requestTimeoutSeconds": timeout}, models=models[:1])
     assert any("models[0].terminationGraceSeconds" in line for line in problems(raw))
+
+
+def test_what_the_policies_reach_and_what_they_do_not():
+    """Through the plugin, every served model is routed by strategy ("target-pod"), and such a request
+    ends on AIBrix's original_route (tests/upstream_aibrix.py ORIGINAL_ROUTE): no HTTPRoute and no
+    policy of ours governs it; its timeout is AIBrix's 120 s. A request that names the model in the
+    `model` header matches our HTTPRoute before the plugin runs (the plugin's ext_proc is attached to
+    AIBrix's reserved route only) and is governed by our route and its policy. The drain covers both."""
+    assert AIBRIX_ORIGINAL_ROUTE_TIMEOUT_SECONDS == aibrix.ORIGINAL_ROUTE["timeout_seconds"]
+    for name in ("dev", "staging", "prod"):
+        r = render_stack(name)
+        pods, routes = engine_pods(r), accepted_routes(r)
+        for model in served_models(r):
+            assert aibrix.final_route(aibrix.handle_request_body(model, pods, {}, routes)) == "original_route"
+        cfg_timeout = int(next(o for o in k8s_objects(r) if o["kind"] == "HTTPRoute")
+                          ["spec"]["rules"][0]["timeouts"]["request"].rstrip("s"))
+        for obj in k8s_objects(r):
+            for ref in pod_templates(obj["kind"], obj):
+                if (ref.template["metadata"].get("annotations") or {}).get("llm-serving.io/role") == "engine":
+                    argv = ref.template["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+                    assert int(argv[argv.index("--timeout") + 1]) >= max(cfg_timeout, aibrix.ORIGINAL_ROUTE["timeout_seconds"])
+
+
+def test_a_shorter_route_timeout_still_drains_for_aibrix_own_route():
+    objs = k8s_objects(render(variant_file(gateway={"requestTimeoutSeconds": 30})))
+    assert {r["spec"]["rules"][0]["timeouts"]["request"] for r in objs if r["kind"] == "HTTPRoute"} == {"30s"}
+    drains = {int(c["lifecycle"]["preStop"]["exec"]["command"][-1]) for o in objs for ref in pod_templates(o["kind"], o)
+              if (ref.template["metadata"].get("annotations") or {}).get("llm-serving.io/role") == "engine"
+              for c in ref.template["spec"]["containers"][:1]}
+    assert drains == {AIBRIX_ORIGINAL_ROUTE_TIMEOUT_SECONDS}
