@@ -242,3 +242,23 @@ def test_a_shorter_route_timeout_still_drains_for_aibrix_own_route():
               if (ref.template["metadata"].get("annotations") or {}).get("llm-serving.io/role") == "engine"
               for c in ref.template["spec"]["containers"][:1]}
     assert drains == {AIBRIX_ORIGINAL_ROUTE_TIMEOUT_SECONDS}
+
+
+def test_the_pack_rule_refuses_every_resend_and_passes_what_is_rendered():
+    from policy.routing_rules import gateway_never_resends_generations as rule
+    t = "kubernetes:gateway.envoyproxy.io/v1alpha1:BackendTrafficPolicy"
+    (p, _) = [o for o in routes_objects(LIMITS) if o["kind"] == BTP]
+    assert rule(t, p) == []
+    for change, words in ((lambda s: s["retry"].pop("retryOn"), "without retryOn.triggers"),
+                          (lambda s: s["retry"]["retryOn"].update(triggers=["reset"]), "['reset']"),
+                          (lambda s: s["retry"]["retryOn"].update(triggers=["connect-failure", "gateway-error"]),
+                           "['gateway-error']"),
+                          (lambda s: s["retry"].update(perRetry={"timeout": "10s"}), "perRetry.timeout"),
+                          (lambda s: s.update(healthCheck={"active": {"type": "HTTP", "http": {"path": "/health"}}}),
+                           "active HTTP health check")):
+        bad = copy.deepcopy(p)
+        change(bad["spec"])
+        assert any(words in v for v in rule(t, bad)), (words, rule(t, bad))
+    tcp = copy.deepcopy(p)
+    tcp["spec"]["healthCheck"] = {"active": {"type": "TCP", "tcp": {}}}
+    assert rule(t, tcp) == []
