@@ -262,3 +262,17 @@ def test_the_pack_rule_refuses_every_resend_and_passes_what_is_rendered():
     tcp = copy.deepcopy(p)
     tcp["spec"]["healthCheck"] = {"active": {"type": "TCP", "tcp": {}}}
     assert rule(t, tcp) == []
+
+
+def test_the_crd_cel_rules_refuse_a_hostile_policy():
+    (p, _) = [o for o in routes_objects(LIMITS) if o["kind"] == BTP]
+    both = copy.deepcopy(p)
+    both["spec"]["targetRef"] = dict(p["spec"]["targetRefs"][0])
+    section = copy.deepcopy(p)
+    section["spec"]["targetRefs"][0]["sectionName"] = "http"
+    kind = copy.deepcopy(p)
+    kind["spec"]["targetRefs"][0]["kind"] = "Service"
+    for obj, words in ((both, "either targetRef or targetRefs must be used"),
+                       (section, "does not yet support the sectionName field"),
+                       (kind, "targetRefs[*].kind of Gateway/HTTPRoute")):
+        assert any(words in m for _, _, m in cel_rules.check(obj, full_index())), words
