@@ -41,9 +41,11 @@ class Gateway(Model):
         "gateway plugin routes by strategy take AIBrix's own route and its 120 s timeout "
         "(docs/gateway-and-network.md); the engines' drain waits for the longer of the two.")
     default_requests_per_minute: int | None = Field(
-        None, gt=0, le=4294967295, description="Requests per minute, per model route and per Envoy replica, for every "
-        "request whose bearer key belongs to no consumer (keyless requests included), enforced by each model route's "
-        "BackendTrafficPolicy (a local rate limit: docs/gateway-and-network.md). Unset: such requests are not limited.")
+        None, gt=0, le=4294967295, description="Requests per minute, per model route, path prefix and Envoy replica, "
+        "for every request whose bearer key belongs to no consumer (keyless requests included), enforced by each model "
+        "route's BackendTrafficPolicy (a local rate limit). It holds on the requests that end on the model's route, "
+        "those naming the model in a `model` header; the AIBrix plugin's strategy-routed requests take AIBrix's own "
+        "route, which no policy of ours reaches (docs/gateway-and-network.md). Unset: such requests are not limited.")
     paths: list[GatewayPath] = Field(
         default_factory=lambda: list(AIBRIX_PATHS), min_length=1, max_length=64,
         description="Path prefixes routed to each model, matched together with the header `model`.")
