@@ -1,6 +1,11 @@
 """Per model route, one Envoy Gateway BackendTrafficPolicy: the per-consumer rate limits and the
 retries. The HTTPRoute (components/gateway.py) keeps the request timeout, its one home.
 
+What it reaches: the requests that end on our HTTPRoute, those naming the model in a `model` header.
+A request the AIBrix v0.7.0 plugin routes by strategy (every model here: components/routing.py) is
+sent on AIBrix's own Envoy route `original_route` (its EnvoyPatchPolicy aibrix-epp), which no
+HTTPRoute or policy of ours reaches (tests/upstream_aibrix.py ORIGINAL_ROUTE, docs/gateway-and-network.md).
+
 Envoy Gateway v1.2.8 is the release AIBrix v0.7.0 installs (tests/upstream_envoy_gateway.py); every
 upstream behaviour below is read at that tag (`git show v1.2.8:<path>` of envoyproxy/gateway) and
 ported in tests/upstream_envoy_gateway.py, which the tests run against what is rendered here.

@@ -9,6 +9,7 @@ import copy
 import functools
 
 import pytest
+import test_aibrix_routing as routing_variants
 import upstream_aibrix as aibrix
 import upstream_envoy_gateway as eg
 from conftest import k8s_objects, render_stack, shared_dir
@@ -276,3 +277,24 @@ def test_the_crd_cel_rules_refuse_a_hostile_policy():
                        (section, "does not yet support the sectionName field"),
                        (kind, "targetRefs[*].kind of Gateway/HTTPRoute")):
         assert any(words in m for _, _, m in cel_rules.check(obj, full_index())), words
+
+
+@pytest.mark.parametrize("name", routing_variants.VARIANTS)
+def test_every_topology_drains_for_the_longest_request_within_its_grace(name):
+    """Every engine pod of every topology: its preStop drain waits for the longest request through the
+    gateway (route timeout, at least AIBrix's 120 s route) and the grace period covers it plus the margin."""
+    r = routing_variants.variant(name)
+    objs = k8s_objects(r)
+    timeouts = {int(o["spec"]["rules"][0]["timeouts"]["request"].rstrip("s")) for o in objs if o["kind"] == "HTTPRoute"}
+    (longest,) = {max(t, AIBRIX_ORIGINAL_ROUTE_TIMEOUT_SECONDS) for t in timeouts}
+    drains = 0
+    for obj in objs:
+        for ref in pod_templates(obj["kind"], obj):
+            spec = ref.template["spec"]
+            for c in spec["containers"]:
+                cmd = ((c.get("lifecycle") or {}).get("preStop") or {}).get("exec", {}).get("command") or []
+                if any(str(a).endswith("/drain.py") for a in cmd):
+                    drains += 1
+                    assert int(cmd[cmd.index("--timeout") + 1]) == longest, (name, obj["metadata"]["name"])
+                    assert spec["terminationGracePeriodSeconds"] >= longest + DRAIN_MARGIN_SECONDS
+    assert drains, name
