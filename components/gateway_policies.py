@@ -21,7 +21,7 @@ consumer's N requests per minute hold per model, per path prefix, per proxy repl
 A local limit cannot give each distinct key its own bucket (buildLocalRateLimit refuses `Distinct`
 header matches), and a key must never appear in a Kubernetes object. So each consumer is selected by
 the public prefix of its bearer token: a RegularExpression match of `Authorization` on
-`^Bearer <escaped prefix>.*$` (the keys' contract: policy/consumers.py key_prefix, a consumer name and a
+`^(?i:bearer) <escaped prefix>.*$` (the keys' contract: policy/consumers.py key_prefix, a consumer name and a
 dot; names are DNS labels, so no prefix is the start of another). Every other request, whatever its
 key or none, falls to the route's default bucket: the one rule without clientSelectors, which EG
 makes the route-level token bucket with AlwaysConsumeDefaultTokenBucket false, consumed only by a
@@ -91,12 +91,14 @@ class RateLimits:
 
 
 def consumer_header_regex(key_prefix: str) -> str:
-    """RE2 (EG validates with Go's regexp, internal/utils/regex/regex.go): the scheme exactly as
-    vLLM's middleware compares it (`Bearer <key>`), the prefix with every metacharacter escaped, then
-    the rest of the key: Envoy matches a safe_regex against the WHOLE header value (envoyproxy/envoy
-    source/common/common/regex.h CompiledGoogleReMatcher::match, re2::RE2::FullMatch), so a bare
-    prefix pattern would select nobody."""
-    return "^Bearer " + re.escape(key_prefix) + ".*$"
+    """RE2 (EG validates with Go's regexp, internal/utils/regex/regex.go): the scheme in any case,
+    one space, the prefix with every metacharacter escaped, then the rest of the key. SGLang takes
+    the scheme in any case (0.5.23 sglang/srt/utils/auth.py _check_bearer_token: `split(" ", 1)`,
+    `parts[0].lower() != "bearer"`; vLLM only `Bearer <key>`), so a case-sensitive scheme would let a
+    consumer's own key slip past its rule. Envoy matches a safe_regex against the WHOLE header value
+    (envoyproxy/envoy source/common/common/regex.h CompiledGoogleReMatcher::match, RE2 FullMatch),
+    so a bare prefix pattern would select nobody."""
+    return "^(?i:bearer) " + re.escape(key_prefix) + ".*$"
 
 
 def rate_limit(limits: RateLimits) -> dict | None:

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
+import sys
 
 import pytest
 import test_aibrix_routing as routing_variants
 import upstream_aibrix as aibrix
 import upstream_envoy_gateway as eg
+import upstream_sglang as sglang_releases
 from conftest import k8s_objects, render_stack, shared_dir
 from crd_schemas import crd_index, validate_custom_resource
+from engine_containers import engine_packages
 from test_aibrix_routing import accepted_routes, engine_pods, served_models
 from test_config import problems, raw_config
 from variants import render, variant_file
@@ -103,13 +107,14 @@ def test_consumer_limits_render_valid_and_select_by_key_prefix_only():
         # Any other key, a look-alike name, a key without the prefix's dot, no key: the default bucket,
         # which is the rule without selectors (30/min), consumed only when no consumer rule matched.
         for other in ({"Authorization": "Bearer searchx.k"}, {"Authorization": "Bearer search"},
-                      {"Authorization": "Bearer sk-shared"}, {"Authorization": "xBearer search.k"}, {}):
+                      {"Authorization": "Bearer sk-shared"}, {"Authorization": "xBearer search.k"},
+                      {"Authorization": "Bearer  search.k"}, {}):
             assert bucket(other) is None, other
         assert [r["limit"]["requests"] for r in rules if not r.get("clientSelectors")] == [30]
     # The component never sees a key: what it renders is each consumer's public prefix, escaped.
     assert [h["value"] for r in policies[0]["spec"]["rateLimit"]["local"]["rules"]
-            for s in r.get("clientSelectors") or [] for h in s["headers"]] == ["^Bearer search\\..*$",
-                                                                              "^Bearer notebooks\\..*$"]
+            for s in r.get("clientSelectors") or [] for h in s["headers"]] == ["^(?i:bearer) search\\..*$",
+                                                                              "^(?i:bearer) notebooks\\..*$"]
 
 
 def test_prefix_metacharacters_are_escaped_and_limits_without_default():
@@ -298,3 +303,31 @@ def test_every_topology_drains_for_the_longest_request_within_its_grace(name):
                     assert int(cmd[cmd.index("--timeout") + 1]) == longest, (name, obj["metadata"]["name"])
                     assert spec["terminationGracePeriodSeconds"] >= longest + DRAIN_MARGIN_SECONDS
     assert drains, name
+
+
+@pytest.mark.parametrize("release", sglang_releases.RELEASES)
+def test_every_header_an_engine_accepts_for_a_consumer_key_counts_against_that_consumer(release):
+    """Run SGLang's own bearer check (sglang/srt/utils/auth.py, torch-free, from the installed wheel)
+    over header spellings: whatever it accepts for search's key lands in search's bucket, and what
+    lands there carries search's prefix. vLLM accepts only `Bearer <key>` (tests/upstream_vllm.py), a
+    subset."""
+    path = engine_packages() / f"sglang=={release}" / "sglang" / "srt" / "utils" / "auth.py"
+    spec = importlib.util.spec_from_file_location(f"sglang_auth_{release.replace('.', '_')}", path)
+    auth = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = auth  # its dataclasses look their module up there
+    spec.loader.exec_module(auth)
+    (p, _) = [o for o in routes_objects(LIMITS) if o["kind"] == BTP]
+    rl = p["spec"]["rateLimit"]
+    search_rule = next(i for i, r in enumerate(rl["local"]["rules"]) if r["limit"]["requests"] == 600)
+    key = "search.5f3c"
+    spellings = [f"{scheme}{space}{k}" for scheme in ("Bearer", "bearer", "BEARER", "BeArEr", "Token", "")
+                 for space in (" ", "  ", "\t") for k in (key, key + " ", " " + key)]
+    accepted = 0
+    for header in spellings:
+        decision = auth.decide_request_auth(method="POST", path="/v1/chat/completions", authorization_header=header,
+                                            api_key=key, admin_api_key=None, auth_level=auth.AuthLevel.NORMAL)
+        bucket = eg.local_buckets(rl, {"Authorization": header})
+        if decision.allowed:
+            accepted += 1
+            assert bucket == [search_rule], header
+    assert accepted >= 4  # every case of the scheme
