@@ -46,6 +46,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from policy.routing_rules import UNSENT_RETRY_TRIGGERS
+
 API_VERSION = "gateway.envoyproxy.io/v1alpha1"
 KIND = "BackendTrafficPolicy"
 AUTHORIZATION = "Authorization"
@@ -53,7 +55,8 @@ AUTHORIZATION = "Authorization"
 MAX_LOCAL_RULES = 16
 # The local token bucket is a uint32 (local_ratelimit.go: MaxTokens uint32(...)).
 MAX_REQUESTS = 2**32 - 1
-RETRY_TRIGGERS = ("connect-failure", "refused-stream")
+# The triggers that fire only when nothing reached an engine: the policy pack's, its one home.
+RETRY_TRIGGERS = tuple(sorted(UNSENT_RETRY_TRIGGERS))
 # api/v1alpha1/retry_types.go NumRetries default; spelled out so the plan shows it.
 NUM_RETRIES = 2
 

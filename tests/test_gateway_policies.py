@@ -28,6 +28,7 @@ from components import gateway_policies as gp
 from components.gateway import ModelRoutes, ModelRoutesArgs, RouteBackend
 from config_model import Gateway
 from config_model.operations import AIBRIX_ORIGINAL_ROUTE_TIMEOUT_SECONDS
+from policy.routing_rules import UNSENT_RETRY_TRIGGERS
 from policy.workloads import pod_templates
 from render.runtime import record
 from stacks.rules.operations import DRAIN_MARGIN_SECONDS
@@ -153,6 +154,8 @@ def test_the_translator_port_refuses_what_v1_2_8_refuses():
     assert eg.rate_limit_errors(hour_default) == ["local rateLimit rule limit unit must be a multiple of the default limit unit"]
     # And without explicit triggers Envoy would retry a 503 (which an engine sent) and gRPC statuses.
     assert not set(eg.retry_on({})) <= eg.NOTHING_SENT_TRIGGERS
+    # The pack's list of unsent-request triggers is the port's, and each is one v1.2.8 translates.
+    assert UNSENT_RETRY_TRIGGERS == eg.NOTHING_SENT_TRIGGERS and UNSENT_RETRY_TRIGGERS <= eg.RETRY_TRIGGERS
 
 
 def test_the_crds_refuse_what_the_component_must_not_render():
