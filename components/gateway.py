@@ -16,11 +16,12 @@ namespaces by a ReferenceGrant (without it the gateway answers 503 RefNotPermitt
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import gateway_policies
 from components.base import Component, labels, metadata
 from config_model import Gateway, ServedModel, derived
 
@@ -72,6 +73,8 @@ class ModelRoutesArgs:
     namespace: str
     gateway: Gateway
     backends: list[RouteBackend]
+    # Per-consumer limits of every route (components/gateway_policies.py), from the stack's consumers.
+    rate_limits: gateway_policies.RateLimits = field(default_factory=gateway_policies.RateLimits)
 
 
 class ModelRoutes(Component):
@@ -102,12 +105,19 @@ class ModelRoutes(Component):
                 opts=self.child_opts())
             for b, svc in zip(args.backends, services):
                 route = route_name(b.service_name, ns)
-                k8s.apiextensions.CustomResource(
+                route_labels = {**labels(route, "gateway"), "llm-serving.io/namespace": ns}
+                http_route = k8s.apiextensions.CustomResource(
                     f"{name}-{b.service_name}-route", api_version="gateway.networking.k8s.io/v1", kind="HTTPRoute",
-                    metadata={"name": route, "namespace": gw.namespace,
-                              "labels": {**labels(route, "gateway"), "llm-serving.io/namespace": ns}},
+                    metadata={"name": route, "namespace": gw.namespace, "labels": route_labels},
                     spec=route_spec(gw, b, ns),
                     opts=self.child_opts(depends_on=[grant, svc]))
+                # Its own object, so adding, changing or removing a limit touches no route and no pod.
+                k8s.apiextensions.CustomResource(
+                    f"{name}-{b.service_name}-traffic", api_version=gateway_policies.API_VERSION,
+                    kind=gateway_policies.KIND,
+                    metadata={"name": route, "namespace": gw.namespace, "labels": route_labels},
+                    spec=gateway_policies.backend_traffic_policy_spec(route, args.rate_limits),
+                    opts=self.child_opts(depends_on=[http_route]))
             if gw.external_endpoint:
                 self.external_endpoint = f"{gw.external_endpoint}/v1"
         self.register_outputs({"endpoints": self.endpoints})

@@ -16,6 +16,12 @@ from config_model.types import DnsLabel, Model, text, url_text
 AIBRIX_PATHS = ["/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/embeddings",
                 "/v1/rerank", "/v1/classify", "/generate", "/generatevideo", "/v1/audio/transcriptions",
                 "/v1/audio/translations"]
+# A request the AIBrix v0.7.0 gateway plugin routes by strategy (every model of this program:
+# components/routing.py) is sent on AIBrix's own Envoy route `original_route`, which its
+# EnvoyPatchPolicy aibrix-epp puts ahead of every HTTPRoute with this timeout
+# (config/gateway/gateway.yaml; tests/upstream_aibrix.py ORIGINAL_ROUTE): no HTTPRoute timeout of ours
+# shortens or lengthens it.
+AIBRIX_ORIGINAL_ROUTE_TIMEOUT_SECONDS = 120
 
 
 class Gateway(Model):
@@ -31,10 +37,27 @@ class Gateway(Model):
     external_endpoint: checked(k8s.kubelet_expansions, base=url_text(
             r"^https?://[^\s/]+$", "an http(s)://host[:port] base URL without a path")) | None = Field(
         None, description="Stable external base URL of the gateway (a DNS name, never a Pod IP); exported with /v1.")
-    request_timeout_seconds: int = Field(120, ge=1, le=3600, description="HTTPRoute request timeout in seconds (AIBrix default 120).")
+    request_timeout_seconds: int = Field(120, ge=1, le=3600, description="HTTPRoute request timeout in seconds (AIBrix default 120). Requests the AIBrix "
+        "gateway plugin routes by strategy take AIBrix's own route and its 120 s timeout "
+        "(docs/gateway-and-network.md); the engines' drain waits for the longer of the two.")
+    default_requests_per_minute: int | None = Field(
+        None, gt=0, le=4294967295, description="Requests per minute, per model route, path prefix and Envoy replica, "
+        "for every request whose bearer key belongs to no consumer (keyless requests included), enforced by each model "
+        "route's BackendTrafficPolicy (a local rate limit). It holds on the requests that end on the model's route, "
+        "those naming the model in a `model` header; the AIBrix plugin's strategy-routed requests take AIBrix's own "
+        "route, which no policy of ours reaches (docs/gateway-and-network.md). Unset: such requests are not limited.")
     paths: list[GatewayPath] = Field(
         default_factory=lambda: list(AIBRIX_PATHS), min_length=1, max_length=64,
         description="Path prefixes routed to each model, matched together with the header `model`.")
+
+    @property
+    def longest_request_seconds(self) -> int:
+        """How long a request in flight may still run: the HTTPRoute's timeout, and through the gateway
+        at least AIBrix's original_route's, which carries the plugin-routed requests. The engines'
+        preStop drain waits this long, and their grace period covers it."""
+        if not self.enabled:
+            return self.request_timeout_seconds
+        return max(self.request_timeout_seconds, AIBRIX_ORIGINAL_ROUTE_TIMEOUT_SECONDS)
 
 
 class Platform(Model):

@@ -11,7 +11,8 @@ import json
 import secrets
 
 import pytest
-from harness import POLICY_LAUNCHER, Pulumi, kubectl, log
+from dryrun import Api
+from harness import KUBECONFIG, POLICY_LAUNCHER, Pulumi, kubectl, log
 
 STACK = "dev"
 NAMESPACE = "llm-serving-dev"
@@ -68,6 +69,37 @@ def test_up_completes(dev: Pulumi):
     outputs = dev.outputs(STACK)
     assert outputs, "the stack exports nothing"
     _no_plaintext_secret(json.dumps(outputs), "the stack outputs")
+
+
+def test_the_gateway_policies_are_accepted_by_the_api_server(dev: Pulumi):
+    # Each model route's BackendTrafficPolicy was created by `up` (Envoy Gateway v1.2.8's CRD, its
+    # schema and CEL rules, as ../shared/crds/envoy-gateway holds it) and names its route.
+    objs = json.loads(kubectl("get", "httproutes.gateway.networking.k8s.io,backendtrafficpolicies.gateway.envoyproxy.io",
+                              "-n", "aibrix-system", "-l", f"llm-serving.io/namespace={NAMESPACE}", "-o", "json").stdout)["items"]
+    routes = {o["metadata"]["name"] for o in objs if o["kind"] == "HTTPRoute"}
+    policies = {o["metadata"]["name"]: o["spec"] for o in objs if o["kind"] == "BackendTrafficPolicy"}
+    assert routes and set(policies) == routes, (routes, set(policies))
+    for name, spec in policies.items():
+        assert [r["name"] for r in spec["targetRefs"]] == [name]
+        assert set(spec["retry"]["retryOn"]["triggers"]) <= {"connect-failure", "refused-stream"}, spec
+    # The rate-limit form the consumers add (the dev stack declares none), server-side dry run; and
+    # the CRD's CEL rules are enforced by this server (a policy with targetRef and targetRefs).
+    from components import gateway_policies as gp
+    api = Api(KUBECONFIG)
+    try:
+        limits = gp.RateLimits(consumers=(gp.ConsumerLimit("search", "search.", 600),
+                                          gp.ConsumerLimit("notebooks", "notebooks.", 60)),
+                               default_requests_per_minute=30)
+        route = sorted(routes)[0]
+        obj = {"apiVersion": gp.API_VERSION, "kind": gp.KIND, "metadata": {"name": route, "namespace": "aibrix-system"},
+               "spec": gp.backend_traffic_policy_spec(route, limits)}
+        verdict = api.dry_run(obj)
+        assert verdict.accepted, verdict
+        hostile = {**obj, "spec": {**obj["spec"], "targetRef": obj["spec"]["targetRefs"][0]}}
+        verdict = api.dry_run(hostile)
+        assert not verdict.accepted and "either targetRef or targetRefs must be used" in verdict.message, verdict
+    finally:
+        api.close()
 
 
 def test_secrets_never_in_plaintext_in_state_or_cli_output(dev: Pulumi):

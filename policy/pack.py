@@ -26,7 +26,7 @@ STACK_FACTS = "llm-serving:stack:Facts"
 MANDATORY = {
     "engine-probes-tcp", "no-generative-health", "model-read-only", "gpu-parallel-size", "image-digest",
     "no-privileged", "no-host-access", "secret-refs", "pd-wiring", "aibrix-profiles-schema", "capabilities-minimal",
-    "no-router-owned-routes", "custom-resources-awaited", "daemonsets-no-gpu",
+    "no-router-owned-routes", "custom-resources-awaited", "daemonsets-no-gpu", "gateway-no-resend",
     "gpu-budget", "data-protected", "gpu-budget-stack", "data-protected-stack", "pd-rolesets", "model-writers",
 }
 

@@ -16,7 +16,7 @@ from policy.manifests import (
     name_of,
     templates,
 )
-from policy.unknowns import decide
+from policy.unknowns import decide, items_of, mapping
 from policy.workloads import PodTemplateRef
 
 # Kinds whose own labels AIBrix v0.7.0's model router watches to create a `<model>-router` route.
@@ -109,3 +109,43 @@ def aibrix_profiles_schema(resource_type: str, props: dict) -> list[str]:
     for ref in templates(resource_type, props):
         out += decide(check, ref)
     return out
+
+
+# Envoy Gateway v1.2.8 (api/v1alpha1/retry_types.go, Envoy's x-envoy-retry-on): the two triggers that
+# fire only when no request byte reached the upstream. Every other one fires on a response or on a reset
+# after the request was sent, when a generation may already be running.
+UNSENT_RETRY_TRIGGERS = frozenset({"connect-failure", "refused-stream"})
+
+
+def gateway_never_resends_generations(resource_type: str, props: dict) -> list[str]:
+    """A BackendTrafficPolicy retries only requests that cannot have reached an engine, never after a
+    per-try timeout, and runs no active HTTP health check (it would call the engines on a timer; an
+    engine that generates on its health path pollutes every metric, field report 12.4)."""
+    if kind_of(resource_type) != "BackendTrafficPolicy":
+        return []
+    spec = mapping(props.get("spec"))
+    name = name_of(props)
+
+    def retry() -> list[str]:
+        if spec.get("retry") is None:
+            return []
+        r = mapping(spec.get("retry"))
+        out = []
+        triggers = items_of(mapping(r.get("retryOn")).get("triggers"))
+        if not triggers:
+            out.append(f"{name}: retry without retryOn.triggers retries 503 and gRPC unavailable/cancelled "
+                       "(v1.2.8 route.go retryDefaultRetryOn), answers an engine sent; name connect-failure, refused-stream.")
+        elif set(map(str, triggers)) - UNSENT_RETRY_TRIGGERS:
+            out.append(f"{name}: retries on {sorted(set(map(str, triggers)) - UNSENT_RETRY_TRIGGERS)}; a request that "
+                       "reached an engine may be generating, retry only connect-failure and refused-stream.")
+        if mapping(r.get("perRetry")).get("timeout") is not None:
+            out.append(f"{name}: perRetry.timeout re-sends a request whose generation is still running.")
+        return out
+
+    def health() -> list[str]:
+        active = mapping(mapping(spec.get("healthCheck")).get("active"))
+        if active and active.get("type") != "TCP":
+            return [f"{name}: active {active.get('type')} health check calls the engines on a timer; use TCP "
+                    "(field report 12.4)."]
+        return []
+    return decide(retry) + decide(health)

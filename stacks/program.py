@@ -21,6 +21,7 @@ from components.disaggregated import (
 )
 from components.engines import profile_of, with_speculative_decoding
 from components.gateway import ModelRoutes, ModelRoutesArgs, RouteBackend
+from components.gateway_policies import RateLimits
 from components.images import ImageMirror, ImageMirrorArgs
 from components.monitoring import EngineMonitoring, MonitoringArgs
 from components.network import ClientTarget, NetworkArgs, NetworkPolicies
@@ -287,7 +288,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             model_mount_path=cfg.model_volume.mount_path,
             api_key_secret=serving_secrets.api_key_secret_name, api_key_tag=serving_secrets.api_key_tag,
             scripts_config_map=scripts.config_map_name, image_pull_secrets=tuple(pull_secrets),
-            ab_baseline=m.dspark_of, drain_timeout_seconds=cfg.gateway.request_timeout_seconds)
+            ab_baseline=m.dspark_of, drain_timeout_seconds=cfg.gateway.longest_request_seconds)
         # GPU pods are created only after the weights are verified: no GPU idles through a download
         # (field report 3.2, optimization 3).
         engine_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory], images]))
@@ -297,7 +298,10 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         # day-2 Jobs, and nothing else does (sizeGiB, replicas, the autoscaler, the update strategy).
         rolled_out.append((m, ready, rollout_key(ns, engine_templates(sources))))
 
-    routes = ModelRoutes("routes", ModelRoutesArgs(namespace=ns, gateway=cfg.gateway, backends=backends), opts)
+    # The consumers' own limits join here when the stack file names consumers (issue 21).
+    rate_limits = RateLimits(default_requests_per_minute=cfg.gateway.default_requests_per_minute)
+    routes = ModelRoutes("routes", ModelRoutesArgs(namespace=ns, gateway=cfg.gateway, backends=backends,
+                                                   rate_limits=rate_limits), opts)
     if cfg.network_policy.enabled:
         ops_monitoring = cfg.operations.monitoring
         # Peers by namespace and upstream pod labels, ports by container port name (network.py).

@@ -68,7 +68,8 @@ def test_our_custom_resources_pass_every_rule():
             if found is not None:
                 kinds.add(o["kind"])
                 assert found == [], (o["kind"], o["metadata"]["name"], found)
-    assert {"HTTPRoute", "ReferenceGrant", "StormService", "RayClusterFleet", "PodMonitor", "PrometheusRule"} <= kinds
+    assert {"HTTPRoute", "ReferenceGrant", "StormService", "RayClusterFleet", "PodMonitor", "PrometheusRule",
+            "BackendTrafficPolicy"} <= kinds
 
 
 @pytest.mark.parametrize("path,message", [

@@ -468,8 +468,13 @@ def test_grace_period_must_cover_the_request_timeout():
     raw = raw_config()
     raw["models"][0]["terminationGraceSeconds"] = 120
     assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].terminationGraceSeconds = 120: must be at least "
-                             "150: the gateway request timeout 120s plus 30s, so in-flight requests finish before the "
-                             "engine stops"]
+                             "150: the longest request through the gateway 120s (gateway.requestTimeoutSeconds, at "
+                             "least AIBrix's own 120 s route when the gateway is on) plus 30s, so in-flight requests "
+                             "finish before the engine stops"]
+    # A shorter route timeout does not shorten AIBrix's own route: the drain still covers 120 s.
+    raw["gateway"] = {**raw.get("gateway", {}), "requestTimeoutSeconds": 60}
+    raw["models"][0]["terminationGraceSeconds"] = 100
+    assert any("terminationGraceSeconds = 100: must be at least 150" in line for line in problems(raw))
 
 
 def test_load_test_warmups_below_concurrency_are_refused():

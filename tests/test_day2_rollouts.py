@@ -299,7 +299,7 @@ def dev_args() -> CombinedEngineArgs:
         namespace=cfg.namespace, model=m, gpu_pool=cfg.gpu_pool, compile_cache=cfg.compile_cache,
         image=EngineImage(image, image), image_digest=ref.digest, image_cuda_version=ref.cuda_version,
         model_claim_name="model-store", model_mount_path=cfg.model_volume.mount_path, api_key_secret=API_KEY_SECRET,
-        api_key_tag="0" * 8, scripts_config_map="scripts", drain_timeout_seconds=cfg.gateway.request_timeout_seconds)
+        api_key_tag="0" * 8, scripts_config_map="scripts", drain_timeout_seconds=cfg.gateway.longest_request_seconds)
 
 
 def key_of(args: CombinedEngineArgs) -> str:

@@ -276,6 +276,12 @@ FAILING = [
     ("aibrix-profiles-schema", "pd", "up",
      kind("RayClusterFleet", lambda p: template(p)["metadata"]["annotations"].update(
          {"model.aibrix.ai/config": '{"routingStrategy":"pd"}'})), "routingStrategy form"),
+    # The gateway: a 5xx retry would re-send a generation that was running; an HTTP check would generate.
+    ("gateway-no-resend", "dev", "up",
+     kind("BackendTrafficPolicy", lambda p: p["spec"]["retry"]["retryOn"]["triggers"].append("5xx")), "['5xx']"),
+    ("gateway-no-resend", "prod", "up",
+     kind("BackendTrafficPolicy", lambda p: p["spec"].update(healthCheck={"active": {
+         "type": "HTTP", "http": {"path": "/health"}}})), "active HTTP health check"),
     ("capabilities-minimal", "pd", "up",
      kind("RayClusterFleet", lambda p: engine(p)["securityContext"]["capabilities"].update(add=["IPC_LOCK", "SYS_ADMIN"])),
      "only IPC_LOCK"),

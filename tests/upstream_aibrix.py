@@ -268,6 +268,29 @@ def controller_names(kind: str, name: str, namespace: str, pod_labels: list[dict
     return out
 
 
+# config/gateway/gateway.yaml: the EnvoyPatchPolicy `epp` (aibrix-epp) adds, at index 0 of the Gateway's
+# RouteConfiguration "aibrix-system/aibrix-eg/http", the Envoy route `original_route`: any request with a
+# `routing-strategy` header goes to the ORIGINAL_DST cluster `original_destination_cluster`, which reads
+# the pod from the `target-pod` header, with a 120 s route timeout and no retry policy or rate limit.
+# The plugin sets both headers on the "target-pod" branch of handle_request_body (gateway_req_body.go
+# buildEnvoyProxyHeaders(HeaderRoutingStrategy, ..., HeaderTargetPod, ...)). Envoy picks the route only
+# after the plugin's body response (ext_proc holds the headers until then in Buffered mode, and the
+# header response cleared the route cache: gateway_req_headers.go ClearRouteCache: true), and the
+# HTTP filters after ext_proc, the router and the local rate limit among them (Envoy Gateway v1.2.8
+# internal/xds/translator/httpfilters.go orders ext_proc 8+, local_ratelimit 202, router 204), read
+# that route's configuration. So a request on that branch never meets an HTTPRoute of ours, nor any
+# policy attached to one; a request routed by the `model` header ("route-by-model-header") ends on the
+# HTTPRoute that matches it.
+ORIGINAL_ROUTE = {"name": "original_route", "match_header": HEADER_ROUTING_STRATEGY, "timeout_seconds": 120,
+                  "cluster": "original_destination_cluster", "pod_header": "target-pod"}
+
+
+def final_route(decision: Decision) -> str:
+    """The Envoy route a request the plugin forwarded ends on: AIBrix's original_route, or an HTTPRoute."""
+    assert decision.status == 200, decision
+    return ORIGINAL_ROUTE["name"] if decision.branch == "target-pod" else "httproute"
+
+
 # Objects the AIBrix install itself owns (config/gateway/gateway-plugin/gateway-plugin.yaml, with the
 # kustomize prefix aibrix- and namespace aibrix-system): the entry route that runs the plugin and the
 # metadata route.

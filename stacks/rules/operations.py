@@ -100,11 +100,13 @@ def operations(cfg: StackConfig) -> Iterator[Problem]:
                       "must not be a label the program sets on every object (app.kubernetes.io/name, component, "
                       "part-of, managed-by): the sidecar label would replace it")
     yield from _warmup_fits(cfg)
-    need = cfg.gateway.request_timeout_seconds + DRAIN_MARGIN_SECONDS
+    longest = cfg.gateway.longest_request_seconds
+    need = longest + DRAIN_MARGIN_SECONDS
     for i, m in enumerate(cfg.models):
         if m.termination_grace_seconds < need:
             yield Problem(f"models[{i}].terminationGraceSeconds", m.termination_grace_seconds,
-                          f"must be at least {need}: the gateway request timeout {cfg.gateway.request_timeout_seconds}s "
+                          f"must be at least {need}: the longest request through the gateway {longest}s "
+                          f"(gateway.requestTimeoutSeconds, at least AIBrix's own 120 s route when the gateway is on) "
                           f"plus {DRAIN_MARGIN_SECONDS}s, so in-flight requests finish before the engine stops")
 
 
