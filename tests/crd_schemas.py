@@ -7,15 +7,12 @@ JSON-schema validator. It does not run CEL rules (x-kubernetes-validations) or f
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import jsonschema
-import yaml
 
-# Both KubeRay directories define rayclusters.ray.io; AIBrix v0.7.0 installs v1.2.1 (SOURCES.md).
-SKIP_DIRS = {"v1.7.0"}
-# libyaml parses the multi-megabyte CRDs about ten times faster than the pure-Python loader.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from apivalidation import cel_rules
 
 
 def strict(schema: object) -> object:
@@ -33,21 +30,38 @@ def strict(schema: object) -> object:
     return out
 
 
-def load_crd_index(crds_dir: Path) -> dict[tuple[str, str], dict]:
-    """(apiVersion, kind) -> strict openAPIV3Schema for every served version of every CRD."""
-    index: dict[tuple[str, str], dict] = {}
-    for path in sorted(crds_dir.rglob("*.yaml")):
-        if SKIP_DIRS & set(path.relative_to(crds_dir).parts):
-            continue
-        for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=_LOADER):
-            if not doc or doc.get("kind") != "CustomResourceDefinition":
-                continue
-            spec = doc["spec"]
-            for version in spec["versions"]:
-                if version.get("served", True) and "schema" in version:
-                    key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
-                    index[key] = strict(version["schema"]["openAPIV3Schema"])
-    return index
+class CrdIndex(Mapping):
+    """(apiVersion, kind) -> strict openAPIV3Schema of every served version of every CRD under a
+    directory, a kind's files parsed when the kind is first asked for: the same files the render's
+    validation parses for it (apivalidation.cel_rules.load_crds; tests/test_validation_loading.py
+    holds that choice to a load of the whole directory). Loading all 20 MB took each test worker
+    seconds for the two or three kinds it checks."""
+
+    def __init__(self, crds_dir: Path):
+        self._dir = crds_dir
+        self._schemas: dict[tuple[str, str], dict] = {}
+        self._kinds: set[str] = set()
+        self._complete = False
+
+    def _load(self, kind: str) -> None:
+        if kind not in self._kinds and not self._complete:
+            for key, schema in cel_rules.load_crds(self._dir, frozenset({kind})).items():
+                if key[1] == kind:
+                    self._schemas[key] = strict(schema)
+            self._kinds.add(kind)
+
+    def __getitem__(self, key: tuple[str, str]) -> dict:
+        self._load(key[1])
+        return self._schemas[key]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        if not self._complete:
+            self._schemas = {key: strict(schema) for key, schema in cel_rules.load_crds(self._dir).items()}
+            self._complete = True
+        return iter(self._schemas)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def validate_custom_resource(obj: dict, index: dict[tuple[str, str], dict]) -> list[str]:
@@ -60,11 +74,11 @@ def validate_custom_resource(obj: dict, index: dict[tuple[str, str], dict]) -> l
 
 
 @functools.lru_cache(maxsize=None)
-def _index_at(path: str) -> dict[tuple[str, str], dict]:
-    return load_crd_index(Path(path))
+def _index_at(path: str) -> CrdIndex:
+    return CrdIndex(Path(path))
 
 
-def crd_index() -> dict[tuple[str, str], dict]:
-    """The index of ../shared/crds, loaded once per test session (fails in CI when it is missing)."""
+def crd_index() -> CrdIndex:
+    """The index of ../shared/crds, one per test session (fails in CI when it is missing)."""
     from conftest import shared_dir
     return _index_at(str(shared_dir("crds")))
