@@ -7,7 +7,7 @@ JSON-schema validator. It does not run CEL rules (x-kubernetes-validations) or f
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import jsonschema
@@ -31,14 +31,14 @@ def strict(schema: object) -> object:
 
 
 class CrdIndex(Mapping):
-    """(apiVersion, kind) -> strict openAPIV3Schema of every served version of every CRD under a
+    """(apiVersion, kind) -> openAPIV3Schema (through `transform`) of every served version of every CRD under a
     directory, a kind's files parsed when the kind is first asked for: the same files the render's
     validation parses for it (apivalidation.cel_rules.load_crds; tests/test_validation_loading.py
     holds that choice to a load of the whole directory). Loading all 20 MB took each test worker
     seconds for the two or three kinds it checks."""
 
-    def __init__(self, crds_dir: Path):
-        self._dir = crds_dir
+    def __init__(self, crds_dir: Path, transform: Callable[[dict], dict] = lambda schema: schema):
+        self._dir, self._transform = crds_dir, transform
         self._schemas: dict[tuple[str, str], dict] = {}
         self._kinds: set[str] = set()
         self._complete = False
@@ -47,7 +47,7 @@ class CrdIndex(Mapping):
         if kind not in self._kinds and not self._complete:
             for key, schema in cel_rules.load_crds(self._dir, frozenset({kind})).items():
                 if key[1] == kind:
-                    self._schemas[key] = strict(schema)
+                    self._schemas[key] = self._transform(schema)
             self._kinds.add(kind)
 
     def __getitem__(self, key: tuple[str, str]) -> dict:
@@ -56,7 +56,7 @@ class CrdIndex(Mapping):
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         if not self._complete:
-            self._schemas = {key: strict(schema) for key, schema in cel_rules.load_crds(self._dir).items()}
+            self._schemas = {key: self._transform(schema) for key, schema in cel_rules.load_crds(self._dir).items()}
             self._complete = True
         return iter(self._schemas)
 
@@ -74,11 +74,18 @@ def validate_custom_resource(obj: dict, index: dict[tuple[str, str], dict]) -> l
 
 
 @functools.lru_cache(maxsize=None)
-def _index_at(path: str) -> CrdIndex:
-    return CrdIndex(Path(path))
+def _index_at(path: str, strict_schemas: bool) -> CrdIndex:
+    return CrdIndex(Path(path), strict) if strict_schemas else CrdIndex(Path(path))
 
 
 def crd_index() -> CrdIndex:
-    """The index of ../shared/crds, one per test session (fails in CI when it is missing)."""
+    """The strict index of ../shared/crds, one per test session (fails in CI when it is missing)."""
     from conftest import shared_dir
-    return _index_at(str(shared_dir("crds")))
+    return _index_at(str(shared_dir("crds")), True)
+
+
+def raw_crd_index() -> CrdIndex:
+    """The CRDs' schemas as written, for apivalidation's CEL and range checks (what the render gets
+    from apivalidation.crd_index for the kinds it renders)."""
+    from conftest import shared_dir
+    return _index_at(str(shared_dir("crds")), False)

@@ -9,16 +9,16 @@ import functools
 
 import pytest
 import test_pd
-from conftest import k8s_objects, render_stack, shared_dir
+from conftest import k8s_objects, render_stack
+from crd_schemas import raw_crd_index
 from variants import render, sglang_stack
 
 import apivalidation
 from apivalidation import apiserver
 
 
-@functools.lru_cache(maxsize=None)
 def index():
-    return apivalidation.crd_index(str(shared_dir("crds")))
+    return raw_crd_index()
 
 
 @functools.lru_cache(maxsize=None)

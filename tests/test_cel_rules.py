@@ -5,15 +5,14 @@ functions we have, our custom resources pass, and hostile ones fail with the CRD
 from __future__ import annotations
 
 import copy
-import functools
 import re
 
 import cel
 import pytest
 import test_pd
-from conftest import k8s_objects, render_stack, shared_dir
+from conftest import k8s_objects, render_stack
+from crd_schemas import raw_crd_index
 
-import apivalidation
 from apivalidation import cel_rules
 
 # Standard CEL functions and macros the library implements, plus cel_rules.FUNCTIONS.
@@ -21,9 +20,8 @@ STANDARD = {"has", "size", "all", "exists", "exists_one", "filter", "map", "matc
             "endsWith", "duration", "timestamp", "int", "uint", "double", "string", "bool", "type", "dyn"}
 
 
-@functools.lru_cache(maxsize=None)
 def full_index():
-    return apivalidation.crd_index(str(shared_dir("crds")))
+    return raw_crd_index()
 
 
 def all_rules() -> list[tuple[str, str]]:

@@ -6,7 +6,6 @@ timeout and the drain agree end to end. Every policy is checked against the Envo
 from __future__ import annotations
 
 import copy
-import functools
 import importlib.util
 import sys
 
@@ -15,8 +14,8 @@ import test_aibrix_routing as routing_variants
 import upstream_aibrix as aibrix
 import upstream_envoy_gateway as eg
 import upstream_sglang as sglang_releases
-from conftest import k8s_objects, render_stack, shared_dir
-from crd_schemas import crd_index, validate_custom_resource
+from conftest import k8s_objects, render_stack
+from crd_schemas import crd_index, raw_crd_index, validate_custom_resource
 from engine_containers import engine_packages
 from test_aibrix_routing import accepted_routes, engine_pods, served_models
 from test_config import problems, raw_config
@@ -39,9 +38,8 @@ NOTEBOOKS = gp.ConsumerLimit("notebooks", "notebooks.", 60)
 LIMITS = gp.RateLimits(consumers=(SEARCH, NOTEBOOKS), default_requests_per_minute=30)
 
 
-@functools.lru_cache(maxsize=None)
 def full_index():
-    return apivalidation.crd_index(str(shared_dir("crds")))
+    return raw_crd_index()
 
 
 def routes_objects(limits: gp.RateLimits, gateway: Gateway | None = None) -> list[dict]:

@@ -9,7 +9,8 @@ import copy
 import functools
 
 import pytest
-from conftest import k8s_objects, shared_dir
+from conftest import k8s_objects
+from crd_schemas import raw_crd_index
 from policy_server import PackServer, operation
 from test_config import problems, raw_config
 from variants import model, render, variant_file
@@ -137,7 +138,7 @@ def test_the_per_model_stacks_pass_the_api_server_rules_and_schema(variant):
 
     import apivalidation
     objects = k8s_objects(rendered_two() if variant == "two models" else render(amd_file()))
-    index = apivalidation.crd_index(str(shared_dir("crds")))
+    index = raw_crd_index()
     for obj in objects:
         if obj["kind"] in ("Deployment", "DaemonSet", "Job"):
             assert strict_errors(obj, "1.33") == [], obj["metadata"]["name"]
