@@ -13,7 +13,10 @@ from yamllint import linter
 from yamllint.config import YamlLintConfig
 
 from render import output
-from tools.check_stack import CHECKOV, checkov_scan
+
+# make test runs --dist loadgroup: one worker takes the whole file, so checkov starts once for it.
+pytestmark = pytest.mark.xdist_group("scan")
+from tools.check_stack import CHECKOV, checkov_scan_many
 
 
 def checkov() -> str:
@@ -25,36 +28,54 @@ def checkov() -> str:
 
 
 def scan(manifests: str, tmp_path: Path) -> dict:
-    """The scan `make check` runs (tools/check_stack.py checkov_scan)."""
-    results = checkov_scan(manifests, tmp_path, checkov())
+    """The scan `make check` runs (tools/check_stack.py), over one manifest file."""
+    results = checkov_scan_many({"manifests": manifests}, tmp_path, checkov())["manifests"]
     assert results["summary"]["parsing_errors"] == 0
     return results
 
 
+def same_pod_manifests() -> str:
+    from variants import dev_config, model, render, variant_file
+    m = model(topology="pd-same-pod")
+    m["vllm"] = {**m["vllm"], "tensorParallelSize": 4}
+    images = dev_config()["images"] | {"vllmRay": {"upstream": "r/x:1", "digest": "sha256:" + "7" * 64, "rayVersion": "2.47.1"}}
+    return output.kubernetes_yaml(render(variant_file(images=images, models=[m])))
+
+
+def broken_manifest() -> str:
+    """A privileged engine pod: the scan must fail it (CKV_K8S_16), or it is vacuous."""
+    dep = next(o for o in k8s_objects(render_stack("dev")) if o["kind"] == "Deployment" and o["metadata"]["name"] != "open-webui")
+    dep = json.loads(json.dumps(dep))
+    dep["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"] = True
+    return yaml.safe_dump(dep)
+
+
+@pytest.fixture(scope="module")
+def scans(tmp_path_factory) -> dict[str, dict]:
+    """The scan `make check` runs (tools/check_stack.py), over every manifest below in one checkov run."""
+    manifests = {**{stack: output.kubernetes_yaml(render_stack(stack)) for stack in STACKS},
+                 "same-pod": same_pod_manifests(), "broken": broken_manifest()}
+    results = checkov_scan_many(manifests, tmp_path_factory.mktemp("checkov"), checkov())
+    assert all(r["summary"]["parsing_errors"] == 0 for r in results.values())
+    return results
+
+
 @pytest.mark.parametrize("stack", STACKS)
-def test_checkov_finds_nothing_in_any_stack(stack, tmp_path):
-    results = scan(output.kubernetes_yaml(render_stack(stack)), tmp_path)
+def test_checkov_finds_nothing_in_any_stack(stack, scans):
+    results = scans[stack]
     failed = [f"{c['check_id']} {c['resource']}" for c in results["failed_checks"]]
     assert failed == []
     assert results["summary"]["passed"] > 100 and results["summary"]["resource_count"] >= 10
 
 
-def test_checkov_finds_nothing_in_the_same_pod_topology(tmp_path):
-    from variants import dev_config, model, render, variant_file
-    m = model(topology="pd-same-pod")
-    m["vllm"] = {**m["vllm"], "tensorParallelSize": 4}
-    images = dev_config()["images"] | {"vllmRay": {"upstream": "r/x:1", "digest": "sha256:" + "7" * 64, "rayVersion": "2.47.1"}}
-    results = scan(output.kubernetes_yaml(render(variant_file(images=images, models=[m]))), tmp_path)
-    assert results["failed_checks"] == []
+def test_checkov_finds_nothing_in_the_same_pod_topology(scans):
+    assert scans["same-pod"]["failed_checks"] == [] and scans["same-pod"]["summary"]["passed"] > 100
 
 
-def test_checkov_does_fail_a_broken_manifest(tmp_path):
-    """The scan is not vacuous: a privileged pod fails it."""
-    dep = next(o for o in k8s_objects(render_stack("dev")) if o["kind"] == "Deployment" and o["metadata"]["name"] != "open-webui")
-    dep = json.loads(json.dumps(dep))
-    dep["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"] = True
-    results = scan(yaml.safe_dump(dep), tmp_path)
-    assert "CKV_K8S_16" in {c["check_id"] for c in results["failed_checks"]}
+def test_checkov_does_fail_a_broken_manifest(scans):
+    """The scan is not vacuous: a privileged pod fails it, and only its own file's findings are its."""
+    assert "CKV_K8S_16" in {c["check_id"] for c in scans["broken"]["failed_checks"]}
+    assert all(c["file_path"] == "/broken/kubernetes.yaml" for c in scans["broken"]["failed_checks"])
 
 
 def test_every_scanner_exception_says_why():

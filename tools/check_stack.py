@@ -32,15 +32,32 @@ def checkov_scan(manifests: str, directory: Path, checkov: str = CHECKOV) -> dic
     """checkov's kubernetes framework over one manifest file, offline (--skip-download: no policy
     download, no platform calls); every exception is an annotation on its object, none is skipped
     here. {"failed_checks": [...], "summary": {...}}."""
-    (directory / "kubernetes.yaml").write_text(manifests, encoding="utf-8")
+    return checkov_scan_many({"manifests": manifests}, directory, checkov)["manifests"]
+
+
+def checkov_scan_many(manifests: dict[str, str], directory: Path, checkov: str = CHECKOV) -> dict[str, dict]:
+    """The same scan over several manifest files in one checkov process (its start-up is most of a
+    small scan): name -> {"failed_checks", "summary"} with the passed and failed counts of that
+    file alone; parsing errors and the resource count are the whole run's."""
+    for name, text in manifests.items():
+        (directory / name).mkdir(parents=True, exist_ok=True)
+        (directory / name / "kubernetes.yaml").write_text(text, encoding="utf-8")
     proc = subprocess.run([checkov, "-d", str(directory), "--framework", "kubernetes", "--skip-download",
-                           "--quiet", "-o", "json"], capture_output=True, text=True, timeout=300)
+                           "-o", "json"], capture_output=True, text=True, timeout=300)
     try:
         report = json.loads(proc.stdout)
     except json.JSONDecodeError:
         raise RuntimeError(f"checkov exited {proc.returncode} without a JSON report:\n{proc.stderr[-2000:]}") from None
     report = report if isinstance(report, dict) else report[0]
-    return {"failed_checks": report["results"].get("failed_checks", []), "summary": report["summary"]}
+
+    def of(name: str, outcome: str) -> list[dict]:
+        # file_path is relative to the scanned directory, with a leading slash: /<name>/kubernetes.yaml
+        return [c for c in report["results"].get(outcome, []) if c["file_path"].split("/")[1:2] == [name]]
+
+    return {name: {"failed_checks": of(name, "failed_checks"),
+                   "summary": {**report["summary"], "passed": len(of(name, "passed_checks")),
+                               "failed": len(of(name, "failed_checks"))}}
+            for name in manifests}
 
 
 def policy_findings(project_dir: Path, stack: str) -> tuple[list[str], object]:
