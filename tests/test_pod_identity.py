@@ -92,6 +92,10 @@ def test_the_association_binds_the_sync_service_account_to_the_role(root):
         "disableSessionTags": False}   # the trust policy's conditions read the session tags
     assert inputs["roleArn"] == f"arn:aws:iam::000000000000:role/{ROLE}" and "region" not in inputs
     assert "kubernetes:core/v1:ServiceAccount::model-store-sync-service-account" in assoc["options"]["dependsOn"]
+    # EKS injects the credentials' variables when a pod is created: the Job's pods only after the association.
+    (job,) = [j for j in of_type(rendered, "kubernetes:batch/v1:Job")
+              if j["inputs"]["metadata"]["labels"]["app.kubernetes.io/component"] == "model-sync"]
+    assert "aws:eks/podIdentityAssociation:PodIdentityAssociation::model-store-sync-pod-identity" in job["options"]["dependsOn"]
     (again,) = of_type(podid(root, ("      clusterName: llm-prod\n",
                                     "      clusterName: llm-prod\n      clusterRegion: eu-west-1\n"))[0],
                        "aws:eks/podIdentityAssociation:PodIdentityAssociation")
