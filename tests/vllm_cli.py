@@ -22,9 +22,9 @@ from conftest import IN_CI, PROJECT_DIR
 
 PARSE_SCRIPT = Path(__file__).with_name("vllm_parse.py")
 TIMEOUT_S = 600
-# What vllm_parse.py leaves to the process environment: nothing of the machine's VLLM_* settings.
-ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root"),
-       "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+# The parser processes' environment: nothing of the machine's VLLM_* settings; HOME is their own directory.
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
+       "DO_NOT_TRACK": "1"}
 
 
 @dataclass(frozen=True)
@@ -54,13 +54,19 @@ def _run(root: Path, argvs: list[list[str]], out_dir: Path) -> dict[str, dict]:
         out, log = out_dir / f"{v}.json", (out_dir / f"{v}.log").open("wb")
         procs[v] = (out, log, subprocess.Popen([str(root / v / "bin" / "python"), str(PARSE_SCRIPT), str(out)],
                                                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
-                                               env=ENV, cwd=out_dir))
+                                               env={**ENV, "HOME": str(out_dir)}, cwd=out_dir))
         procs[v][2].stdin.write(request)
         procs[v][2].stdin.close()
     answers = {}
     for v, (out, log, proc) in procs.items():
-        code = proc.wait(timeout=TIMEOUT_S)
-        log.close()
+        try:
+            code = proc.wait(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            for _, _, p in procs.values():
+                p.kill()
+            raise
+        finally:
+            log.close()
         if code != 0 or not out.exists():
             tail = (out_dir / f"{v}.log").read_text(errors="replace")[-4000:]
             raise AssertionError(f"vLLM {v}'s parser process exited {code}:\n{tail}")

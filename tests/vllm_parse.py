@@ -22,7 +22,7 @@ DeviceConfig for its defaults, so on a machine without a GPU `vllm serve --help`
 platform module cannot be imported without the NVIDIA driver (vllm/platforms/cuda.py imports
 vllm._C_stable_libtorch, linked to libcuda.so.1). So, as vLLM's main does for `vllm bench` on an
 unspecified platform, vLLM's CpuPlatform is installed through vllm.platforms' own setter. What that
-changes in the parser is reported (PLATFORM_LINES: every source line of the parser builders that reads
+changes in the parser is reported (platform_lines: every source line of the parser builders that reads
 the platform) and checked by tests/test_engine_flags.py: at both releases pre_register_and_update
 (interface.py: no-op for both CUDA and CPU) and the DeviceConfig default; at v0.33.0 also the
 choices of --mm-processor-device, which add the platform's device type ("cuda" on CUDA), an option the
