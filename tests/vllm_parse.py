@@ -10,7 +10,9 @@ vllm/entrypoints/cli/serve.py ServeSubcommand, whose subparser_init calls make_a
 vllm/entrypoints/openai/cli_args.py at v0.26.0, vllm/entrypoints/common/cli_args.py at v0.33.0:
 FrontendArgs.add_cli_args, then AsyncEngineArgs.add_cli_args), then parser.parse_args(), then
 cmd.validate(args) (validate_parsed_serve_args). Only the `serve` command is registered here: the other
-commands add their own subparsers and do not change the serve subparser. The command's dispatch comes
+commands add their own subparsers and do not change the serve subparser. Left out as well: cli_env_setup
+(it only sets VLLM_WORKER_MULTIPROC_METHOD), and at v0.33.0 the bench-only maybe_exec_rust_bench and
+configure_logging_from_args (logging). The command's dispatch comes
 next and starts the server; its first step, AsyncEngineArgs.from_cli_args (vllm/engine/arg_utils.py),
 already resolves the model path (EngineArgs.__post_init__: a path that is not a local directory is a
 Hugging Face repository to download), so it needs the model's files and is not run.
