@@ -20,6 +20,14 @@ SCAN_STAMP := $(SCAN_VENV)/.requirements-installed
 # one virtualenv; the tests load the files by path with the program's interpreter.
 ENGINES_DIR   ?= .venv-engines
 ENGINES_STAMP := $(ENGINES_DIR)/.requirements-installed
+# vLLM's own `vllm serve` parser (tests/vllm_cli.py): one virtualenv per release the stacks deploy,
+# .venv-vllm/<release> from requirements-vllm-<release>.txt, the release with every package it requires
+# (torch and its CUDA libraries: vLLM's argument code imports torch). Several GB, downloaded once; from
+# uv's cache an install is seconds (hard links). No --compile-bytecode: compiling torch and the rest takes
+# about a minute a virtualenv on two cores, and the tests import a fraction of it, compiled on first use.
+VLLM_DIR      ?= .venv-vllm
+VLLM_RELEASES := $(patsubst requirements-vllm-%.txt,%,$(wildcard requirements-vllm-*.txt))
+VLLM_STAMPS   := $(foreach v,$(VLLM_RELEASES),$(VLLM_DIR)/$(v)/.requirements-installed)
 # The real AWS CLI and the local S3-compatible server (moto) the sync tests and bench run: awscli
 # pins botocore, so they get their own virtualenv.
 S3_VENV  ?= .venv-s3
@@ -68,6 +76,11 @@ $(ENGINES_STAMP): requirements-engines.txt | $(UV_STAMP)
 	done
 	touch $(ENGINES_STAMP)
 
+$(VLLM_DIR)/%/.requirements-installed: requirements-vllm-%.txt | $(UV_STAMP)
+	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(VLLM_DIR)/$*
+	$(UV) pip install --quiet --python $(VLLM_DIR)/$*/bin/python -r $<
+	touch $@
+
 ## render: the stack STACK (default dev) under Pulumi's mock runtime into build/$(STACK)/ (STRICT=1: missing secrets fail it)
 render: $(STAMP)
 	$(BIN)/python -m render --stack $(STACK) $(RENDER_FLAGS)
@@ -81,9 +94,10 @@ check: $(STAMP) $(SCAN_STAMP)
 	CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov $(BIN)/python tools/check_stack.py --stack $(STACK) $(RENDER_FLAGS)
 
 ## test: lint, then unit, policy, schema, scan, fuzz and bad-config tests
-test: $(STAMP) $(SCAN_STAMP) $(ENGINES_STAMP) $(S3_STAMP)
+test: $(STAMP) $(SCAN_STAMP) $(ENGINES_STAMP) $(S3_STAMP) $(VLLM_STAMPS)
 	$(BIN)/ruff check .
-	CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov ENGINE_PACKAGES=$(abspath $(ENGINES_DIR)) S3_VENV=$(abspath $(S3_VENV)) $(BIN)/python -m pytest $(PYTEST_WORKERS)
+	CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov ENGINE_PACKAGES=$(abspath $(ENGINES_DIR)) S3_VENV=$(abspath $(S3_VENV)) \
+		VLLM_VENVS=$(abspath $(VLLM_DIR)) $(BIN)/python -m pytest $(PYTEST_WORKERS)
 
 ## docs: regenerate docs/config-reference.md and docs/policies.md from the config model and the policy pack
 docs: $(STAMP)

@@ -56,6 +56,23 @@ def trust_policy(oidc_provider_arn: str, namespace: str, service_account: str) -
                                        f"{issuer}:aud": IRSA_AUDIENCE}}}]}, sort_keys=True)
 
 
+# EKS Pod Identity (EKS User Guide, "Create IAM role with trust policy required by EKS Pod Identity"): the
+# EKS Auth service assumes the role (sts:AssumeRole) with session tags (sts:TagSession) naming the cluster,
+# namespace and ServiceAccount of the pod ("Enable or disable session tags": eks-cluster-name,
+# kubernetes-namespace, kubernetes-service-account), which the trust policy's conditions match.
+POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
+
+
+def pod_identity_trust_policy(cluster_name: str, namespace: str, service_account: str) -> str:
+    """Who may assume the reader role: EKS Pod Identity, for this one ServiceAccount of this cluster."""
+    return json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Sid": "AllowEksAuthToAssumeRoleForPodIdentity", "Effect": "Allow",
+        "Principal": {"Service": POD_IDENTITY_PRINCIPAL}, "Action": ["sts:AssumeRole", "sts:TagSession"],
+        "Condition": {"StringEquals": {"aws:RequestTag/eks-cluster-name": cluster_name,
+                                       "aws:RequestTag/kubernetes-namespace": namespace,
+                                       "aws:RequestTag/kubernetes-service-account": service_account}}}]}, sort_keys=True)
+
+
 @dataclass(frozen=True)
 class ModelStoreArgs:
     store: ObjectStore
@@ -69,9 +86,11 @@ class ModelStore(Component):
     bucket_name: pulumi.Output[str]
     access_key_id: pulumi.Output[str] | None = None
     secret_access_key: pulumi.Output[str] | None = None
-    # With workloadIdentity: the ServiceAccount the sync Job runs as and the role it assumes.
+    # With workloadIdentity: the ServiceAccount the sync Job runs as; with IRSA the role it assumes
+    # itself (with EKS Pod Identity the association names the role and the Job needs no ARN).
     service_account: str | None = None
     role_arn: pulumi.Output[str] | None = None
+    pod_identity: bool = False
 
     def __init__(self, name: str, args: ModelStoreArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:storage:ModelStore", name, opts)
@@ -118,17 +137,33 @@ class ModelStore(Component):
         identity = args.store.workload_identity
         assert identity is not None
         self.service_account = SYNC_SERVICE_ACCOUNT
-        role = aws.iam.Role(f"{name}-reader-role", name=args.user_name, assume_role_policy=trust_policy(
-            identity.oidc_provider_arn, args.namespace, SYNC_SERVICE_ACCOUNT),
-            tags={"purpose": "llm-serving model sync, read-only"}, opts=self.child_opts())
+        self.pod_identity = identity.kind == "podIdentity"
+        if self.pod_identity:
+            assert identity.cluster_name is not None
+            trust = pod_identity_trust_policy(identity.cluster_name, args.namespace, SYNC_SERVICE_ACCOUNT)
+        else:
+            assert identity.oidc_provider_arn is not None
+            trust = trust_policy(identity.oidc_provider_arn, args.namespace, SYNC_SERVICE_ACCOUNT)
+        role = aws.iam.Role(f"{name}-reader-role", name=args.user_name, assume_role_policy=trust,
+                            tags={"purpose": "llm-serving model sync, read-only"}, opts=self.child_opts())
         aws.iam.RolePolicy(f"{name}-reader-role-policy", role=role.name,
                            policy=self.bucket_name.apply(lambda b: read_only_policy(b, args.model_prefixes)),
                            opts=self.child_opts())
-        self.role_arn = role.arn
-        # No API token of its own: the Job mounts only the projected token for STS.
-        k8s.core.v1.ServiceAccount(
+        # No API token of its own: the Job mounts only the projected token for STS (IRSA), or the one the
+        # EKS Pod Identity webhook adds. No IRSA annotation with Pod Identity: the IRSA webhook would then
+        # inject AWS_ROLE_ARN, which the CLI's chain reads before the container provider.
+        service_account = k8s.core.v1.ServiceAccount(
             f"{name}-sync-service-account", automount_service_account_token=False,
             metadata={"name": SYNC_SERVICE_ACCOUNT, "namespace": args.namespace,
                       "labels": labels(SYNC_SERVICE_ACCOUNT, "model-sync"),
-                      "annotations": {IRSA_ROLE_ANNOTATION: role.arn}},
+                      **({} if self.pod_identity else {"annotations": {IRSA_ROLE_ANNOTATION: role.arn}})},
             opts=self.child_opts())
+        if not self.pod_identity:
+            self.role_arn = role.arn
+            return
+        # Session tags stay on: the trust policy's conditions read them.
+        aws.eks.PodIdentityAssociation(
+            f"{name}-sync-pod-identity", cluster_name=identity.cluster_name, namespace=args.namespace,
+            service_account=SYNC_SERVICE_ACCOUNT, role_arn=role.arn, disable_session_tags=False,
+            region=identity.cluster_region, tags={"purpose": "llm-serving model sync, read-only"},
+            opts=self.child_opts(depends_on=[service_account]))

@@ -73,9 +73,11 @@ class ModelSyncArgs:
     revisions_in_use: tuple[str, ...] = ()
     # Label keys of the models' own node pools (config_model/resources.py model_node_label_keys): CPU Jobs avoid them too.
     model_label_keys: tuple[str, ...] = ()
-    # objectStore.workloadIdentity (IRSA): the ServiceAccount the Job runs as and the role it assumes.
+    # objectStore.workloadIdentity: the ServiceAccount the Job runs as; with IRSA the role it assumes,
+    # with EKS Pod Identity (pod_identity) none: the association names the role.
     service_account: str | None = None
     role_arn: Any = None
+    pod_identity: bool = False
 
 
 def job_name(model: ServedModel) -> str:
@@ -106,7 +108,7 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         "AWS_CONFIG_FILE": f"{WORK_DIR}/aws-config",
         "HOME": WORK_DIR,
     }
-    credentials_mount, credentials_volume = credentials(args, env)
+    credentials_mounts, credentials_volumes = credentials(args, env)
     if store.endpoint:
         env["ENDPOINT_URL"] = store.endpoint.rstrip("/")
     download = {
@@ -116,7 +118,7 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
         "resources": resources,
         "securityContext": container_security(non_root=True),
-        "volumeMounts": mounts + [credentials_mount],
+        "volumeMounts": mounts + credentials_mounts,
     }
     verify = {
         "name": "verify",
@@ -141,42 +143,52 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         {"name": "scripts", "configMap": {"name": args.scripts_config_map, "defaultMode": 0o555}},
         {"name": "work", "emptyDir": {"sizeLimit": "1Gi"}},
         {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
-        credentials_volume,
+        *credentials_volumes,
     ], image_pull_secrets=args.image_pull_secrets, model_label_keys=args.model_label_keys)
     if args.service_account:
-        # Its token is the projected volume above; the API token stays unmounted (cpu_job_pod).
+        # Its token is the projected volume above (IRSA) or the Pod Identity webhook's; the API token
+        # stays unmounted (cpu_job_pod).
         pod["serviceAccountName"] = args.service_account
     if sync.node_selector:
         pod["nodeSelector"] = dict(sorted(sync.node_selector.items()))
     return pod
 
 
-def credentials(args: ModelSyncArgs, env: dict[str, Any]) -> tuple[dict, dict]:
-    """(download container mount, pod volume) of the Job's AWS credentials, their variables added to env.
+def credentials(args: ModelSyncArgs, env: dict[str, Any]) -> tuple[list[dict], list[dict]]:
+    """(download container mounts, pod volumes) of the Job's AWS credentials, their variables added to env.
 
     A key is a shared-credentials file from the Secret, never environment variables of the pod. With
     IRSA the download container gets what the EKS pod identity webhook would inject (handler.go
     addEnvToContainer, getPodSpecPatch: volume aws-iam-token, AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE,
     AWS_STS_REGIONAL_ENDPOINTS and a region), so the webhook, where it runs, leaves it as it is; the
     AWS CLI reads the two variables in its chain before any file (aws/aws-cli v2 awscli/botocore/
-    credentials.py AssumeRoleWithWebIdentityProvider, tests/upstream_aws_cli.py CREDENTIAL_CHAIN)."""
+    credentials.py AssumeRoleWithWebIdentityProvider, tests/upstream_aws_cli.py CREDENTIAL_CHAIN).
+    With EKS Pod Identity nothing: EKS injects AWS_CONTAINER_CREDENTIALS_FULL_URI (the node's Pod
+    Identity Agent, http://169.254.170.23/v1/credentials) and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE with
+    its own token volume into the pods of an associated ServiceAccount (EKS User Guide, "Understand how
+    EKS Pod Identity works"), which the CLI's container provider reads (tests/upstream_aws_cli.py
+    CONTAINER_PROVIDER); nothing the Job sets comes before it in the chain."""
     if args.service_account is None:
         assert args.credentials_secret is not None
         env["AWS_SHARED_CREDENTIALS_FILE"] = f"{CREDENTIALS_DIR}/credentials"
-        return ({"name": "credentials", "mountPath": CREDENTIALS_DIR, "readOnly": True},
-                {"name": "credentials", "secret": {"secretName": args.credentials_secret, "defaultMode": 0o440,
-                                                   "items": [{"key": "credentials", "path": "credentials"}]}})
+        return ([{"name": "credentials", "mountPath": CREDENTIALS_DIR, "readOnly": True}],
+                [{"name": "credentials", "secret": {"secretName": args.credentials_secret, "defaultMode": 0o440,
+                                                    "items": [{"key": "credentials", "path": "credentials"}]}}])
+    if args.pod_identity:
+        return [], []
     env.update(AWS_ROLE_ARN=args.role_arn, AWS_WEB_IDENTITY_TOKEN_FILE=f"{IRSA_TOKEN_DIR}/{IRSA_TOKEN}",
                AWS_STS_REGIONAL_ENDPOINTS="regional")
-    return ({"name": IRSA_VOLUME, "mountPath": IRSA_TOKEN_DIR, "readOnly": True},
-            {"name": IRSA_VOLUME, "projected": {"defaultMode": 0o440, "sources": [{"serviceAccountToken": {
-                "audience": IRSA_AUDIENCE, "expirationSeconds": IRSA_TOKEN_SECONDS, "path": IRSA_TOKEN}}]}})
+    return ([{"name": IRSA_VOLUME, "mountPath": IRSA_TOKEN_DIR, "readOnly": True}],
+            [{"name": IRSA_VOLUME, "projected": {"defaultMode": 0o440, "sources": [{"serviceAccountToken": {
+                "audience": IRSA_AUDIENCE, "expirationSeconds": IRSA_TOKEN_SECONDS, "path": IRSA_TOKEN}}]}}])
 
 
 def pod_annotations(args: ModelSyncArgs) -> dict[str, Any]:
     if args.credentials_secret is not None:
         return {secret_tag_annotation(args.credentials_secret): args.credentials_tag}
-    return {IRSA_SKIP_CONTAINERS: "verify"}
+    # The IRSA webhook's opt-out. EKS documents none for Pod Identity, whose variables then reach the
+    # verifier too, which never calls AWS (the role only reads the model prefixes anyway).
+    return {} if args.pod_identity else {IRSA_SKIP_CONTAINERS: "verify"}
 
 
 class ModelSyncJob(Component):
@@ -188,6 +200,7 @@ class ModelSyncJob(Component):
         pod_labels = {**labels(self.job_name, "model-sync"), "llm-serving.io/model-revision": args.model.revision}
         timeout = f"{args.sync.active_deadline_seconds + AWAIT_MARGIN_SECONDS}s"
         meta = job_metadata(self.job_name, args.namespace, "model-sync")
+        annotations = {"annotations": a} if (a := pod_annotations(args)) else {}
         # What it syncs, for plan.md's time to first token (sync at 437 MiB/s, field report 3.2).
         meta["annotations"][ANN_MODEL_SIZE] = format(args.model.size_gib, "g")
         # And whose cold start it measures (policy/profiles/).
@@ -198,7 +211,7 @@ class ModelSyncJob(Component):
             spec={
                 "backoffLimit": args.sync.backoff_limit,
                 "activeDeadlineSeconds": args.sync.active_deadline_seconds,
-                "template": {"metadata": {"labels": pod_labels, "annotations": pod_annotations(args)},
+                "template": {"metadata": {"labels": pod_labels, **annotations},
                              "spec": sync_pod_spec(args)},
             },
             # A Job's template is immutable: any change replaces it, and its fixed name means the old

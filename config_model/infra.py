@@ -56,17 +56,27 @@ AWS_HOST_REGION = r"(?:^|\.)s3(?:[.-]fips)?(?:\.dualstack)?[.-]([a-z]{2}(?:-[a-z
 
 class WorkloadIdentity(Model):
     """AWS credentials for the sync Job from its Kubernetes ServiceAccount instead of an IAM user's
-    long-lived key: IAM Roles for Service Accounts (IRSA). The stack creates an IAM role limited to
-    reading the model prefixes, trusted by the cluster's OIDC provider for that one ServiceAccount."""
+    long-lived key. The stack creates an IAM role limited to reading the model prefixes that only that
+    one ServiceAccount can assume: through the cluster's OIDC provider (IRSA), or through an EKS Pod
+    Identity association (podIdentity)."""
 
-    kind: Literal["irsa"] = Field(
+    kind: Literal["irsa", "podIdentity"] = Field(
         "irsa", description="irsa: IAM Roles for Service Accounts; the Job exchanges a projected ServiceAccount token "
-        "(audience sts.amazonaws.com) for the role's credentials (AssumeRoleWithWebIdentity).")
+        "(audience sts.amazonaws.com) for the role's credentials (AssumeRoleWithWebIdentity); needs oidcProviderArn. "
+        "podIdentity: EKS Pod Identity; the stack associates the role with the Job's ServiceAccount in the EKS "
+        "cluster clusterName, and the cluster's EKS Pod Identity Agent hands the Job the role's credentials "
+        "(the agent add-on must be installed); needs clusterName.")
     oidc_provider_arn: text(r"^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:oidc-provider/[^\s/]+(/[^\s/]+)*$",
-                            "an IAM OIDC provider ARN, arn:aws:iam::<account>:oidc-provider/<issuer host and path>") = Field(
-        ..., description="The IAM OIDC provider of the cluster's service-account issuer (on EKS: aws eks "
+                            "an IAM OIDC provider ARN, arn:aws:iam::<account>:oidc-provider/<issuer host and path>") | None = Field(
+        None, description="kind irsa: the IAM OIDC provider of the cluster's service-account issuer (on EKS: aws eks "
         "describe-cluster --query cluster.identity.oidc.issuer, registered with aws iam create-open-id-connect-provider "
         "or eksctl utils associate-iam-oidc-provider). The role's trust policy names it.")
+    cluster_name: text(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$", "an EKS cluster name: up to 100 letters, digits, '-' "
+                       "or '_', starting with a letter or digit") | None = Field(
+        None, description="kind podIdentity: the EKS cluster the Job runs in, where the Pod Identity association is "
+        "created. The role's trust policy admits only that cluster, namespace and ServiceAccount (session tags).")
+    cluster_region: text(AWS_REGION, "an AWS region name such as us-east-1 or eu-west-1") | None = Field(
+        None, description="kind podIdentity: the region of that EKS cluster, when it is not objectStore.region.")
 
 
 class ObjectStore(Model):
@@ -92,7 +102,7 @@ class ObjectStore(Model):
         "secret config llm-serving:objectStoreAccessKeyId and llm-serving:objectStoreSecretAccessKey.")
     kms_key_arn: str | None = Field(None, description="KMS key for server-side encryption; unset uses SSE-S3 (AES256).")
     workload_identity: WorkloadIdentity | None = Field(
-        None, description="On AWS, give the sync Job a ServiceAccount with a read-only IAM role (IRSA) instead of a key: no IAM user, no access key, no credentials Secret. Needs createCredentials false.")
+        None, description="On AWS, give the sync Job a ServiceAccount with a read-only IAM role (IRSA or EKS Pod Identity) instead of a key: no IAM user, no access key, no credentials Secret. Needs createCredentials false.")
 
     @property
     def host(self) -> str | None:

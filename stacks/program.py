@@ -274,6 +274,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
                 scripts_config_map=scripts.config_map_name,
                 sync_image=images.references["modelSync"], verify_image=images.references["modelVerify"],
                 image_pull_secrets=pull_secrets, service_account=store.service_account, role_arn=store.role_arn,
+                pod_identity=store.pod_identity,
                 revisions_in_use=tuple(sorted({o.revision for o in engine_models(cfg) if o.directory == m.directory}))),
                 sync_opts)
             workload_images[exports.sync_workload_key(m.directory)] = {

@@ -67,7 +67,7 @@ def _variants():
 
 # The issue's example (issue 20): a 70B-class model at TP=4 and a 32B at TP=2 in one stack, profile
 # generic, with what the program does not model passed as extraArgs and env. The extra flags are
-# declared by the pinned engines (tests/upstream_vllm.py SERVE_OPTIONS; SGLang's parsed from its source).
+# declared by the pinned engines (vLLM's own parsers, tests/vllm_cli.py; SGLang's parsed from its source).
 GENERIC_72B = {"name": "qwen-72b", "profile": "generic", "servedModelName": "qwen2.5-72b-instruct",
                "directory": "Qwen2.5-72B-Instruct", "objectPrefix": "models/Qwen2.5-72B-Instruct", "revision": "main",
                "expectedShardCount": 37, "sizeGiB": 136,

@@ -1,16 +1,20 @@
 """Issue 10 item 11: every rendered engine argv, of every topology, parses under the pinned engines'
-own option strings, each flag by its full declared name (sources: tests/upstream_sglang.py, tests/upstream_vllm.py)."""
+own option strings, each flag by its full declared name: SGLang's read from its source (tests/upstream_sglang.py),
+vLLM's by each release's own `vllm serve` parser (tests/vllm_cli.py)."""
 
 from __future__ import annotations
 
-import argparse
 import functools
 
 import pytest
 import sglang_cli
 import upstream_sglang as sglang
 import upstream_vllm as vllm
+import vllm_cli
 from engine_containers import engine_containers, engine_packages
+
+from policy.engines import vllm as vllm_pack
+from stacks.rules.passthrough import owned_flags
 
 
 @functools.lru_cache(maxsize=None)
@@ -56,22 +60,63 @@ def test_sglang_argv_parses_with_full_names(version):
     assert seen
 
 
-def vllm_parser() -> argparse.ArgumentParser:
-    class Parser(argparse.ArgumentParser):
-        def error(self, message):
-            raise AssertionError(message)
-    p = Parser(prog="vllm serve", allow_abbrev=False, add_help=False)
-    p.add_argument("model")
-    for option, takes_value in vllm.SERVE_OPTIONS.items():
-        p.add_argument(option, **({} if takes_value else {"action": "store_true"}))
-    return p
+# ---- vLLM: each release's own `vllm serve` parser (tests/vllm_cli.py, tests/vllm_parse.py) ----
+
+# Collected once per worker: every rendered vLLM container of the stacks, the variants and the profiles.
+VLLM_CONTAINERS = {c.where: c for c in engine_containers() if c.engine == "vllm"}
+# What the parsers must refuse, and where each refusal comes from (both releases): argparse's unknown
+# option and int type, a Literal field's choices (EngineArgs get_kwargs), validate_parsed_serve_args.
+REFUSED = {("serve", "/m", "--no-such-flag", "1"): "unrecognized arguments: --no-such-flag 1",
+           ("serve", "/m", "--tensor-parallel-size", "four"): "argument --tensor-parallel-size/-tp: invalid int value",
+           ("serve", "/m", "--kv-offloading-backend", "disk"): "argument --kv-offloading-backend: invalid choice",
+           ("serve", "/m", "--enable-auto-tool-choice"): "--enable-auto-tool-choice requires --tool-call-parser"}
+# Source lines of the parser builders that read the platform (vllm_parse.py installs CpuPlatform, no GPU
+# here): the no-op hook, and at 0.33.0 --mm-processor-device's choices, which gain "cuda" on CUDA.
+PLATFORM_DEPENDENT_OPTIONS = {"0.26.0": (), "0.33.0": ("--mm-processor-device",)}
 
 
-def test_vllm_argv_uses_only_options_declared_at_both_pinned_versions():
-    seen = 0
-    for c in engine_containers():
-        if c.engine != "vllm":
-            continue
-        seen += 1
-        vllm_parser().parse_args(list(c.argv[1:]))
-    assert seen
+@pytest.fixture(scope="session")
+def vllm_releases(tmp_path_factory) -> dict[str, vllm_cli.Release]:
+    argvs = [c.argv for c in VLLM_CONTAINERS.values()] + list(REFUSED)
+    return vllm_cli.parse(argvs, vllm_cli.session_tmp_root(tmp_path_factory))
+
+
+@pytest.mark.parametrize("version", vllm.RELEASES)
+def test_the_vllm_parser_is_the_pinned_release_and_refuses(vllm_releases, version):
+    r = vllm_releases[version]
+    assert (r.vllm, r.torch.split("+")[0]) == (version, vllm.TORCH[version])
+    assert r.detected_platform == "UnspecifiedPlatform"   # why vllm_parse.py sets CpuPlatform
+    assert len(r.options) > 300 and r.options["--tensor-parallel-size"] and not r.options["--enable-prefix-caching"]
+    for argv, why in REFUSED.items():
+        assert r.results[argv] is not None and why in r.results[argv], (argv, r.results[argv])
+
+
+@pytest.mark.parametrize("version", vllm.RELEASES)
+def test_the_platform_reaches_only_options_the_program_never_renders(vllm_releases, version):
+    r = vllm_releases[version]
+    hooks = [line for line in r.platform_lines if "pre_register_and_update(parser)" in line]
+    assert hooks and all(line.startswith("AsyncEngineArgs.add_cli_args") for line in hooks)
+    other = [line for line in r.platform_lines if line not in hooks]
+    assert bool(other) == bool(PLATFORM_DEPENDENT_OPTIONS[version]), other
+    assert all("current_platform.device_type" in line for line in other), other
+    for c in VLLM_CONTAINERS.values():
+        assert not set(flags(c.argv[1:])) & set(PLATFORM_DEPENDENT_OPTIONS[version]), c.where
+
+
+@pytest.mark.parametrize("version", vllm.RELEASES)
+@pytest.mark.parametrize("where", sorted(VLLM_CONTAINERS))
+def test_vllm_argv_parses_with_full_names(vllm_releases, version, where):
+    r = vllm_releases[version]
+    argv = VLLM_CONTAINERS[where].argv
+    assert r.results[argv] is None, f"vLLM {version} `vllm {' '.join(argv)}`: {r.results[argv]}"
+    unknown = [f for f in flags(argv[1:]) if f not in r.options]
+    assert unknown == [], f"not declared by vLLM {version} (abbreviations only): {unknown}"
+
+
+@pytest.mark.parametrize("version", vllm.RELEASES)
+def test_vllm_flags_the_program_owns_or_reads_back_are_declared(vllm_releases, version):
+    options = vllm_releases[version].options
+    pack = (*vllm_pack.TENSOR_PARALLEL_FLAGS, *vllm_pack.DATA_PARALLEL_FLAGS, vllm_pack.OFFLOAD_SIZE_FLAG,
+            vllm_pack.OFFLOAD_BACKEND_FLAG)
+    assert all(options[f] is True for f in pack), pack   # each takes a value
+    assert {f: f in options for f in owned_flags("vllm")} == dict.fromkeys(owned_flags("vllm"), True)

@@ -102,9 +102,7 @@ def test_the_components_ask_the_engine_of_the_model():
 
 # ---- each fact is the pinned engines' own ----
 
-def test_vllm_flags_the_pack_reads_are_declared_by_both_releases():
-    for flag in (*vllm.TENSOR_PARALLEL_FLAGS, *vllm.DATA_PARALLEL_FLAGS, vllm.OFFLOAD_SIZE_FLAG, vllm.OFFLOAD_BACKEND_FLAG):
-        assert upstream_vllm.SERVE_OPTIONS[flag] is True, flag   # declared at 0.26.0 and 0.33.0, takes a value
+def test_vllm_offload_facts_are_the_pinned_releases():  # the flags: tests/test_engine_flags.py, by vLLM's parsers
     assert vllm.OFFLOAD_BACKEND in upstream_vllm.KV_OFFLOADING_BACKENDS
     assert vllm.OFFLOAD_IN_SHM == ("/dev/shm" in upstream_vllm.OFFLOAD_BUFFER.values())
 

@@ -353,6 +353,21 @@ def test_the_engine_packages_the_ports_run_are_installed(stacks):
             assert release in installed, f"{where} is {package} {release}: add {package}=={release} to requirements-engines.txt"
 
 
+def test_the_vllm_parsers_the_tests_run_are_the_deployed_releases(stacks):
+    # tests/vllm_cli.py runs each release's own parser from .venv-vllm/<release>, built from
+    # requirements-vllm-<release>.txt: one file per release of tests/upstream_vllm.py, pinning that vllm and
+    # the torch its wheel requires.
+    import upstream_vllm
+    files = {p.name[len("requirements-vllm-"):-len(".txt")] for p in PROJECT_DIR.glob("requirements-vllm-*.txt")}
+    assert files == set(upstream_vllm.RELEASES)
+    for release in files:
+        name = f"requirements-vllm-{release}.txt"
+        assert deployed_releases.pip_pin(name, "vllm") == release
+        assert deployed_releases.pip_pin(name, "torch") == upstream_vllm.TORCH[release]
+    for where, release in deployed_releases.deployed("vllm", stacks).items():
+        assert release in files, f"{where} is vLLM {release}: add requirements-vllm-{release}.txt"
+
+
 def test_the_model_sync_image_names_no_release(stacks):
     # tests/upstream_aws_cli.py V2_TAG is compared with nothing while images.modelSync has no tag; one with a
     # tag must be compared (declare the component there and here).

@@ -1,4 +1,4 @@
-"""objectStore.workloadIdentity (IRSA): the sync Job assumes a read-only IAM role through its
+"""objectStore.workloadIdentity kind irsa (EKS Pod Identity: tests/test_pod_identity.py): the sync Job assumes a read-only IAM role through its
 ServiceAccount; no IAM user, no access key, no credentials Secret. Rendered from prod's stack file with
 the identity set, checked resource by resource, through the policy pack's server, against the AWS CLI's
 credential chain, and refused where it cannot work."""
@@ -185,7 +185,9 @@ def refused(tmp_path, capsys, text: str) -> list[str]:
 
 def test_without_an_oidc_provider_it_is_refused(tmp_path, capsys):
     assert refused(tmp_path, capsys, irsa_text((f"      oidcProviderArn: {OIDC}\n", ""))) == [
-        "Pulumi.irsa.yaml: llm-serving:objectStore.workloadIdentity.oidcProviderArn = (unset): is required"]
+        "Pulumi.irsa.yaml: llm-serving:objectStore.workloadIdentity.oidcProviderArn = (unset): is required with kind "
+        "'irsa': the role's trust policy names the cluster's IAM OIDC provider (without one, use kind 'podIdentity' "
+        "and clusterName on EKS)"]
 
 
 def test_a_malformed_oidc_provider_is_refused(tmp_path, capsys):

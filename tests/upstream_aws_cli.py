@@ -75,6 +75,25 @@ CREDENTIAL_CHAIN = (
     "self._create_web_identity_provider(",
 )
 
+# objectStore.workloadIdentity kind podIdentity (EKS Pod Identity): EKS injects
+# AWS_CONTAINER_CREDENTIALS_FULL_URI (http://169.254.170.23/v1/credentials, the node's Pod Identity Agent)
+# and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE; the CLI's container provider reads them, sends the file's
+# token as the Authorization header and accepts that host besides loopback. RUN: the same awscli 1.46.2
+# files, tests/test_pod_identity.py (path, text). In create_credential_resolver the container provider
+# comes after the environment, assume-role and profile providers (web identity, the shared-credentials and
+# config files) and before instance metadata, so none of what the Job sets takes precedence. NOT READ for
+# the v2 image at V2_TAG: the sync image is pinned by digest alone (_V2_UNNAMED below).
+CONTAINER_PROVIDER = (
+    ("credentials.py", "ENV_VAR_FULL = 'AWS_CONTAINER_CREDENTIALS_FULL_URI'"),
+    ("credentials.py", "ENV_VAR_AUTH_TOKEN_FILE = 'AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE'"),
+    ("credentials.py", "return {'Authorization': auth_token}"),
+    ("credentials.py", "post_profile = [\n        OriginalEC2Provider(),\n        BotoProvider(),\n        container_provider,\n"
+                       "        instance_metadata_provider,\n    ]"),
+    ("utils.py", "'169.254.170.23',"),
+)
+# Where the agent listens (EKS User Guide, "Understand how EKS Pod Identity works").
+POD_IDENTITY_AGENT_URI = "http://169.254.170.23/v1/credentials"
+
 V2_TAG = "2.36.7"
 V2_COMMIT = "73fb33bb171ace3e9eaa03308f76e5de50c21393"
 V2_READ = (

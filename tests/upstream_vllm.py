@@ -1,9 +1,10 @@
 """vLLM (github.com/vllm-project/vllm) as the stacks use it, at the two releases they target: every
 vLLM fact the tests rely on, once. The stacks run vllm/vllm-openai:v0.26.0-cu129; 0.33.0 is the next
-target. vLLM cannot run here (torch, CUDA), so everything below is READ from the PyPI wheels'
-source, except the metrics table, which a tool re-checks.
+target. vLLM's server cannot run here (no GPU); its `vllm serve` parser does (tests/vllm_cli.py, in
+.venv-vllm/<release>). Everything below is READ from the PyPI wheels' source, except the metrics table,
+which a tool re-checks.
 
-Re-check on a bump (add the new release to RELEASES, then):
+Re-check on a bump (add the new release to RELEASES and a requirements-vllm-<release>.txt, then):
 - `pip download vllm==<v> --no-deps` and unzip it; `python tools/engine_metrics.py vllm <dir> [i]`
   checks METRICS and REMOVED against the release's own files (i: index in RELEASES);
 - re-read the wheel's METADATA Requires-Dist for TILELANG / TVM_FFI (requirements-engines.txt then
@@ -48,28 +49,10 @@ PORTED_FROM = (
 
 # ---- `vllm serve` options ----
 
-# Options we render, each declared at both releases (EngineArgs fields in vllm/engine/arg_utils.py;
-# frontend fields in vllm/entrypoints/openai/cli_args.py at v0.26.0, vllm/entrypoints/common/cli_args.py
-# at v0.33.0). The value says whether the option takes a value (False: a store_true /
-# BooleanOptionalAction flag). vLLM's FlexibleArgumentParser (vllm/utils/argparse_utils.py) keeps
-# argparse's allow_abbrev, so an abbreviation would also parse: rendering only these full names is
-# what the flags test enforces.
-SERVE_OPTIONS = {
-    "--served-model-name": True, "--host": True, "--port": True, "--trust-remote-code": False,
-    "--tensor-parallel-size": True, "--data-parallel-size": True, "--kv-cache-dtype": True,
-    "--block-size": True, "--gpu-memory-utilization": True, "--max-model-len": True, "--max-num-seqs": True,
-    "--tokenizer-mode": True, "--tool-call-parser": True, "--enable-auto-tool-choice": False,
-    "--reasoning-parser": True, "--enable-prefix-caching": False, "--speculative-config": True,
-    "--enforce-eager": False, "--distributed-executor-backend": True, "--kv-transfer-config": True,
-    "--dtype": True, "--reasoning-config": True, "--default-chat-template-kwargs": True,
-    "--enable-prompt-tokens-details": False,
-    # KV-cache offload (issue 13): EngineArgs kv_offloading_size / kv_offloading_backend, added in
-    # add_cli_args' cache group from CacheConfig (vllm/engine/arg_utils.py, both wheels).
-    "--kv-offloading-size": True, "--kv-offloading-backend": True,
-    # Not rendered: an extraArgs flag of the tests' generic-profile stacks (issue 20). SchedulerConfig group of
-    # vllm/engine/arg_utils.py, declared beside --max-num-seqs (scheduler_kwargs["max_num_batched_tokens"]).
-    "--max-num-batched-tokens": True,
-}
+# Every rendered argv is parsed by each release's own `vllm serve` parser (tests/vllm_cli.py,
+# .venv-vllm/<release> from requirements-vllm-<release>.txt), which also answers which option strings
+# exist and take a value. vLLM's FlexibleArgumentParser (vllm/utils/argparse_utils.py) keeps argparse's
+# allow_abbrev, so an abbreviation would also parse: tests/test_engine_flags.py requires full names.
 
 
 # ---- KV-cache offload to CPU memory (issue 13), read from both wheels ----

@@ -39,7 +39,7 @@ EVERY_BRANCH = {"data_parallel_size": 2, "speculative_decoding": "dspark", "enfo
                 "block_size": 16, "max_model_len": 4096, "trust_remote_code": True}
 UNRENDERED_OWNED_FLAGS = ("--model", "-tp", "-dp", "-pp", "--pipeline-parallel-size", "--data-parallel-size-local")
 
-# ---- `vllm serve` options the pack reads back (declared names only, tests/upstream_vllm.py SERVE_OPTIONS) ----
+# ---- `vllm serve` options the pack reads back (declared names only: tests/test_engine_flags.py asks vLLM's parsers) ----
 TENSOR_PARALLEL_FLAGS = ("--tensor-parallel-size",)
 DATA_PARALLEL_FLAGS = ("--data-parallel-size",)
 OFFLOAD_SIZE_FLAG = "--kv-offloading-size"

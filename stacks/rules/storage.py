@@ -8,7 +8,7 @@ from typing import Iterator
 
 from components.operations import KEY_DIR, RESULTS_MOUNT
 from components.pod_template import CACHE_MOUNT, SCRIPTS_MOUNT
-from config_model import AWS_REGION, StackConfig
+from config_model import AWS_REGION, StackConfig, WorkloadIdentity
 from stacks.rules.problem import Problem
 
 # Kubernetes removed the in-tree CephFS volume plugin in 1.31.
@@ -79,9 +79,31 @@ def object_store(cfg: StackConfig) -> Iterator[Problem]:
     elif store.endpoint_region not in (None, store.region):
         yield Problem("objectStore.region", store.region, f"must be {store.endpoint_region!r}, the region of the AWS "
                       f"endpoint {store.endpoint}: requests are signed for objectStore.region")
+    if store.workload_identity is not None:
+        yield from workload_identity(store.workload_identity)
     if store.workload_identity is not None and store.create_credentials:
         yield Problem("objectStore.createCredentials", True, "must be false with objectStore.workloadIdentity: the "
                       "sync Job assumes its role through its ServiceAccount, so no IAM user or access key is created")
+
+
+def workload_identity(identity: WorkloadIdentity) -> Iterator[Problem]:
+    """Each kind names what it needs: IRSA the cluster's OIDC provider, EKS Pod Identity the cluster."""
+    at = "objectStore.workloadIdentity"
+    if identity.kind == "irsa":
+        if identity.oidc_provider_arn is None:
+            yield Problem(f"{at}.oidcProviderArn", None, "is required with kind 'irsa': the role's trust policy names the "
+                          "cluster's IAM OIDC provider (without one, use kind 'podIdentity' and clusterName on EKS)")
+        for field, value in (("clusterName", identity.cluster_name), ("clusterRegion", identity.cluster_region)):
+            if value is not None:
+                yield Problem(f"{at}.{field}", value, "is for kind 'podIdentity' only: IRSA trusts the OIDC provider "
+                              "of whatever cluster issued the token; unset it, or set kind: podIdentity")
+        return
+    if identity.cluster_name is None:
+        yield Problem(f"{at}.clusterName", None, "is required with kind 'podIdentity': the Pod Identity association "
+                      "that lets the sync Job's ServiceAccount assume the role is made in that EKS cluster")
+    if identity.oidc_provider_arn is not None:
+        yield Problem(f"{at}.oidcProviderArn", identity.oidc_provider_arn, "is for kind 'irsa' only: EKS Pod Identity "
+                      "needs no OIDC provider; unset it, or set kind: irsa")
 
 
 def compile_cache(cfg: StackConfig) -> Iterator[Problem]:
