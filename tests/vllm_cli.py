@@ -3,7 +3,8 @@
 Each release's parser runs in its own virtualenv .venv-vllm/<release> (the Makefile builds it from
 requirements-vllm-<release>.txt): one process per release parses every argv of the session in one batch
 (tests/vllm_parse.py says what it runs and why each step is vLLM's own), the releases side by side.
-The answer is kept in the session's temporary directory, so the pytest-xdist workers share one run.
+The answer is kept in the session's temporary directory, so the pytest-xdist workers share one run,
+and under .venv-vllm/verdicts/ by what it follows from (verdict_key), so an unchanged set is not re-run.
 """
 
 from __future__ import annotations
@@ -74,18 +75,41 @@ def _run(root: Path, argvs: list[list[str]], out_dir: Path) -> dict[str, dict]:
     return answers
 
 
+def verdict_key(root: Path, argvs: list[tuple[str, ...]]) -> str:
+    """What a run's answers follow from, and nothing else: the argvs, the parse script, and each
+    release's installed packages (the uv-written RECORD of every distribution, hashes included).
+    The answers of a run are kept under .venv-vllm/verdicts/ by this key: the parsers take about
+    35 s of CPU, and the next `make test` of the same argvs on the same packages gets the same answers;
+    a new argv, script or package is a new key, so a new run (a fresh clone has none kept)."""
+    h = hashlib.sha256(json.dumps(argvs).encode())
+    h.update(PARSE_SCRIPT.read_bytes())
+    for v in upstream_vllm.RELEASES:
+        for record in sorted((root / v).glob("lib/python*/site-packages/*.dist-info/RECORD")):
+            h.update(record.parent.name.encode())
+            h.update(record.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def parse(argvs: list[tuple[str, ...]], tmp_root: Path) -> dict[str, Release]:
     """Every argv (from "serve" on) through each release's parser; one run per set of argvs and session."""
     root = venvs()
     unique = sorted({tuple(a) for a in argvs})
-    key = hashlib.sha256(json.dumps(unique).encode()).hexdigest()[:16]
+    key = verdict_key(root, unique)
     out_dir = tmp_root / f"vllm-parse-{key}"
     out_dir.mkdir(parents=True, exist_ok=True)
     answer_file = out_dir / "answers.json"
+    kept = root / "verdicts" / f"{key}.json"
     with (out_dir / "lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)   # another worker's run: wait for it, then read its answer
         if not answer_file.exists():
-            answer_file.write_text(json.dumps(_run(root, [list(a) for a in unique], out_dir)))
+            if kept.exists():
+                answer_file.write_text(kept.read_text())
+            else:
+                answer_file.write_text(json.dumps(_run(root, [list(a) for a in unique], out_dir)))
+                kept.parent.mkdir(exist_ok=True)
+                tmp = kept.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(answer_file.read_text())
+                os.replace(tmp, kept)   # another session reading it sees all of it or nothing
         answers = json.loads(answer_file.read_text())
     return {v: Release(vllm=a["vllm"], torch=a["torch"], detected_platform=a["detected_platform"],
                        options=a["options"], platform_lines=tuple(a["platform_lines"]),
