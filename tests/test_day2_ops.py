@@ -301,6 +301,25 @@ def test_a_load_test_stopped_by_sigterm_releases_its_lock(tmp_path):
     assert proc.returncode == 128 + signal.SIGTERM and not lock.exists(), err
 
 
+
+def test_a_refused_start_leaves_the_signal_mask_as_it_was(tmp_path):
+    """The mask that keeps SIGTERM out while the lock is taken is undone when the lock is someone
+    else's: a caller running main in process (the tests do) kept it, and every process it started
+    after that ignored SIGTERM until SIGKILL."""
+    if str(SCRIPTS) not in sys.path:
+        sys.path.insert(0, str(SCRIPTS))
+    import load_test
+    (tmp_path / ".benchmark.lock").write_text("other-host pid 1\n")
+    plan = {"engines": {"host": "engines.invalid", "ports": [8000], "engine": "vllm"}, "rounds": []}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(SystemExit, match="another benchmark client holds"):
+            load_test.main(["--plan", json.dumps(plan), "--results", str(tmp_path)])
+        assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == before
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+
 # --- case 9: autoscaling off and on in one `pulumi up` -------------------------------------------------
 
 AUTOSCALER_MANAGER = "manager"  # any name but ours: AIBrix v0.7.0 writes with a plain Update

@@ -101,10 +101,14 @@ def main(argv: list[str] | None = None) -> int:
     run = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:6]}"
     # SIGTERM is held back from the lock's creation until the `try` that removes it: delivered in
     # between, it would end the run with the lock left on the claim (measured under load).
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    lock = acquire(a.results)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        lock = acquire(a.results)
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)   # a held lock: nothing of ours to remove
+        raise
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for rnd in plan["rounds"]:
             if (reason := wait_idle(plan["engines"], a.idle_timeout, a.idle_poll)) is not None:
                 print(f"round {rnd['name']}: engines not idle after {a.idle_timeout:.0f}s ({reason}); "
