@@ -12,6 +12,8 @@ import upstream_sglang as sglang
 import upstream_vllm as vllm
 from engine_containers import engine_containers, engine_packages
 
+from policy.engines import sglang as policy_sglang
+
 
 @functools.lru_cache(maxsize=None)
 def sglang_options(version: str) -> dict[str, bool]:
@@ -63,7 +65,8 @@ def vllm_parser() -> argparse.ArgumentParser:
     p = Parser(prog="vllm serve", allow_abbrev=False, add_help=False)
     p.add_argument("model")
     for option, takes_value in vllm.SERVE_OPTIONS.items():
-        p.add_argument(option, **({} if takes_value else {"action": "store_true"}))
+        p.add_argument(option, **({"nargs": takes_value} if isinstance(takes_value, str)
+                                  else {} if takes_value else {"action": "store_true"}))
     return p
 
 
@@ -75,3 +78,41 @@ def test_vllm_argv_uses_only_options_declared_at_both_pinned_versions():
         seen += 1
         vllm_parser().parse_args(list(c.argv[1:]))
     assert seen
+
+
+def test_vllm_takes_every_key_in_one_api_key_flag():
+    """Issue 21: a stack with consumers renders `--api-key` once, with the shared key's variable first and
+    one variable per consumer after it; the option port (nargs "+", both releases) reads them all."""
+    seen = 0
+    for c in engine_containers():
+        if c.engine != "vllm" or "--api-key" not in c.argv:
+            continue
+        seen += 1
+        assert c.argv.count("--api-key") == 1, c.where
+        parsed = vllm_parser().parse_args(list(c.argv[1:]))
+        refs = {e["name"] for e in c.container["env"] if "valueFrom" in e}
+        assert parsed.api_key[0] == "$(VLLM_API_KEY)" and len(parsed.api_key) >= 3, c.where
+        assert all(k.startswith("$(") and k[2:-1] in refs for k in parsed.api_key), c.where
+    assert seen
+
+
+SGLANG_API_KEY_FIELD = {"0.5.17": "sglang/srt/server_args.py", "0.5.23": "sglang/srt/arg_groups/fields/serving.py"}
+
+
+@pytest.mark.parametrize("version", sglang.RELEASES)
+def test_sglang_takes_one_api_key(version):
+    """Why a stack with consumers refuses SGLang (policy/engines/sglang.py MULTI_KEY_REFUSED), read from the
+    installed sources: the api_key field is one optional string, and the auth check takes one key."""
+    import ast
+
+    root = engine_packages() / f"sglang=={version}"
+    tree = ast.parse((root / SGLANG_API_KEY_FIELD[version]).read_text())
+    (field,) = [n for n in ast.walk(tree) if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "api_key"]
+    assert ast.unparse(field.annotation).startswith("A[Optional[str],")
+    auth = ast.parse((root / "sglang/srt/utils/auth.py").read_text())
+    (decide,) = [n for n in ast.walk(auth) if isinstance(n, ast.FunctionDef) and n.name == "decide_request_auth"]
+    annotations = {a.arg: ast.unparse(a.annotation) for a in decide.args.args + decide.args.kwonlyargs if a.annotation}
+    assert annotations["api_key"] == "Optional[str]"
+    for path in SGLANG_API_KEY_FIELD.values():
+        assert path in policy_sglang.MULTI_KEY_REFUSED
+    assert "sglang/srt/utils/auth.py" in policy_sglang.MULTI_KEY_REFUSED
