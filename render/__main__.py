@@ -123,9 +123,8 @@ def render_stack(args: argparse.Namespace, out_dir: Path) -> int:
 
 def missing_secrets_report(stack_file: str, keys: list[str]) -> str:
     """The --strict refusal: one line per missing secret, key and command, never a value."""
-    from stacks.loader import NAMESPACE
-
     from stacks.consumer_keys import SECRET_KEY, set_command
+    from stacks.loader import NAMESPACE
 
     def command(key: str) -> str:
         if key.split(".")[0] == SECRET_KEY:   # a map set member by member
