@@ -89,6 +89,8 @@ def problems(cfg: StackConfig, values: Mapping[str, Any], stack_text: Callable[[
     api_key = values.get(f"{NAMESPACE}:apiKey")
     shared = hashlib.sha256(api_key.encode()).digest() if isinstance(api_key, str) else None
     for i, c in enumerate(cfg.consumers):
+        if any(c.name == other.name for other in cfg.consumers[:i]):
+            continue   # a name taken twice is the rules' (stacks/rules/consumers.py); its key is checked once
         at = f"{SECRET_KEY}.{c.name}"
         if c.name not in found:
             if require_secrets:
