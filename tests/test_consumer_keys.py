@@ -348,6 +348,32 @@ def test_removing_a_consumer_revokes_its_token_in_one_update(tmp_path):
     assert f"Pods restart in: Deployment {NS}/deepseek-v4-flash (rollout)." in changes
     outputs = json.loads((tmp_path / "o2" / "outputs.json").read_text())
     assert "consumerToken/notebooks" not in outputs and set(outputs["consumers"]) == {"search"}
+    assert ("- Revoked: notebooks. The tokens leave the Secret `llm-serving-consumer-keys` and every engine's argv; "
+            f"each engine refuses them once its pods have restarted in this update (Deployment {NS}/deepseek-v4-flash)"
+            ) in changes
+    plan = (tmp_path / "o1" / "plan.md").read_text()
+    assert "| notebooks | namespaces with `team=data` | 60 | `consumerToken/notebooks` (secret) |" in plan
+    assert "content tag `" in plan and "): Deployment deepseek-v4-flash" in plan
+
+
+def test_rotating_one_key_rolls_every_engine_and_changes_md_says_so(tmp_path):
+    keys = "  llm-serving:consumerKeys:\n    search:\n      secure: v1:{}\n    notebooks:\n      secure: v1:bm90ZQ==\n"
+    before = write_project(tmp_path / "a", CONSUMERS_YAML + keys.format("c2VhcmNo"))
+    after = write_project(tmp_path / "b", CONSUMERS_YAML + keys.format("bmV3LXNlYXJjaA=="))
+    assert run_render("--stack", "dev", "--project-dir", str(before), "--out", str(tmp_path / "o1")).returncode == 0
+    proc = run_render("--stack", "dev", "--project-dir", str(after), "--out", str(tmp_path / "o2"),
+                      "--previous", str(tmp_path / "o1"))
+    assert proc.returncode == 0, proc.stderr
+    changes = (tmp_path / "o2" / "changes.md").read_text()
+    assert "- A key was rotated (the Secret `llm-serving-consumer-keys` changed, its consumers did not)" in changes
+    assert f"Pods restart in: Deployment {NS}/deepseek-v4-flash (rollout)." in changes
+    # The engine's argv and variables are the same: only the Secret's tag on the template changes.
+    engine_row = next(line for line in changes.splitlines() if line.startswith(f"| Deployment {NS}/deepseek-v4-flash |"))
+    assert "args" not in engine_row and "env" not in engine_row and secret_tag_annotation(CONSUMER_KEYS_SECRET) in engine_row
+
+
+def test_the_shipped_stacks_change_no_consumer_line(tmp_path):
+    assert "## Consumers" not in plan_md(render_stack("dev"))
 
 
 # ---- the keys at work: a fake engine that checks them as vLLM does ----
