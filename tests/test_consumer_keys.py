@@ -18,6 +18,7 @@ import pytest
 import upstream_vllm
 import yaml
 from conftest import PROJECT_DIR, k8s_objects, render_stack, shared_dir
+from engine_containers import engine_containers
 from fake_openai import FakeEngine
 from netpol import Pod, allowed
 from test_engine_flags import vllm_parser
@@ -216,11 +217,26 @@ def test_sglang_is_refused_with_its_upstream_reason():
     render(sf)   # the same stack without consumers renders
 
 
-def test_p_d_topologies_are_refused_with_consumers():
+def test_same_pod_p_d_is_refused_with_consumers():
     m = {k: v for k, v in model(topology="pd-same-pod").items()}
     m["vllm"] = {**m["vllm"], "tensorParallelSize": 4}
     message = refusal(consumers_file(models=[m]))
-    assert "llm-serving:models[0].topology = 'pd-same-pod': cannot serve the stack's consumers: only combined" in message
+    assert ("llm-serving:models[0].topology = 'pd-same-pod': cannot serve the stack's consumers: its proxy "
+            "(components/scripts/pd_proxy.py) accepts the shared key alone") in message
+
+
+@pytest.mark.parametrize("topology", ["pd", "hybrid"])
+def test_every_p_d_fleet_takes_every_key(topology):
+    """The gateway sends the client's headers to the prefill and the decode side alike, so each fleet's
+    engine takes the shared key and every consumer's token, by reference, and rolls with the Secret."""
+    containers = [c for c in engine_containers() if c.where.startswith(f"{topology}-consumers/")]
+    assert len(containers) == (2 if topology == "pd" else 3)
+    for c in containers:
+        assert c.argv[-4:] == ("--api-key", f"$({vllm.API_KEY_ENV})", "$(LLM_SERVING_CONSUMER_KEY_SEARCH)",
+                               "$(LLM_SERVING_CONSUMER_KEY_NOTEBOOKS)"), c.where
+        assert secret_tag_annotation(CONSUMER_KEYS_SECRET) in c.annotations, c.where
+        refs = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in c.container["env"] if "valueFrom" in e}
+        assert refs["LLM_SERVING_CONSUMER_KEY_NOTEBOOKS"] == CONSUMER_KEYS_SECRET, c.where
 
 
 def test_the_program_owns_the_vllm_log_level_when_keys_are_in_the_argv():
