@@ -36,8 +36,8 @@ from components.combined import (
     served_model_selector,
 )
 from components.engines import (
-    consumer_key_fields,
     OFFLINE_ENV,
+    consumer_key_fields,
     parallel_size,
     profile_of,
     reasoning_kwarg,
