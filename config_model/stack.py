@@ -71,8 +71,8 @@ class StackConfig(Model):
 # Secret config keys: never in the model above, always read with require_secret.
 SECRET_KEYS = {
     "apiKey": "API key clients must present to the engine (env VLLM_API_KEY).",
-    CONSUMER_KEYS: "Each consumer's secret, by consumer name (pulumi config set --secret --path "
-                   "'llm-serving:consumerKeys.<name>' <secret>); its token is `<name>.<secret>`.",
+    CONSUMER_KEYS: "Each consumer's secret, a map by consumer name set member by member; the consumer's token "
+                   "is `<name>.<secret>` (docs/consumers.md).",
     "kubeconfig": "kubeconfig contents, when cluster.kubeconfigPath is not used.",
     "objectStoreAccessKeyId": "Read-only access key id of the object store, when the stack creates none "
                               "(objectStore.createCredentials false) and uses no objectStore.workloadIdentity.",
