@@ -82,6 +82,13 @@ SECRET_KEYS = {
 }
 
 
+def secret_command(key: str, namespace: str) -> str:
+    """How a secret setting is set: a map (consumerKeys) member by member with --path, any other whole."""
+    if key == CONSUMER_KEYS:
+        return f"pulumi config set --secret --path '{namespace}:{key}.<name>' <secret>"
+    return f"pulumi config set --secret {namespace}:{key} <value>"
+
+
 def required_secret_keys(cfg: StackConfig) -> list[str]:
     """Secret keys the given config cannot do without (kubeconfig is always optional)."""
     keys = ["apiKey"] + ([CONSUMER_KEYS] if cfg.consumers else [])

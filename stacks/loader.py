@@ -30,6 +30,7 @@ from config_model import (
     SECRET_KEYS,
     StackConfig,
     required_secret_keys,
+    secret_command,
 )
 from stacks import rules
 from stacks.rules import Problem
@@ -258,14 +259,13 @@ def _problems_from_validation(err: ValidationError) -> list[Problem]:
 def validate(raw: Mapping[str, Any], stack: str, present_secrets: Mapping[str, bool],
              require_secrets: bool = True, refused: list[Problem] | None = None,
              secret_checks: Callable[[StackConfig], list[Problem]] | None = None) -> StackConfig:
-    """Validate raw config values (camelCase keys without the namespace). `present_secrets` maps each
-    secret key found in the stack to whether it is stored as a secret; `refused` are problems found while
-    decoding; `secret_checks` look at secret values (stacks/consumer_keys.py). Raises ConfigError."""
+    """Validate raw config values (camelCase keys without the namespace). `present_secrets`: each secret key found
+    -> stored as a secret?; `refused`: found while decoding; `secret_checks`: of secret values. Raises ConfigError."""
     stack_file = stack_file_name(stack)
     problems: list[Problem] = list(refused or [])
     for key, is_secret in sorted(present_secrets.items()):
         if not is_secret:
-            problems.append(Problem(key, "(plaintext)", f"must be stored encrypted: pulumi config set --secret {NAMESPACE}:{key} <value>"))
+            problems.append(Problem(key, "(plaintext)", f"must be stored encrypted: {secret_command(key, NAMESPACE)}"))
     # A refused key is left out of `raw`; "is required" on top of the refusal would only confuse.
     roots = {p.path for p in problems}
     try:
@@ -277,7 +277,7 @@ def validate(raw: Mapping[str, Any], stack: str, present_secrets: Mapping[str, b
     for key in required_secret_keys(cfg) if require_secrets else []:
         if key not in present_secrets:
             problems.append(Problem(key, None, f"is required ({SECRET_KEYS[key]}); set it with "
-                                    f"pulumi config set --secret {NAMESPACE}:{key} <value>"))
+                                    f"{secret_command(key, NAMESPACE)}"))
     if problems:
         raise ConfigError(stack_file, problems)
     return cfg

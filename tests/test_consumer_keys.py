@@ -158,6 +158,15 @@ def test_a_key_map_that_is_no_map_is_refused():
     assert "llm-serving:consumerKeys = (value not shown): must be a map of consumer name to secret" in refusal(sf)
 
 
+def test_a_key_map_stored_in_plaintext_is_refused_with_the_path_command():
+    sf = consumers_file()
+    sf.secret_keys.remove("llm-serving:consumerKeys")
+    message = refusal(sf)
+    assert ("Pulumi.variant.yaml: llm-serving:consumerKeys = '(plaintext)': must be stored encrypted: pulumi config set "
+            "--secret --path 'llm-serving:consumerKeys.<name>' <secret>") in message
+    assert all(v not in message for v in SECRETS.values())
+
+
 def write_project(tmp_path, extra: str, stack: str = "dev"):
     project = tmp_path / "project"
     project.mkdir(parents=True, exist_ok=True)
