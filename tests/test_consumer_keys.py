@@ -18,7 +18,7 @@ import pytest
 import upstream_vllm
 import yaml
 from conftest import PROJECT_DIR, k8s_objects, render_stack, shared_dir
-from engine_containers import engine_containers
+from engine_containers import engine_containers, rendered_variants
 from fake_openai import FakeEngine
 from netpol import Pod, allowed
 from test_engine_flags import vllm_parser
@@ -442,3 +442,14 @@ def test_each_key_is_taken_a_revoked_one_and_none_are_refused(release):
         assert call(engine, "/v1/models", "notebooks.k-notebooks-1") == 401   # revoked
         assert call(engine, "/v1/models", "search.k-search-1") == 200
         assert call(engine, "/v1/models", "shared-1") == 200
+
+
+def test_the_pack_takes_every_variant_s_keys_by_reference():
+    """policy secret-refs over every engine variant (consumers' included): each key in an argv is $(VAR)
+    of a secretKeyRef variable, SGLang's single one too."""
+    from policy import resource_rules
+
+    (policy,) = [p for p in resource_rules.RESOURCE_POLICIES if p.name == "secret-refs"]
+    for where, r in rendered_variants().items():
+        for res in r.resources:
+            assert policy.check(res.type, res.inputs) == [], (where, res.name)
