@@ -82,7 +82,7 @@ class StackSecrets:
 def read_secrets(cfg: StackConfig) -> StackSecrets:
     c = pulumi.Config(loader.NAMESPACE)
     # Only the declared consumers' keys: a key left in config for a removed consumer is revoked.
-    secrets = c.get_object("consumerKeys") or {} if cfg.consumers else {}
+    secrets = (c.get_object("consumerKeys") or {}) if cfg.consumers else {}
     tokens = {x.name: consumer_token(x.name, secrets[x.name]) for x in cfg.consumers}
     return StackSecrets(
         api_key=c.require_secret("apiKey"),
