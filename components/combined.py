@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 from components.autoscaling import IGNORE_REPLICAS, workload_annotations
 from components.base import AIBRIX_ORCHESTRATION_API, Component, labels, metadata
 from components.engines import (
+    consumer_key_fields,
     engine_command,
     engine_of,
     offload_memory_gib,
@@ -38,7 +39,7 @@ from components.pod_template import (
     scanner_exceptions,
 )
 from components.routing import ANN_MODEL_CONFIG, metric_port_labels, model_config, routing_strategy
-from components.secrets import secret_tag_annotation
+from components.secrets import ConsumerKeys, secret_tag_annotation
 from components.topologies import gpus_per_pod, peak_replicas
 from config_model import CompileCache, GpuPool, ServedModel
 from config_model.resources import engine_resources
@@ -127,6 +128,7 @@ class CombinedEngineArgs:
     extra_pod_labels: tuple[tuple[str, str], ...] = ()
     extra_pod_annotations: tuple[tuple[str, str], ...] = ()
     drain_timeout_seconds: int = 120   # the gateway's request timeout
+    consumer_keys: ConsumerKeys | None = None   # every consumer's token, besides the shared key (issue 21)
 
 
 def rollout_deadline_seconds(model: ServedModel) -> int:
@@ -169,6 +171,8 @@ def engine_pod_spec(args: CombinedEngineArgs, name: str, engines: list[EngineCon
     annotations = {"llm-serving.io/model-revision": m.revision, ANN_TOPOLOGY: m.topology,
                    ANN_MODEL_CONFIG: model_config(routing_strategy(m)),
                    secret_tag_annotation(args.api_key_secret): args.api_key_tag, **extra_annotations}
+    if args.consumer_keys is not None:
+        annotations[secret_tag_annotation(args.consumer_keys.secret)] = args.consumer_keys.tag
     if args.ab_baseline:
         annotations[ANN_AB_BASELINE] = args.ab_baseline
     return EnginePodSpec(
@@ -180,7 +184,8 @@ def engine_pod_spec(args: CombinedEngineArgs, name: str, engines: list[EngineCon
         termination_grace_seconds=m.termination_grace_seconds, api_key_secret=args.api_key_secret,
         scripts_config_map=args.scripts_config_map, annotations=annotations,
         image_pull_secrets=list(args.image_pull_secrets), sidecars=sidecars or [],
-        drain_timeout_seconds=args.drain_timeout_seconds)
+        drain_timeout_seconds=args.drain_timeout_seconds,
+        consumer_keys_secret=args.consumer_keys.secret if args.consumer_keys else None)
 
 
 def pod_spec(args: CombinedEngineArgs) -> EnginePodSpec:
@@ -189,7 +194,8 @@ def pod_spec(args: CombinedEngineArgs) -> EnginePodSpec:
     cmd = engine_command(model_mount(args).model_path, m)
     engine = EngineContainer(name="engine", command=cmd.command, args=cmd.args, env=cmd.env,
                              port=engine_of(m).PORT, gpus=gpus_per_pod(m), api_key_env=engine_of(m).API_KEY_ENV,
-                             offload_memory_gib=offload_memory_gib(m), offload_shm_gib=offload_shm_gib(m))
+                             offload_memory_gib=offload_memory_gib(m), offload_shm_gib=offload_shm_gib(m),
+                             **consumer_key_fields(m, args.consumer_keys))
     return engine_pod_spec(args, m.name, [engine], {**aibrix_labels(m), **dict(args.extra_pod_labels)},
                            dict(args.extra_pod_annotations))
 

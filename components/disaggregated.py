@@ -37,6 +37,7 @@ from components.combined import (
 )
 from components.engines import (
     OFFLINE_ENV,
+    consumer_key_fields,
     parallel_size,
     profile_of,
     reasoning_kwarg,
@@ -146,7 +147,10 @@ def fleet_pod_template(base: CombinedEngineArgs, side: str) -> dict:
         extra_ports={"nixl": m.pd.side_channel_port},
         extra_resources={rdma.resource_name: str(rdma.count)} if rdma else {},
         # RDMA needs locked memory, and nothing more: the pod stays unprivileged.
-        add_capabilities=("IPC_LOCK",) if rdma else ())
+        add_capabilities=("IPC_LOCK",) if rdma else (),
+        # The gateway sends the client's own headers to both sides (tests/upstream_aibrix.py), so both
+        # take every consumer's token; `exec "$@"` hands the expanded words on unchanged.
+        **consumer_key_fields(m, base.consumer_keys))
     routing = topology_of(m).fleet_routing_config(m)
     pod_labels = {**aibrix_labels(m), "roleset-name": roleset_name(m), "role-name": side,
                   "model.aibrix.ai/kv-connector-type": "shfs"}

@@ -8,6 +8,7 @@ Nothing here registers a resource, so every flag can be tested without the Pulum
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from config_model import ServedModel, Smoke
 from policy.engines import Engine, engine_named, engine_offloading_with
@@ -116,6 +117,22 @@ def engine_command(model_path: str, model: ServedModel) -> EngineCommand:
                          args=engine.serve_args(model_path, model.served_model_name, engine.PORT, section)
                          + kv_offload_args(model) + list(section.extra_args),
                          env={**program_env(model), **model.env})
+
+
+# ---- consumers' keys (issue 21) ----
+
+def consumer_key_fields(model: ServedModel, keys: Any) -> dict[str, tuple]:
+    """The EngineContainer fields (components/pod_template.py) that make the engine accept every
+    consumer's token beside the shared key: its multi-key argv over the variables, its variables, and
+    the (variable, data key) pairs of the consumer-keys Secret (`keys`: components/secrets.py
+    ConsumerKeys). None of it reaches the compile-cache key. An engine that takes one key is refused
+    before this (stacks/rules/consumers.py; its module's MULTI_KEY_REFUSED says why)."""
+    if keys is None or not keys.consumers:
+        return {}
+    engine = engine_of(model)
+    refs = tuple(keys.env_refs())
+    return {"key_args": tuple(engine.multi_key_args([engine.API_KEY_ENV, *(var for var, _ in refs)])),
+            "key_env": tuple(sorted(engine.MULTI_KEY_ENV.items())), "key_refs": refs}
 
 
 # ---- the smoke test and warm-up of a model (issue 20): models[].smoke, then operations.smoke, then the profile ----

@@ -72,6 +72,11 @@ class EngineContainer:
     add_capabilities: tuple[str, ...] = ()                          # e.g. IPC_LOCK with RDMA
     offload_memory_gib: int = 0   # host memory of offloaded KV (models[].kvCacheOffload), GiB
     offload_shm_gib: int = 0      # the part of it the engine keeps in /dev/shm, GiB
+    # Consumers' keys (issue 21), kept out of the compile-cache key (no key changes what is compiled):
+    # argv words after the rest, plain variables, and (variable, data key) of the consumer-keys Secret.
+    key_args: tuple[str, ...] = ()
+    key_env: tuple[tuple[str, str], ...] = ()
+    key_refs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,7 @@ class EnginePodSpec:
     image_pull_secrets: list[str] = field(default_factory=list)
     sidecars: list[dict] = field(default_factory=list)   # e.g. the same-pod P/D proxy
     drain_timeout_seconds: int = 120   # preStop waits this long for in-flight requests (the gateway timeout)
+    consumer_keys_secret: str | None = None   # the Secret of EngineContainer.key_refs
 
 
 def compile_cache_key(image_digest: str, gpu_architecture: str, cuda_version: str | None, driver_version: str | None,
@@ -280,9 +286,11 @@ def _engine_container(spec: EnginePodSpec, engine: EngineContainer, model_mount:
     pool = spec.gpu_pool
     cache_key = compile_cache_key(spec.image_digest, pool.gpu_architecture, spec.cuda_version, pool.driver_version,
                                   engine.command, engine.args, engine.env)
-    env = [{"name": k, "value": v} for k, v in sorted({**cache_env(), **engine.env}.items())]
+    env = [{"name": k, "value": v} for k, v in sorted({**cache_env(), **engine.env, **dict(engine.key_env)}.items())]
     env.append({"name": engine.api_key_env,
                 "valueFrom": {"secretKeyRef": {"name": spec.api_key_secret, "key": "api-key"}}})
+    env += [{"name": var, "valueFrom": {"secretKeyRef": {"name": spec.consumer_keys_secret, "key": key}}}
+            for var, key in engine.key_refs]
     gpu, res = str(engine.gpus), spec.resources
     memory_request, memory_limit = engine_memory(res, engine.offload_memory_gib, share)
     requests = {"cpu": cpu_text(share_of(res.cpu_request, share, MILLI)), "memory": memory_text(memory_request),
@@ -297,7 +305,7 @@ def _engine_container(spec: EnginePodSpec, engine: EngineContainer, model_mount:
         "image": spec.image,
         "imagePullPolicy": "IfNotPresent",
         "command": engine.command,
-        "args": engine.args,
+        "args": engine.args + list(engine.key_args),
         "env": env,
         "ports": [{"name": engine.name, "containerPort": engine.port, "protocol": "TCP"}] + [
             {"name": n, "containerPort": p, "protocol": "TCP"} for n, p in sorted(engine.extra_ports.items())],

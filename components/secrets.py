@@ -12,11 +12,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, metadata
+from config_model.consumers import key_env_name
 
 API_KEY_SECRET = "llm-serving-api-key"
 OBJECT_STORE_SECRET = "llm-serving-object-store"
 CEPH_SECRET = "llm-serving-ceph"
 REGISTRY_SECRET = "llm-serving-registry"
+# Every consumer's token by consumer name (issue 21): the engines read them, nothing else does.
+CONSUMER_KEYS_SECRET = "llm-serving-consumer-keys"
 
 
 # The pod-template annotation that names the content of a Secret the pod reads, as a tag: a rotated
@@ -47,6 +50,20 @@ def content_tag(stack: str, secret_name: str, data: dict[str, str]) -> str:
     return hmac.new(content, message, hashlib.sha256).hexdigest()[:8]
 
 
+@dataclass(frozen=True)
+class ConsumerKeys:
+    """What an engine pod needs to accept every consumer's token: the Secret, its content tag (a new,
+    rotated or removed token rolls the pods, which read their env only at start), the consumer names."""
+
+    secret: str
+    tag: str
+    consumers: tuple[str, ...]
+
+    def env_refs(self) -> list[tuple[str, str]]:
+        """(engine variable, Secret data key) per consumer, in stack-file order."""
+        return [(key_env_name(name), name) for name in self.consumers]
+
+
 def aws_credentials_file(access_key_id: str, secret_access_key: str) -> str:
     """The AWS CLI shared-credentials format (AWS_SHARED_CREDENTIALS_FILE)."""
     return f"[default]\naws_access_key_id = {access_key_id}\naws_secret_access_key = {secret_access_key}\n"
@@ -65,6 +82,9 @@ class SecretsArgs:
     ceph: tuple[str, pulumi.Output[str], str] | None = None
     # Docker config JSON for the internal registry mirror.
     registry_docker_config: pulumi.Output[str] | None = None
+    # Consumer name -> its full token (policy/consumers.py consumer_token), and their content tag.
+    consumer_tokens: dict[str, pulumi.Output[str]] | None = None
+    consumer_keys_tag: str | None = None
 
 
 class ServingSecrets(Component):
@@ -74,6 +94,7 @@ class ServingSecrets(Component):
     object_store_tag: pulumi.Output[str] | None = None  # unknown in preview while the stack's IAM access key is created
     ceph_secret_name: str | None = None
     registry_secret_name: str | None = None
+    consumer_keys: ConsumerKeys | None = None
 
     def __init__(self, name: str, args: SecretsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:secrets:ServingSecrets", name, opts)
@@ -101,6 +122,11 @@ class ServingSecrets(Component):
             self.registry = self._secret(f"{name}-registry", REGISTRY_SECRET, ns,
                                          {".dockerconfigjson": args.registry_docker_config},
                                          type_="kubernetes.io/dockerconfigjson")
+        if args.consumer_tokens:
+            assert args.consumer_keys_tag is not None
+            self.consumer_keys = ConsumerKeys(CONSUMER_KEYS_SECRET, args.consumer_keys_tag, tuple(args.consumer_tokens))
+            self.consumer_keys_secret = self._secret(f"{name}-consumer-keys", CONSUMER_KEYS_SECRET, ns,
+                                                     dict(args.consumer_tokens), tag=args.consumer_keys_tag)
         self.register_outputs({"apiKeySecretName": API_KEY_SECRET, "objectStoreSecretName": self.object_store_secret_name})
 
     def _secret(self, logical: str, name: str, namespace: str, data: dict[str, pulumi.Output[str]],

@@ -54,7 +54,7 @@ from config_model.serving import (
     Sglang,
     Vllm,
 )
-from config_model.stack import SECRET_KEYS, StackConfig, required_secret_keys
+from config_model.stack import SECRET_KEYS, StackConfig, required_secret_keys, secret_command
 from config_model.types import CREDENTIAL_ERROR, PATTERN_MEANING, is_ip_host, stack_key
 
 __all__ = [
@@ -65,5 +65,5 @@ __all__ = [
     "NetworkPolicy",
     "NfsVolume", "ObjectStore", "OpenWebUi", "Operations", "Pd", "Platform", "RayImageRef", "Rdma",
     "RegistryMirror", "Rollout", "SamePodPd", "ServedModel", "Sglang", "Smoke", "StackConfig", "Toleration",
-    "Vllm", "Warmup", "WorkloadIdentity", "is_ip_host", "required_secret_keys", "stack_key",
+    "Vllm", "Warmup", "WorkloadIdentity", "is_ip_host", "required_secret_keys", "secret_command", "stack_key",
 ]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from config_model.consumers import SECRET_KEY as CONSUMER_KEYS
+from config_model.consumers import Consumer
 from config_model.infra import (
     Cluster,
     CompileCache,
@@ -46,6 +48,9 @@ class StackConfig(Model):
     model_sync: ModelSync = Field(default_factory=ModelSync, description="The model sync Job.")
     gateway: Gateway = Field(default_factory=Gateway, description="Gateway routes.")
     network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy, description="NetworkPolicies of the namespace.")
+    consumers: list[Consumer] = Field(
+        default_factory=list, description="Teams that call the models, each with its own key (secret config "
+        "consumerKeys.<name>), its namespace and its request limit (docs/consumers.md).")
     platform: Platform = Field(default_factory=Platform, description="Cluster prerequisites.")
     operations: Operations = Field(default_factory=Operations, description="Day-2 Jobs, monitoring, OpenWebUI, disruption budgets.")
     models: list[ServedModel] = Field(..., min_length=1, description="Served models; the first is the stack's primary endpoint.")
@@ -66,6 +71,8 @@ class StackConfig(Model):
 # Secret config keys: never in the model above, always read with require_secret.
 SECRET_KEYS = {
     "apiKey": "API key clients must present to the engine (env VLLM_API_KEY).",
+    CONSUMER_KEYS: "Each consumer's secret, a map by consumer name set member by member; the consumer's token "
+                   "is `<name>.<secret>` (docs/consumers.md).",
     "kubeconfig": "kubeconfig contents, when cluster.kubeconfigPath is not used.",
     "objectStoreAccessKeyId": "Read-only access key id of the object store, when the stack creates none "
                               "(objectStore.createCredentials false) and uses no objectStore.workloadIdentity.",
@@ -75,9 +82,16 @@ SECRET_KEYS = {
 }
 
 
+def secret_command(key: str, namespace: str) -> str:
+    """How a secret setting is set: a map (consumerKeys) member by member with --path, any other whole."""
+    if key == CONSUMER_KEYS:
+        return f"pulumi config set --secret --path '{namespace}:{key}.<name>' <secret>"
+    return f"pulumi config set --secret {namespace}:{key} <value>"
+
+
 def required_secret_keys(cfg: StackConfig) -> list[str]:
     """Secret keys the given config cannot do without (kubeconfig is always optional)."""
-    keys = ["apiKey"]
+    keys = ["apiKey"] + ([CONSUMER_KEYS] if cfg.consumers else [])
     store = cfg.object_store
     if not store.create_credentials and store.workload_identity is None:
         keys += ["objectStoreAccessKeyId", "objectStoreSecretAccessKey"]

@@ -3,6 +3,9 @@ privilege, credentials only by reference, capabilities kept to IPC_LOCK with RDM
 
 from __future__ import annotations
 
+import re
+
+from policy.engines import engine_of_argv
 from policy.manifests import (
     DIGEST,
     SECRET_NAME,
@@ -70,20 +73,54 @@ def _points_to_a_file(env: dict) -> bool:
     return name.endswith(("_FILE", "_PATH")) and isinstance(value, str) and value.startswith("/")
 
 
+# `$(VAR)`, which Kubernetes expands from the container's env at start (k8s.io/kubernetes
+# third_party/forked/golang/expansion/expand.go): the manifest holds the name only.
+_VAR_REF = re.compile(r"\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
+
+
+def engine_key_values(argv: list[str]) -> list[str]:
+    """The words an engine's API-key flag takes in `argv` (several: vLLM's list), `--flag=value` too."""
+    engine = engine_of_argv(argv)
+    if engine is None:
+        return []
+    flag, out, taking = engine.API_KEY_FLAG, [], False
+    for word in argv:
+        if word.startswith(flag + "="):
+            out.append(word.split("=", 1)[1])
+            taking = False
+        elif word == flag:
+            taking = True
+        elif taking and not word.startswith("-"):
+            out.append(word)
+        else:
+            taking = False
+    return out
+
+
 def secrets_only_by_reference(resource_type: str, props: dict) -> list[str]:
     """Credentials reach containers only through secretKeyRef or mounted Secret files, never as
-    literal env values."""
+    literal env values; an engine's API keys in its argv only as `$(VAR)` of such a variable."""
     def env_check(c: dict, e: dict) -> list[str]:
         if (SECRET_NAME.search(str(e.get("name", ""))) and "secretKeyRef" not in (e.get("valueFrom") or {})
                 and not _points_to_a_file(e)):
             return [f"{name_of(props)}: container {c.get('name')} env {e.get('name')} looks like a credential but is not a secretKeyRef."]
         return []
 
+    def argv_check(c: dict) -> list[str]:
+        argv = items_of(c.get("command")) + items_of(c.get("args"))
+        if any(is_unknown(a) for a in argv):
+            raise UnknownTouched()
+        refs = {e.get("name") for e in items_of(c.get("env")) if "secretKeyRef" in (e.get("valueFrom") or {})}
+        bad = [i for i, v in enumerate(engine_key_values([str(a) for a in argv]))
+               if not ((m := _VAR_REF.fullmatch(v)) and m.group(1) in refs)]
+        return [f"{name_of(props)}: container {c.get('name')} passes API key {i + 1} in its argv as a value, not as "
+                f"$(VAR) of a secretKeyRef variable." for i in bad]
+
     def check(ref: PodTemplateRef, c: dict) -> list[str]:
         out = []
         for e in items_of(c.get("env")):
             out += decide(env_check, c, e)
-        return out
+        return out + decide(argv_check, c)
     return each_container(resource_type, props, check)
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from render import update_impact, update_steps
+from render import consumers_md, update_impact, update_steps
 from render.update_impact import ModelImpact, Workload
 from render.update_steps import (
     CREATE,
@@ -51,6 +51,7 @@ class Plan:
     peak_gpus: int
     budget: int | None
     models: list[ModelImpact]
+    consumer_lines: list[str]   # what the update does to the consumers' tokens (render/consumers_md.py)
 
     def by_action(self, action: str) -> list[Step]:
         return [s for s in self.steps if s.action == action]
@@ -77,4 +78,6 @@ def plan(old: list[dict], new: list[dict], old_outputs: dict | None = None, new_
         holders = ", ".join(f"{w.object} {w.held}" for w in workloads if w.held)
         problems.append(f"the update needs {peak} of budget {budget} GPUs at once ({holders}): the new pods stay "
                         "Pending and `pulumi up` times out")
-    return Plan(stack, steps, problems, workloads, peak, budget, update_impact.models(steps, new, new_outputs, bool(problems)))
+    tokens = consumers_md.change_lines(steps, old_outputs, new_outputs, [w.object for w in workloads if w.restarts])
+    return Plan(stack, steps, problems, workloads, peak, budget, update_impact.models(steps, new, new_outputs, bool(problems)),
+                tokens)

@@ -65,6 +65,7 @@ def changes_md(plan: Plan, previous: str) -> str:
     budget = "no budget recorded" if plan.budget is None else f"budget {plan.budget}"
     verdict = "" if plan.budget is None else (" (over budget)" if plan.peak_gpus > plan.budget else " (fits)")
     lines += [f"GPU peak during the update: {plan.peak_gpus} of {budget}{verdict}.", ""]
+    lines += plan.consumer_lines
     lines += ["## Serving per model", ""]
     if plan.models:
         lines += ["| Served model | During the update | Expected downtime | Why |", "|---|---|---|---|"]

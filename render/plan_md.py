@@ -12,6 +12,7 @@ from policy.engines import ENGINES
 from policy.manifests import flag_value
 from policy.profiles import PROFILES, profile_named
 from policy.workloads import gpu_count, pod_templates
+from render import consumers_md
 from render.manifest_facts import (
     ab_pairs,
     autoscalers,
@@ -23,6 +24,7 @@ from render.manifest_facts import (
 )
 from render.runtime import Rendered
 from render.serialize import is_kubernetes_object, kubernetes_objects, outputs_json
+from stacks.consumer_keys import SECRET_KEY, set_command
 
 
 def _ab_section(rendered: Rendered) -> list[str]:
@@ -311,6 +313,7 @@ def plan_md(rendered: Rendered) -> str:
                 strategies.setdefault(served, set()).add(json.loads(config)["profiles"]["default"]["routingStrategy"])
     lines += ["", "Routing strategy per served model (AIBrix gateway; a client's `routing-strategy` header overrides): "
               + (", ".join(f"{m} `{'/'.join(sorted(v))}`" for m, v in sorted(strategies.items())) or "none")]
+    lines += consumers_md.plan_section(out, kubernetes_objects(rendered))
     lines += _network_section(rendered)
     lines += _dashboards_section(rendered)
     lines += ["", "## Resource options that matter on `pulumi up` and `pulumi destroy`", "",
@@ -328,7 +331,8 @@ def plan_md(rendered: Rendered) -> str:
     lines += ["", "## Secrets", ""]
     if rendered.missing_secrets:
         lines.append("Not in the stack file yet (masked stand-ins here; `pulumi up` refuses to run without them):")
-        lines += [f"- `pulumi config set --secret llm-serving:{k} <value>`" for k in rendered.missing_secrets]
+        lines += [f"- `{set_command(k.partition('.')[2] or '<name>')}`" if k.split(".")[0] == SECRET_KEY
+                  else f"- `pulumi config set --secret llm-serving:{k} <value>`" for k in rendered.missing_secrets]
     else:
         lines.append("Every required secret is set in the stack file (encrypted; shown here as `[secret]`).")
     lines += ["", "## Outputs", "", "```json", outputs_json(rendered).rstrip(), "```", ""]

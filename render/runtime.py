@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -28,7 +29,7 @@ from pulumi.runtime.sync_await import _sync_await
 from config_model import required_secret_keys
 from render.mocks import MockResources, PreviewMocks, previous_state
 from render.stackfile import MASK, PROJECT, StackFile
-from stacks import loader
+from stacks import consumer_keys, loader
 from stacks.rules import Problem
 
 __all__ = ["MockResources", "Recorded", "Rendered", "previous_state", "record", "render"]
@@ -330,6 +331,11 @@ def render(stack_file: StackFile, preview: bool = False, previous: dict[str, dic
     for key in missing:
         config[f"{loader.NAMESPACE}:{key}"] = MASK
         secret_keys.append(f"{loader.NAMESPACE}:{key}")
+    if absent := consumer_keys.missing(cfg, config):
+        # A stand-in per consumer, each its own (stacks/consumer_keys.py refuses two consumers one secret).
+        config[consumer_keys.FULL_KEY] = json.dumps({**(consumer_keys.secrets_of(config) or {}),
+                                                     **{n: f"[secret of {n}]" for n in absent}})
+        missing += [f"{consumer_keys.SECRET_KEY}.{n}" for n in absent if consumer_keys.SECRET_KEY not in missing]
     rendered = record(stack_file.stack, program.run, config, secret_keys, cfg.object_store.region, preview, previous)
     rendered.missing_secrets = missing
     return rendered

@@ -16,7 +16,13 @@ from stacks import rules
 # Version of the stack outputs contract (docs/exports.md): bump it when a key changes meaning or goes.
 # 2: workloadImages keys a sync Job by its directory (`sync/<directory>`), no longer by its Job name,
 # which changed with every revision; `models` and the secret `apiKey` are new.
-CONTRACT_VERSION = 2
+# 3: `consumers` and one secret `consumerToken/<name>` per consumer (issue 21) are new.
+CONTRACT_VERSION = 3
+
+
+def consumer_token_key(name: str) -> str:
+    """The secret output holding a consumer's token: apart from every plain key by its '/'."""
+    return f"consumerToken/{name}"
 
 
 def sync_workload_key(directory: str) -> str:
@@ -58,9 +64,10 @@ def per_model(cfg: StackConfig, models: list[ServedModel], routes: ModelRoutes,
 def outputs(cfg: StackConfig, models: list[ServedModel], routes: ModelRoutes,
             references: dict[str, pulumi.Input[str]], *,
             bucket_name: pulumi.Input[str], model_claim_name: str, workload_images: dict,
-            api_key: pulumi.Output[str]) -> dict[str, pulumi.Input]:
+            api_key: pulumi.Output[str], consumer_tokens: dict[str, pulumi.Output[str]]) -> dict[str, pulumi.Input]:
     primary = cfg.models[0]
-    return {
+    tokens = {consumer_token_key(name): pulumi.Output.secret(token) for name, token in consumer_tokens.items()}
+    return {**tokens,
         "contractVersion": CONTRACT_VERSION,
         "endpoint": routes.endpoints[primary.served_model_name],
         # The SDK drops an output that is None before the engine sees it (pulumi/runtime/rpc.py
@@ -85,4 +92,7 @@ def outputs(cfg: StackConfig, models: list[ServedModel], routes: ModelRoutes,
         "prerequisites": required_versions(cfg.platform),
         "gpuTotal": rules.gpu_total(cfg),
         "gpuBudget": cfg.gpu_budget,
+        # Per consumer: the output holding its token, its limit and its namespaces (the URLs are `models`').
+        "consumers": {c.name: {"tokenOutput": consumer_token_key(c.name), "requestsPerMinute": c.requests_per_minute,
+                               "namespaceSelector": c.namespace_selector_of()} for c in cfg.consumers},
     }

@@ -20,7 +20,7 @@ import types
 import typing
 from enum import Enum
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from pydantic import BaseModel, ValidationError
 
@@ -30,6 +30,7 @@ from config_model import (
     SECRET_KEYS,
     StackConfig,
     required_secret_keys,
+    secret_command,
 )
 from stacks import rules
 from stacks.rules import Problem
@@ -42,7 +43,6 @@ class Hidden:
 
     def __str__(self) -> str:
         return "(value not shown)"
-
     __repr__ = __str__
 
 
@@ -257,17 +257,15 @@ def _problems_from_validation(err: ValidationError) -> list[Problem]:
 
 
 def validate(raw: Mapping[str, Any], stack: str, present_secrets: Mapping[str, bool],
-             require_secrets: bool = True, refused: list[Problem] | None = None) -> StackConfig:
-    """Validate raw config values (camelCase keys without the namespace).
-
-    `present_secrets` maps each secret key found in the stack to whether it is stored as a secret;
-    `refused` are problems found while decoding. Raises ConfigError with every problem found.
-    """
+             require_secrets: bool = True, refused: list[Problem] | None = None,
+             secret_checks: Callable[[StackConfig], list[Problem]] | None = None) -> StackConfig:
+    """Validate raw config values (camelCase keys without the namespace). `present_secrets`: each secret key found
+    -> stored as a secret?; `refused`: found while decoding; `secret_checks`: of secret values. Raises ConfigError."""
     stack_file = stack_file_name(stack)
     problems: list[Problem] = list(refused or [])
     for key, is_secret in sorted(present_secrets.items()):
         if not is_secret:
-            problems.append(Problem(key, "(plaintext)", f"must be stored encrypted: pulumi config set --secret {NAMESPACE}:{key} <value>"))
+            problems.append(Problem(key, "(plaintext)", f"must be stored encrypted: {secret_command(key, NAMESPACE)}"))
     # A refused key is left out of `raw`; "is required" on top of the refusal would only confuse.
     roots = {p.path for p in problems}
     try:
@@ -275,11 +273,11 @@ def validate(raw: Mapping[str, Any], stack: str, present_secrets: Mapping[str, b
     except ValidationError as err:
         found = [p for p in _problems_from_validation(err) if re.split(r"[.\[]", p.path)[0] not in roots]
         raise ConfigError(stack_file, problems + found) from None
-    problems += rules.check(cfg, stack)
+    problems += rules.check(cfg, stack) + (secret_checks(cfg) if secret_checks else [])
     for key in required_secret_keys(cfg) if require_secrets else []:
         if key not in present_secrets:
             problems.append(Problem(key, None, f"is required ({SECRET_KEYS[key]}); set it with "
-                                    f"pulumi config set --secret {NAMESPACE}:{key} <value>"))
+                                    f"{secret_command(key, NAMESPACE)}"))
     if problems:
         raise ConfigError(stack_file, problems)
     return cfg
@@ -375,8 +373,10 @@ def from_pulumi(require_secrets: bool = True, stack_path: Path | None = None) ->
             raw[key] = decode(key, runtime_config.get_config(full_key))
     path = stack_path or Path(stack_file_name(pulumi.get_stack()))
     refused += _lost_spellings(raw, path)
+    from stacks import consumer_keys
     try:
-        return validate(raw, pulumi.get_stack(), present_secrets, require_secrets, refused)
+        return validate(raw, pulumi.get_stack(), present_secrets, require_secrets, refused,
+                        lambda cfg: consumer_keys.problems(cfg, values, lambda: _read(path), require_secrets))
     except ConfigError as err:
         raise spelled(err, _read(path)) from None
 

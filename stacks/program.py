@@ -21,7 +21,7 @@ from components.disaggregated import (
 )
 from components.engines import profile_of, with_speculative_decoding
 from components.gateway import ModelRoutes, ModelRoutesArgs, RouteBackend
-from components.gateway_policies import RateLimits
+from components.gateway_policies import ConsumerLimit, RateLimits
 from components.images import ImageMirror, ImageMirrorArgs
 from components.monitoring import EngineMonitoring, MonitoringArgs
 from components.network import ClientTarget, NetworkArgs, NetworkPolicies
@@ -35,7 +35,7 @@ from components.providers import make_providers
 from components.retention import kept
 from components.rollout import engine_templates, rollout_key
 from components.scripts import ModelScripts
-from components.secrets import API_KEY_SECRET, SecretsArgs, ServingSecrets, content_tag
+from components.secrets import API_KEY_SECRET, CONSUMER_KEYS_SECRET, SecretsArgs, ServingSecrets, content_tag
 from components.storage import ModelStore, ModelStoreArgs
 from components.sync_job import ModelSyncArgs, ModelSyncJob
 from components.sync_job import job_name as sync_job_name
@@ -44,6 +44,7 @@ from components.topologies.base import FLEET_IMAGE_KEY
 from components.volume import ModelVolumeArgs, ModelVolumeClaims
 from config_model import Environment, ServedModel, StackConfig, derived
 from config_model.resources import model_node_label_keys
+from policy.consumers import consumer_token, key_prefix
 from policy.engines import engine_named, vllm
 from stacks import exports, loader, rules, transitions
 
@@ -74,10 +75,16 @@ class StackSecrets:
     object_store_secret_access_key: pulumi.Output[str] | None = None
     ceph_user_key: pulumi.Output[str] | None = None
     registry_docker_config: pulumi.Output[str] | None = None
+    # Consumer name -> its token (policy/consumers.py), and the content tag of their Secret (issue 21).
+    consumer_tokens: dict[str, pulumi.Output[str]] | None = None
+    consumer_keys_tag: str | None = None
 
 
-def read_secrets() -> StackSecrets:
+def read_secrets(cfg: StackConfig) -> StackSecrets:
     c = pulumi.Config(loader.NAMESPACE)
+    # Only the declared consumers' keys: a key left in config for a removed consumer is revoked.
+    secrets = (c.get_object("consumerKeys") or {}) if cfg.consumers else {}
+    tokens = {x.name: consumer_token(x.name, secrets[x.name]) for x in cfg.consumers}
     return StackSecrets(
         api_key=c.require_secret("apiKey"),
         api_key_tag=content_tag(pulumi.get_stack(), API_KEY_SECRET, {"api-key": c.require("apiKey")}),
@@ -86,6 +93,8 @@ def read_secrets() -> StackSecrets:
         object_store_secret_access_key=c.get_secret("objectStoreSecretAccessKey"),
         ceph_user_key=c.get_secret("cephUserKey"),
         registry_docker_config=c.get_secret("registryDockerConfigJson"),
+        consumer_tokens={n: pulumi.Output.secret(t) for n, t in tokens.items()} or None,
+        consumer_keys_tag=content_tag(pulumi.get_stack(), CONSUMER_KEYS_SECRET, tokens) if tokens else None,
     )
 
 
@@ -140,6 +149,15 @@ def _engines_of(m: ServedModel, base: CombinedEngineArgs, cfg: StackConfig, imag
         ModelAutoscaler(f"{m.name}.autoscaler", AutoscalerArgs(namespace=base.namespace, model=m, target=engine.workload,
                                                               switch=switch), opts)
     return engine.route_backend, ready + [engine], sources + [engine.template_source]
+
+
+def client_namespaces(cfg: StackConfig) -> list[dict]:
+    """networkPolicy.clients and every consumer's namespaces, each selector once, in stack-file order."""
+    out: list[dict] = []
+    for sel in cfg.network_policy.clients.namespace_selectors_of_all() + [c.namespace_selector_of() for c in cfg.consumers]:
+        if sel not in out:
+            out.append(sel)
+    return out
 
 
 def engine_image_keys(cfg: StackConfig) -> list[str]:
@@ -232,7 +250,8 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     serving_secrets = ServingSecrets("secrets", SecretsArgs(
         namespace=ns, stack=pulumi.get_stack(), api_key=secrets.api_key, api_key_tag=secrets.api_key_tag, object_store_access_key_id=access_key_id,
         object_store_secret_access_key=secret_access_key, ceph=ceph,
-        registry_docker_config=secrets.registry_docker_config if cfg.images.mirror.kind == "registry" else None), opts)
+        registry_docker_config=secrets.registry_docker_config if cfg.images.mirror.kind == "registry" else None,
+        consumer_tokens=secrets.consumer_tokens, consumer_keys_tag=secrets.consumer_keys_tag), opts)
 
     volume = ModelVolumeClaims("model-volume", ModelVolumeArgs(
         volume=cfg.model_volume, namespace=ns, ceph_secret_name=serving_secrets.ceph_secret_name),
@@ -289,7 +308,8 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             model_mount_path=cfg.model_volume.mount_path,
             api_key_secret=serving_secrets.api_key_secret_name, api_key_tag=serving_secrets.api_key_tag,
             scripts_config_map=scripts.config_map_name, image_pull_secrets=tuple(pull_secrets),
-            ab_baseline=m.dspark_of, drain_timeout_seconds=cfg.gateway.longest_request_seconds)
+            ab_baseline=m.dspark_of, drain_timeout_seconds=cfg.gateway.longest_request_seconds,
+            consumer_keys=serving_secrets.consumer_keys)
         # GPU pods are created only after the weights are verified: no GPU idles through a download
         # (field report 3.2, optimization 3).
         engine_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory], images]))
@@ -299,8 +319,10 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
         # day-2 Jobs, and nothing else does (sizeGiB, replicas, the autoscaler, the update strategy).
         rolled_out.append((m, ready, rollout_key(ns, engine_templates(sources))))
 
-    # The consumers' own limits join here when the stack file names consumers (issue 21).
-    rate_limits = RateLimits(default_requests_per_minute=cfg.gateway.default_requests_per_minute)
+    # Each consumer's limit, selected at the gateway by its token's public prefix (issue 21).
+    rate_limits = RateLimits(consumers=tuple(ConsumerLimit(c.name, key_prefix(c.name), c.requests_per_minute)
+                                             for c in cfg.consumers),
+                             default_requests_per_minute=cfg.gateway.default_requests_per_minute)
     routes = ModelRoutes("routes", ModelRoutesArgs(namespace=ns, gateway=cfg.gateway, backends=backends,
                                                    rate_limits=rate_limits), opts)
     if cfg.network_policy.enabled:
@@ -313,7 +335,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             rolesets=[roleset_name(m) for m in cfg.models if topology_of(m).fleets],
             aibrix_namespace=cfg.gateway.namespace,
             autoscaled_models=[m.name for m in cfg.models if m.autoscaling.enabled],
-            client_namespaces=cfg.network_policy.clients.namespace_selectors_of_all(),
+            client_namespaces=client_namespaces(cfg),
             client_targets=[] if exports.through_gateway(cfg) else [
                 ClientTarget(b.service_name, b.selector, b.target_port) for b in backends]), opts)
 
@@ -321,7 +343,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
 
     return exports.outputs(cfg, engine_models(cfg), routes, images.references, bucket_name=store.bucket_name,
                            model_claim_name=volume.serving_claim_name, workload_images=workload_images,
-                           api_key=secrets.api_key)
+                           api_key=secrets.api_key, consumer_tokens=secrets.consumer_tokens or {})
 
 
 def run() -> dict[str, pulumi.Input]:
@@ -329,7 +351,7 @@ def run() -> dict[str, pulumi.Input]:
     registered), then build it."""
     cfg = loader.from_pulumi()
     transition = plan_transition(cfg)
-    secrets = read_secrets()
+    secrets = read_secrets(cfg)
     for note in transition.notes():
         pulumi.log.warn(note)
     transitions.install(transition)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import IN_CI, PROJECT_DIR, STACKS, k8s_objects, render_stack
-from variants import dev_config, model, render, sglang_stack, variant_file
+from variants import consumers_file, dev_config, model, render, sglang_stack, variant_file
 
 from policy.profiles import NAMES as PROFILE_NAMES
 from policy.workloads import containers, gpu_count, pod_templates
@@ -49,6 +49,11 @@ def _variants():
            "sglang-every-flag": sglang_stack(sglang={"speculativeAlgorithm": "DSPARK", "maxRunningRequests": 64,
                                                      "cudaGraphMaxBs": 32, "contextLength": 131072})}
     out |= generic_variants()
+    # Issue 21: the shared key and one per consumer, in combined pods and in both P/D fleets (and hybrid's).
+    out["vllm-consumers"] = consumers_file()
+    for topology, orchestrator, budget in (("pd", "rayclusterfleet", 24), ("hybrid", "stormservice", 32)):
+        m = {k: v for k, v in model(topology=topology, orchestrator=orchestrator).items() if k != "rollout"}
+        out[f"{topology}-consumers"] = consumers_file(images=images, models=[m], gpuBudget=budget)
     for topology, orchestrator, budget in (("pd", "rayclusterfleet", 24), ("pd-same-pod", "deployment", 8),
                                            ("hybrid", "stormservice", 32)):
         for profile in PROFILE_NAMES:

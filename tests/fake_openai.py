@@ -7,8 +7,10 @@ upstream_aibrix.py and upstream_vllm.py, which say where each behaviour was read
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import secrets
 import stat
 import sys
 import threading
@@ -31,10 +33,30 @@ from upstream_vllm import (
     BENCH_METADATA_FLAG,
     BENCH_REQUEST_ID_HEADER,
     BENCH_STREAMS,
+    GUARDED_PREFIX,
     NIXL_FAILURE_COUNTERS,
     NIXL_TRANSFERS_HISTOGRAM,
 )
 from upstream_vllm import UNAUTHORIZED as VLLM_UNAUTHORIZED
+
+
+def vllm_authorized(tokens: list[str], method: str, path: str, authorization: str | None, release: str) -> bool:
+    """vLLM's AuthenticationMiddleware (v0.26.0 vllm/entrypoints/serve/utils/server_utils.py, v0.33.0
+    vllm/entrypoints/serve/middleware/authenticate.py), as written there: OPTIONS and paths outside
+    GUARDED_PREFIX pass; else the header splits at its first space, the scheme must be `bearer` in any
+    case, and the rest must equal one of the tokens (compared as SHA-256 digests, compare_digest)."""
+    if method == "OPTIONS" or not path.startswith(GUARDED_PREFIX[release]):
+        return True
+    if not authorization:
+        return False
+    scheme, _, param = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    digest = hashlib.sha256(param.encode("utf-8")).digest()
+    match = False
+    for token in tokens:
+        match |= secrets.compare_digest(digest, hashlib.sha256(token.encode("utf-8")).digest())
+    return match
 
 
 class _Server:
@@ -87,11 +109,14 @@ class FakeEngine(_Server):
 
     def __init__(self, model: str = "DeepSeek-V4-Flash", answer: str = "你好", reasoning: bool = True,
                  tool_calls: bool = True, fail_status: int | None = None, in_flight: float = 0,
-                 api_key: str | None = None, kv_role: str | None = None, tp: int = 4,
+                 api_key: str | list[str] | None = None, kv_role: str | None = None, tp: int = 4,
                  transfer_fails: bool = False, port: int = 0, host: str = "127.0.0.1", waiting: float = 0,
-                 metrics_status: int = 200, gauges: bool = True, sglang: bool = False):
+                 metrics_status: int = 200, gauges: bool = True, sglang: bool = False, release: str = "0.33.0"):
         self.model, self.answer, self.reasoning, self.tool_calls = model, answer, reasoning, tool_calls
         self.fail_status, self.in_flight, self.api_key = fail_status, in_flight, api_key
+        # --api-key's list (several keys, issue 21) or one key; empties dropped, as vLLM does.
+        self.tokens = [k for k in ([api_key] if isinstance(api_key, str) else api_key or []) if k]
+        self.release = release
         self.waiting, self.metrics_status, self.gauges, self.sglang = waiting, metrics_status, gauges, sglang
         self.kv_role, self.tp, self.transfer_fails = kv_role, tp, transfer_fails
         self.engine_id = uuid.uuid4().hex
@@ -106,8 +131,8 @@ class FakeEngine(_Server):
                 pass
 
             def _refused(self) -> bool:
-                if engine.api_key and self.path.startswith("/v1") and \
-                        self.headers.get("Authorization") != f"Bearer {engine.api_key}":
+                if engine.tokens and not vllm_authorized(engine.tokens, self.command, self.path,
+                                                         self.headers.get("Authorization"), engine.release):
                     _send(self, *VLLM_UNAUTHORIZED)
                     return True
                 return False

@@ -36,7 +36,14 @@ from variants import dev_config, render, sglang_stack, variant_file
 from components.combined import CombinedEngineArgs, EngineImage, TemplateSource, combined_pod_templates
 from components.disaggregated import DisaggregatedArgs, fleet_pod_templates, same_pod_template
 from components.rollout import engine_templates, rollout_key
-from components.secrets import ANN_CONTENT_TAG, API_KEY_SECRET, OBJECT_STORE_SECRET, secret_tag_annotation
+from components.secrets import (
+    ANN_CONTENT_TAG,
+    API_KEY_SECRET,
+    CONSUMER_KEYS_SECRET,
+    OBJECT_STORE_SECRET,
+    ConsumerKeys,
+    secret_tag_annotation,
+)
 from config_model import CompileCache, Toleration
 from policy.workloads import containers, pod_templates
 from render import runtime, stackfile
@@ -357,6 +364,8 @@ def other(value, annotation=None):
                 return kind.model_validate(SAMPLES[kind.__name__])
             if kind in (int, float):
                 return kind(1)
+            if kind is ConsumerKeys:   # issue 21: one consumer's token, by reference
+                return ConsumerKeys(CONSUMER_KEYS_SECRET, "0" * 8, ("search",))
         return "x"
     raise TypeError(f"no other value for {value!r}")
 

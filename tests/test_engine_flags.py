@@ -5,6 +5,7 @@ vLLM's by each release's own `vllm serve` parser (tests/vllm_cli.py)."""
 from __future__ import annotations
 
 import functools
+import itertools
 
 import pytest
 import sglang_cli
@@ -13,6 +14,7 @@ import upstream_vllm as vllm
 import vllm_cli
 from engine_containers import engine_containers, engine_packages
 
+from policy.engines import sglang as policy_sglang
 from policy.engines import vllm as vllm_pack
 from stacks.rules.passthrough import owned_flags
 
@@ -120,3 +122,44 @@ def test_vllm_flags_the_program_owns_or_reads_back_are_declared(vllm_releases, v
             vllm_pack.OFFLOAD_BACKEND_FLAG)
     assert all(options[f] is True for f in pack), pack   # each takes a value
     assert {f: f in options for f in owned_flags("vllm")} == dict.fromkeys(owned_flags("vllm"), True)
+
+
+def test_vllm_takes_every_key_in_one_api_key_flag():
+    """Issue 21: a stack with consumers renders `--api-key` once, with the shared key's variable first and
+    one Secret-backed variable per consumer after it, every one of them up to the next flag. Each release's
+    own parser accepts the argv (test_vllm_argv_parses_with_full_names): a single-valued --api-key would
+    leave the second key as an unrecognized argument."""
+    seen = 0
+    for c in VLLM_CONTAINERS.values():
+        if "--api-key" not in c.argv:
+            continue
+        seen += 1
+        assert c.argv.count("--api-key") == 1, c.where
+        start = c.argv.index("--api-key") + 1
+        keys = list(itertools.takewhile(lambda a: not a.startswith("--"), c.argv[start:]))
+        refs = {e["name"] for e in c.container["env"] if "valueFrom" in e}
+        assert keys[0] == "$(VLLM_API_KEY)" and len(keys) >= 3, c.where
+        assert all(k.startswith("$(") and k[2:-1] in refs for k in keys), c.where
+    assert seen
+
+
+SGLANG_API_KEY_FIELD = {"0.5.17": "sglang/srt/server_args.py", "0.5.23": "sglang/srt/arg_groups/fields/serving.py"}
+
+
+@pytest.mark.parametrize("version", sglang.RELEASES)
+def test_sglang_takes_one_api_key(version):
+    """Why a stack with consumers refuses SGLang (policy/engines/sglang.py MULTI_KEY_REFUSED), read from the
+    installed sources: the api_key field is one optional string, and the auth check takes one key."""
+    import ast
+
+    root = engine_packages() / f"sglang=={version}"
+    tree = ast.parse((root / SGLANG_API_KEY_FIELD[version]).read_text())
+    (field,) = [n for n in ast.walk(tree) if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "api_key"]
+    assert ast.unparse(field.annotation).startswith("A[Optional[str],")
+    auth = ast.parse((root / "sglang/srt/utils/auth.py").read_text())
+    (decide,) = [n for n in ast.walk(auth) if isinstance(n, ast.FunctionDef) and n.name == "decide_request_auth"]
+    annotations = {a.arg: ast.unparse(a.annotation) for a in decide.args.args + decide.args.kwonlyargs if a.annotation}
+    assert annotations["api_key"] == "Optional[str]"
+    for path in SGLANG_API_KEY_FIELD.values():
+        assert path in policy_sglang.MULTI_KEY_REFUSED
+    assert "sglang/srt/utils/auth.py" in policy_sglang.MULTI_KEY_REFUSED

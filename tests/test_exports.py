@@ -130,7 +130,7 @@ def test_consumer_asks_which_model_when_the_stack_serves_several():
         read_with(outputs, model="nope")
 
 
-@pytest.mark.parametrize("version", [1, 3, "2"])
+@pytest.mark.parametrize("version", [1, 2, 4, "3"])
 def test_consumer_refuses_a_contract_version_it_does_not_know(version):
     outputs = dict(_serving("prod"), contractVersion=version)
     with pytest.raises(Exception, match=f"contract {version!r} is not the supported {CONTRACT_VERSION}"):

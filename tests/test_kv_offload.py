@@ -74,7 +74,7 @@ def _config_of(where: str):
     sf = _variants()[name]
     raw = {k.removeprefix("llm-serving:"): loader.decode(k.removeprefix("llm-serving:"), v)
            for k, v in sf.config.items() if k.startswith("llm-serving:") and k not in sf.secret_keys}
-    return loader.validate(raw, name, {k: True for k in SECRETS})
+    return loader.validate(raw, name, {k.removeprefix("llm-serving:"): True for k in sf.secret_keys})
 
 
 def test_rendered_memory_and_shm_grow_by_the_offload():

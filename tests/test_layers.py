@@ -56,15 +56,15 @@ def test_imports_run_one_way():
 
 def test_stacks_holds_only_loading_rules_and_composition():
     """The config model lives in config_model/; stacks/ reads, checks and composes it, exports the
-    outputs contract (exports.py), and plans how an update takes over from the stack's last deployment
-    (transitions.py); the cross-field rules are a package of their own (rules/), split by what they
+    outputs contract (exports.py), checks the secret values it may look at (consumer_keys.py), and plans
+    how an update takes over from the stack's last deployment (transitions.py); the cross-field rules are a package of their own (rules/), split by what they
     are about."""
     stacks = PROJECT_DIR / "stacks"
     assert {p.name for p in stacks.glob("*.py")} == {"__init__.py", "loader.py", "program.py", "exports.py",
-                                                     "transitions.py"}
+                                                     "transitions.py", "consumer_keys.py"}
     assert {p.name for p in (stacks / "rules").glob("*.py")} == {"__init__.py", "problem.py", "models.py",
                                                                  "capacity.py", "storage.py", "operations.py",
-                                                                 "network.py", "passthrough.py"}
+                                                                 "network.py", "passthrough.py", "consumers.py"}
 
 
 def test_the_walk_sees_nested_and_dotted_imports(tmp_path):

@@ -132,7 +132,7 @@ def test_unknown_keys_at_every_depth_get_did_you_mean(tmp_path, capsys):
         "with pulumi config set --secret llm-serving:apiKey <value> and remove this key (pulumi config rm "
         "llm-serving:apikey)",
         f"Pulumi.edited.yaml: llm-serving:zzzz = (value not shown): {stored}: remove it (pulumi config rm "
-        "llm-serving:zzzz); secret settings: apiKey, kubeconfig, objectStoreAccessKeyId, objectStoreSecretAccessKey, "
+        "llm-serving:zzzz); secret settings: apiKey, consumerKeys, kubeconfig, objectStoreAccessKeyId, objectStoreSecretAccessKey, "
         "cephUserKey, registryDockerConfigJson",
         "Pulumi.edited.yaml: llm-serving:gpuBudgt = (value not shown): is not a known setting; did you mean gpuBudget?",
         "Pulumi.edited.yaml: llm-serving:objectStore.bucketName = (unset): is required",

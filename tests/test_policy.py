@@ -138,6 +138,20 @@ def test_literal_api_key_is_refused():
     assert any("VLLM_API_KEY" in v for v in _violations("secret-refs", dep))
 
 
+def test_an_api_key_in_the_argv_only_by_reference():
+    """Issue 21: vLLM takes several keys in its argv; each must be $(VAR) of a secretKeyRef variable."""
+    dep = _deployment()
+    engine = _engine(dep)
+    engine["args"] = engine["args"] + ["--api-key", "$(VLLM_API_KEY)", "$(PLAIN_VALUE)", "literal-key"]
+    engine["env"].append({"name": "PLAIN_VALUE", "value": "x"})
+    violations = _violations("secret-refs", dep)
+    assert [v.split(": ", 1)[1] for v in violations] == [
+        f"container engine passes API key {i} in its argv as a value, not as $(VAR) of a secretKeyRef variable."
+        for i in (2, 3)]
+    engine["args"] = engine["args"][:-4] + ["--api-key=literal"]
+    assert len(_violations("secret-refs", dep)) == 1
+
+
 def test_sync_job_on_gpu_is_refused():
     job = _job()
     spec = job["spec"]["template"]["spec"]

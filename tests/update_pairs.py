@@ -58,6 +58,14 @@ PAIRS = [
     Pair("scale-replicas-1-to-2", "dev", (("      replicas: 1\n", "      replicas: 2\n"),
                                           ("llm-serving:gpuBudget: 8\n", "llm-serving:gpuBudget: 16\n")), APPLIES,
          "| DeepSeek-V4-Flash | no downtime | none | Deployment llm-serving-dev/deepseek-v4-flash's pods do not restart"),
+    # Issue 21: a first consumer. Its key joins the engine's argv by reference and the consumer-keys Secret
+    # is created before the engine rolls (Recreate on dev: a cold start); the compile cache is kept. The key
+    # itself is set with the CLI (`pulumi config set --secret --path`), like every secret of the committed
+    # stacks; the render stands in for it.
+    Pair("add-consumer", "dev", (("  llm-serving:models:\n",
+                                  "  llm-serving:consumers:\n    - name: search\n      namespace: team-search\n"
+                                  "      requestsPerMinute: 600\n  llm-serving:models:\n"),), APPLIES,
+         "| Secret llm-serving-dev/llm-serving-consumer-keys | create | 1 |"),
 ]
 
 

@@ -175,6 +175,20 @@ REMOVED = ("vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds")
 # {"error": "Unauthorized"} without `Authorization: Bearer <key>`; other paths (/health, /metrics)
 # are open.
 UNAUTHORIZED = (401, {"error": "Unauthorized"})
+GUARDED_PREFIX = {"0.26.0": ("/v1", "/v2", "/inference"), "0.33.0": ("/v1", "/v2", "/inference", "/cohere")}
+# Its tokens: `[key for key in (args.api_key or [envs.VLLM_API_KEY]) if key]` (v0.26.0
+# vllm/entrypoints/openai/api_server.py build_app, v0.33.0 vllm/entrypoints/serve/middleware/register.py):
+# VLLM_API_KEY is one key, read only when --api-key is not given. verify_token: the Authorization header
+# split at its first space (str.partition), the scheme compared case-insensitively with "bearer", the rest
+# compared by SHA-256 digest with every token (secrets.compare_digest); OPTIONS requests pass.
+API_KEY_ENV_READ_ONLY_WITHOUT_FLAG = True
+# The startup line "non-default args: {...}" at INFO: 0.26.0 prints api_key's values
+# (vllm/entrypoints/serve/utils/api_utils.py log_non_default_args), 0.33.0 prints "***"
+# (vllm/entrypoints/common/startup.py redact_sensitive_args over _SENSITIVE_ARG_FIELDS).
+LOGS_API_KEYS_AT_INFO = {"0.26.0": True, "0.33.0": False}
+# vllm/logger.py DEFAULT_LOGGING_CONFIG at both: the "vllm" logger (propagate False) and its handler take
+# VLLM_LOGGING_LEVEL; every vLLM module logs through a child of it (init_logger(__name__)).
+LOGGING_LEVEL_ENV = "VLLM_LOGGING_LEVEL"
 
 # examples/disaggregated/disaggregated_serving/disagg_proxy_multiturn.py at v0.26.0 (the image's
 # proxy, field report 9.2; examples are not in the wheel): routes POST /v1/chat/completions,

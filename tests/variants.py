@@ -70,3 +70,20 @@ def pair_file(engine: str, orchestrator: str) -> stackfile.StackFile:
 
 def render(sf: stackfile.StackFile) -> runtime.Rendered:
     return runtime.render(sf)
+
+
+# Two consumers on the dev stack (issue 21): one by namespace, one by labels; their keys set as
+# `pulumi config set --secret --path` leaves them, each its own (masked stand-ins, as the render has them).
+CONSUMERS = [{"name": "search", "namespace": "team-search", "requestsPerMinute": 600},
+             {"name": "notebooks", "namespaceSelector": {"matchLabels": {"team": "data"}}, "requestsPerMinute": 60}]
+
+
+def consumers_file(consumers: list[dict] | None = None, keys: dict[str, str] | None = None,
+                   **changes) -> stackfile.StackFile:
+    """The dev stack with consumers; `keys` are the consumerKeys members (default: one per consumer)."""
+    consumers = CONSUMERS if consumers is None else consumers
+    sf = variant_file(consumers=consumers, **changes)
+    keys = {c["name"]: f"[secret {c['name']}-key]" for c in consumers} if keys is None else keys
+    sf.config["llm-serving:consumerKeys"] = json.dumps(keys)
+    sf.secret_keys.append("llm-serving:consumerKeys")
+    return sf

@@ -32,6 +32,8 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_DIR))
 
 from config_model import PATTERN_MEANING, SECRET_KEYS, StackConfig  # noqa: E402
+from config_model.consumers import SECRET_KEY as CONSUMER_KEYS  # noqa: E402
+from stacks.consumer_keys import set_command  # noqa: E402
 
 
 def _cell(text: str) -> str:
@@ -193,8 +195,8 @@ def config_reference() -> str:
 
 def secret_keys() -> str:
     lines = ["| Key | Set with | Meaning |", "|---|---|---|"]
-    lines += [f"| `{k}` | `pulumi config set --secret llm-serving:{k} <value>` | {_cell(v)} |"
-              for k, v in SECRET_KEYS.items()]
+    lines += [f"| `{k}` | `{set_command('<name>') if k == CONSUMER_KEYS else f'pulumi config set --secret llm-serving:{k} <value>'}`"
+              f" | {_cell(v)} |" for k, v in SECRET_KEYS.items()]
     return "\n".join(lines)
 
 

@@ -5,7 +5,7 @@ import pulumi_kubernetes as k8s
 from consumer import client_settings
 
 config = pulumi.Config()
-settings = client_settings(config.require("servingStack"), config.get("model"))
+settings = client_settings(config.require("servingStack"), config.get("model"), config.get("consumer"))
 for key, value in settings.items():
     pulumi.export(key, value)   # apiKey stays secret: [secret] in `pulumi stack output`
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pulumi
 
-SUPPORTED_CONTRACT = 2
+SUPPORTED_CONTRACT = 3
 
 
 def _checked(version: object) -> int:
@@ -29,10 +29,21 @@ def _entry(models: dict, wanted: str | None) -> dict:
     return next(iter(models.values()))
 
 
-def client_settings(serving_stack: str, model: str | None = None) -> dict[str, pulumi.Output]:
+def _token(consumers: dict, consumer: str, token: object) -> object:
+    """This consumer's token, read from the output its `consumers` entry names (docs/exports.md)."""
+    if consumer not in consumers:
+        raise ValueError(f"the serving stack declares no consumer {consumer!r}; it declares {sorted(consumers)}")
+    if token is None:
+        raise ValueError(f"the serving stack exports no {consumers[consumer]['tokenOutput']!r}")
+    return token
+
+
+def client_settings(serving_stack: str, model: str | None = None, consumer: str | None = None) -> dict[str, pulumi.Output]:
     """What an application needs to call one model: base URL (external when there is one, else the
     in-cluster URL the serving stack's NetworkPolicies admit its clients to), model name, API key.
-    `model` is the serving stack's `models[].name`; unset, the stack must serve exactly one."""
+    `model` is the serving stack's `models[].name`; unset, the stack must serve exactly one. `consumer`
+    (the serving stack's `consumers[].name`) makes the key that consumer's own token, which the
+    gateway rate-limits as that consumer; unset, the shared `apiKey`."""
     ref = pulumi.StackReference(serving_stack)
     # Every other output waits for the version check, so a contract this code does not know fails
     # the update before anything is read from it.
@@ -40,7 +51,12 @@ def client_settings(serving_stack: str, model: str | None = None) -> dict[str, p
     entry = pulumi.Output.all(version, ref.require_output("models")).apply(lambda v: _entry(v[1], model))
     # The serving stack exports it secret; the reference keeps it secret (secretOutputNames), and
     # so does every Output derived from it here.
-    api_key = pulumi.Output.all(version, ref.require_output("apiKey")).apply(lambda v: v[1])
+    if consumer is None:
+        api_key = pulumi.Output.all(version, ref.require_output("apiKey")).apply(lambda v: v[1])
+    else:
+        # `consumers.<name>.tokenOutput` is `consumerToken/<name>` (contract 3); the entry is checked first.
+        api_key = pulumi.Output.all(version, ref.require_output("consumers"), ref.get_output(f"consumerToken/{consumer}")
+                                    ).apply(lambda v: _token(v[1], consumer, v[2]))
     return {"openaiBaseUrl": entry.apply(lambda e: e["externalUrl"] or e["url"]),
             "model": entry.apply(lambda e: e["servedModelName"]),
             "apiKey": api_key,

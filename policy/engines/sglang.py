@@ -29,6 +29,24 @@ ENV = {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0"}
 # (policy/profiles/).
 DEFAULT_STARTUP_BUDGET_SECONDS = 45 * 60
 API_KEY_FLAG = "--api-key"     # rendered as `--api-key $(API_KEY_ENV)`
+# ---- several keys (issue 21): SGLang takes one ----
+# ServerArgs.api_key is `Optional[str]` (sglang/srt/server_args.py at 0.5.17, sglang/srt/arg_groups/fields/
+# serving.py at 0.5.23) and decide_request_auth compares the bearer token with that one key
+# (sglang/srt/utils/auth.py, both); admin_api_key is a second key only for admin endpoints, which the
+# normal ones do not accept. A stack with consumers is refused on it (stacks/rules/consumers.py).
+MULTI_KEY_REFUSED: str | None = (
+    "takes one API key: SGLang's --api-key is a single string (sglang/srt/server_args.py at 0.5.17, "
+    "sglang/srt/arg_groups/fields/serving.py at 0.5.23) and sglang/srt/utils/auth.py decide_request_auth "
+    "compares the request's bearer token with that one key (its admin key does not open the OpenAI "
+    "endpoints), so it cannot accept the shared key and a key per consumer; serve this model with vLLM, or "
+    "declare no consumers")
+MULTI_KEY_ENV: dict[str, str] = {}
+
+
+def multi_key_args(env_names: list[str]) -> list[str]:
+    raise ValueError(f"SGLang {MULTI_KEY_REFUSED}")
+
+
 # Options the program owns without rendering them: --model, the alias of --model-path, and the parallel and
 # multi-node layout it does not model, whose GPUs and peers the pod would not have (declared at 0.5.17 and
 # 0.5.23, tests/test_profiles.py reads them from the installed sources). stacks/rules/passthrough.py refuses

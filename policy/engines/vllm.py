@@ -28,6 +28,31 @@ ENV: dict[str, str] = {}
 DEFAULT_STARTUP_BUDGET_SECONDS = 30 * 60
 # The API key flag, which vLLM takes besides API_KEY_ENV; the program owns it (models[].vllm.extraArgs).
 API_KEY_FLAG = "--api-key"
+# ---- several keys (issue 21: one per consumer beside the shared key) ----
+# `--api-key` takes a list: FrontendArgs.api_key is `list[str] | None` (vllm/entrypoints/openai/cli_args.py at
+# v0.26.0, vllm/entrypoints/common/cli_args.py at v0.33.0), which get_kwargs (vllm/engine/arg_utils.py, both)
+# turns into nargs "+"; the middleware accepts any of them (AuthenticationMiddleware, v0.26.0
+# vllm/entrypoints/serve/utils/server_utils.py, v0.33.0 vllm/entrypoints/serve/middleware/authenticate.py).
+# VLLM_API_KEY holds one key, and is not read at all once --api-key is given: `args.api_key or
+# [envs.VLLM_API_KEY]` (v0.26.0 vllm/entrypoints/openai/api_server.py, v0.33.0
+# vllm/entrypoints/serve/middleware/register.py). So every key goes in the argv, as `$(VAR)` of a
+# secretKeyRef variable that Kubernetes expands at container start: the pod spec holds only names.
+MULTI_KEY_REFUSED: str | None = None
+# At startup vLLM logs its non-default args at INFO; v0.26.0 prints --api-key's values in that line
+# (log_non_default_args, vllm/entrypoints/serve/utils/api_utils.py, called by setup_server in
+# vllm/entrypoints/openai/api_server.py), v0.33.0 masks them (redact_sensitive_args,
+# vllm/entrypoints/common/startup.py _SENSITIVE_ARG_FIELDS). The image tag does not say which vLLM
+# runs, so an engine given keys in its argv logs at WARNING: the "vllm" logger and its handler take
+# this level (vllm/logger.py DEFAULT_LOGGING_CONFIG at both), and the line is an INFO of a child logger.
+MULTI_KEY_ENV = {"VLLM_LOGGING_LEVEL": "WARNING"}
+
+
+def multi_key_args(env_names: list[str]) -> list[str]:
+    """`--api-key` with one `$(VAR)` per key, in one flag (nargs "+": a second --api-key would replace
+    the first list). Each expanded value is one argv word whatever it holds (Kubernetes expansion)."""
+    return [API_KEY_FLAG, *(f"$({name})" for name in env_names)]
+
+
 # Options the program owns without rendering them: another spelling of the model (EngineArgs.model, which
 # the positional path sets) and the parallel layout it does not model, whose GPUs the pod would not have
 # (vllm/engine/arg_utils.py parallel group: -tp, -dp, -pp and --pipeline-parallel-size, --data-parallel-size-local).

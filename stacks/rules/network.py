@@ -7,7 +7,7 @@ import json
 from typing import Iterator
 
 from config_model import StackConfig
-from config_model.clients import NAMESPACE_NAME_LABEL
+from config_model.clients import NAMESPACE_NAME_LABEL, NamespaceSelector
 from stacks.rules.problem import Problem
 
 AT = "networkPolicy.clients"
@@ -26,18 +26,7 @@ def clients(cfg: StackConfig) -> Iterator[Problem]:
     selectors: dict[str, int] = {}
     for i, sel in enumerate(c.namespace_selectors):
         at = f"{AT}.namespaceSelectors[{i}]"
-        if not sel.match_labels and not sel.match_expressions:
-            yield Problem(at, "{}", "must have matchLabels or matchExpressions: an empty selector admits every "
-                          "namespace of the cluster; name the namespaces instead")
-        for j, e in enumerate(sel.match_expressions):
-            # k8s.io/apimachinery pkg/apis/meta/v1/validation/validation.go ValidateLabelSelectorRequirement.
-            if e.operator in ("In", "NotIn") and not e.values:
-                yield Problem(f"{at}.matchExpressions[{j}].values", [], f"must be set when operator is {e.operator!r}")
-            elif e.operator in ("Exists", "DoesNotExist") and e.values:
-                yield Problem(f"{at}.matchExpressions[{j}].values", e.values,
-                              f"must be empty when operator is {e.operator!r}")
-            elif len(set(e.values)) != len(e.values):
-                yield Problem(f"{at}.matchExpressions[{j}].values", e.values, "lists a value twice")
+        yield from selector(at, sel)
         key = json.dumps(_canonical(sel.as_selector()), sort_keys=True)
         if key in selectors:
             yield Problem(at, sel.as_selector(), f"is the same selector as namespaceSelectors[{selectors[key]}]")
@@ -46,6 +35,22 @@ def clients(cfg: StackConfig) -> Iterator[Problem]:
         if name is not None and len(sel.match_labels) == 1 and not sel.match_expressions and name in seen:
             yield Problem(f"{at}.matchLabels", sel.match_labels,
                           f"selects namespace {name!r} by name, already listed as namespaces[{seen[name]}]")
+
+
+def selector(at: str, sel: NamespaceSelector) -> Iterator[Problem]:
+    """What the API server refuses in a namespace selector, and an empty one (it admits every namespace)."""
+    if not sel.match_labels and not sel.match_expressions:
+        yield Problem(at, "{}", "must have matchLabels or matchExpressions: an empty selector admits every "
+                      "namespace of the cluster; name the namespaces instead")
+    for j, e in enumerate(sel.match_expressions):
+        # k8s.io/apimachinery pkg/apis/meta/v1/validation/validation.go ValidateLabelSelectorRequirement.
+        if e.operator in ("In", "NotIn") and not e.values:
+            yield Problem(f"{at}.matchExpressions[{j}].values", [], f"must be set when operator is {e.operator!r}")
+        elif e.operator in ("Exists", "DoesNotExist") and e.values:
+            yield Problem(f"{at}.matchExpressions[{j}].values", e.values,
+                          f"must be empty when operator is {e.operator!r}")
+        elif len(set(e.values)) != len(e.values):
+            yield Problem(f"{at}.matchExpressions[{j}].values", e.values, "lists a value twice")
 
 
 def _canonical(selector: dict) -> dict:

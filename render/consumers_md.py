@@ -1,0 +1,62 @@
+"""The consumers (issue 21) in plan.md and changes.md: who holds a key, where from, at what limit, which
+engines accept the tokens; and, between two renders, whose token an update adds, revokes or rotates.
+Read off the outputs (`consumers`) and the objects (the consumer-keys Secret and the engines' pod
+templates, which carry its content tag), never from the config, and never a key."""
+
+from __future__ import annotations
+
+from components.secrets import ANN_CONTENT_TAG, CONSUMER_KEYS_SECRET, secret_tag_annotation
+from policy.workloads import pod_templates
+from render.update_steps import SAME, Step
+
+SECRET_OBJECT_SUFFIX = f"/{CONSUMER_KEYS_SECRET}"
+
+
+def _namespaces(selector: dict) -> str:
+    from render.plan_md import _namespaces as words
+    return words(selector)
+
+
+def plan_section(outputs: dict, objects: list[dict]) -> list[str]:
+    consumers = outputs.get("consumers") or {}
+    if not consumers:
+        return []
+    engines, tag = [], None
+    for obj in objects:
+        if obj.get("kind") == "Secret" and (obj.get("metadata") or {}).get("name") == CONSUMER_KEYS_SECRET:
+            tag = ((obj["metadata"].get("annotations") or {}).get(ANN_CONTENT_TAG))
+        for ref in pod_templates(obj.get("kind", ""), obj):
+            if secret_tag_annotation(CONSUMER_KEYS_SECRET) in ((ref.template.get("metadata") or {}).get("annotations") or {}):
+                engines.append(f"{obj['kind']} {obj['metadata']['name']}")
+    lines = ["", "## Consumers", "",
+             "Each consumer sends `Authorization: Bearer <name>.<secret>` (docs/consumers.md); the engines below "
+             "accept every consumer's token and the shared `apiKey`.", "",
+             "| Consumer | Namespaces | Requests per minute | Token output |", "|---|---|---|---|"]
+    lines += [f"| {name} | {_namespaces(c.get('namespaceSelector') or {})} | {c.get('requestsPerMinute')} | "
+              f"`{c.get('tokenOutput')}` (secret) |" for name, c in consumers.items()]
+    lines += ["", f"Engines given every token by reference (Secret `{CONSUMER_KEYS_SECRET}`, content tag `{tag}`): "
+              + (", ".join(engines) or "none")]
+    return lines
+
+
+def change_lines(steps: list[Step], old_outputs: dict | None, new_outputs: dict | None, restarting: list[str]) -> list[str]:
+    """What an update does to the consumers' tokens; [] when it touches none."""
+    old = set(((old_outputs or {}).get("consumers") or {}))
+    new = set(((new_outputs or {}).get("consumers") or {}))
+    secret = next((s for s in steps if s.object.startswith("Secret ") and s.object.endswith(SECRET_OBJECT_SUFFIX)), None)
+    touched = secret is not None and secret.action != SAME
+    if old == new and not touched:
+        return []
+    engines = ", ".join(restarting) or "no engine restarts"
+    out = []
+    if new - old:
+        out.append(f"- New: {', '.join(sorted(new - old))}. Each engine accepts their tokens once its pods have "
+                   f"restarted in this update ({engines}).")
+    if old - new:
+        out.append(f"- Revoked: {', '.join(sorted(old - new))}. The tokens leave the Secret `{CONSUMER_KEYS_SECRET}` "
+                   f"and every engine's argv; each engine refuses them once its pods have restarted in this update "
+                   f"({engines}); the outputs `consumerToken/<name>` go.")
+    if touched and old == new:
+        out.append(f"- A key was rotated (the Secret `{CONSUMER_KEYS_SECRET}` changed, its consumers did not): each "
+                   f"engine refuses the old token once its pods have restarted in this update ({engines}).")
+    return ["## Consumers' tokens", "", *out, ""]
