@@ -182,6 +182,19 @@ def test_an_owned_vllm_flag_in_extra_args_is_refused_naming_the_field(arg, owner
     assert "rendered by the program" in line
 
 
+
+@pytest.mark.parametrize("arg,field", [("--enable-prefix-caching", "enablePrefixCaching instead (now true)"),
+                                       ("--no-enable-prefix-caching", "enablePrefixCaching instead (now true)"),
+                                       ("--tensor-parallel", "tensorParallelSize instead (now 8)"),
+                                       ("--max-num-seqs=64", "maxNumSeqs instead (now ")])
+def test_a_flag_a_field_renders_is_refused_pointing_at_that_field(arg, field):
+    """Issue 20's own example passes `--enable-prefix-caching` in extraArgs: the message names the field
+    that renders it (found by its description in config_model/serving.py) and its current value."""
+    raw = raw_config()
+    raw["models"][0]["vllm"]["extraArgs"] = [arg]
+    [line] = problems(raw)
+    assert f"rendered by the program; set models[0].vllm.{field}" in line, line
+
 def test_owned_sglang_flags_include_its_aliases_and_are_declared_by_both_releases():
     for version in upstream_sglang.RELEASES:
         options = sglang_options(version)

@@ -7,6 +7,8 @@ components/pod_template.py), so a flag the program starts to render is refused i
 from __future__ import annotations
 
 import functools
+import json
+import re
 from typing import Iterator
 
 from components.disaggregated import fleet_engine_args, fleet_env, same_pod_engine_args, same_pod_env
@@ -72,6 +74,16 @@ def _owner(flag: str, owned: frozenset[str]) -> str | None:
     return next((o for o in sorted(owned) if flag.startswith("--") and len(flag) > 2 and o.startswith(flag)), None)
 
 
+def _field_of(section: object, flag: str) -> tuple[str, str] | None:
+    """The engine section's field that renders `flag`, as (attribute, stack-file spelling): the one
+    whose description starts with it (config_model/serving.py describes each field by its flag)."""
+    pattern = re.compile(rf"^{re.escape(flag)}(?![\w-])")
+    for name, field in type(section).model_fields.items():
+        if pattern.match(field.description or ""):
+            return name, field.alias or name
+    return None
+
+
 def passthrough(cfg: StackConfig) -> Iterator[Problem]:
     for i, m in enumerate(cfg.models):
         engine = engine_named(m.engine)
@@ -83,9 +95,12 @@ def passthrough(cfg: StackConfig) -> Iterator[Problem]:
             owner = _owner(flag, owned)
             if owner is not None:
                 what = "is" if owner == flag else f"sets {owner}, which is"
+                section = engine.section(m)
+                field = _field_of(section, owner)
+                how = (f"set models[{i}].{engine.SECTION}.{field[1]} instead (now {json.dumps(getattr(section, field[0]))})"
+                       if field else "set the model's own field for it (docs/config-reference.md)")
                 yield Problem(f"models[{i}].{engine.SECTION}.extraArgs[{j}]", arg,
-                              f"{what} rendered by the program; set the model's own field for it "
-                              "(docs/config-reference.md), not extraArgs")
+                              f"{what} rendered by the program; {how}, not extraArgs")
         for name in sorted(set(m.env) & owned_env()):
             yield Problem(f"models[{i}].env.{name}", m.env[name],
                           "is set by the program on the engine containers; choose another variable")
