@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
 import subprocess
 import threading
 from datetime import datetime, timedelta, timezone
@@ -19,8 +18,8 @@ from pathlib import Path
 
 import pytest
 import upstream_aws_cli
-from conftest import PROJECT_DIR
 from s3_server import AWS
+from variants import prod_with_identity, stack_project
 
 from components.storage import read_only_policy
 from render import output, runtime, stackfile
@@ -33,18 +32,11 @@ ROLE = "llm-serving-llm-serving-podid-model-reader"
 
 
 def podid_text(*edits: tuple[str, str]) -> str:
-    text = (PROJECT_DIR / "Pulumi.prod.yaml").read_text()
-    for old, new in (("    createCredentials: true\n", "    createCredentials: false\n" + IDENTITY), *edits):
-        assert old in text, old
-        text = text.replace(old, new, 1)
-    return text
+    return prod_with_identity(IDENTITY, *edits)
 
 
 def project(root: Path, text: str) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    shutil.copy(PROJECT_DIR / "Pulumi.yaml", root / "Pulumi.yaml")
-    (root / "Pulumi.podid.yaml").write_text(text)
-    return root
+    return stack_project(root, "podid", text)
 
 
 @functools.lru_cache(maxsize=None)

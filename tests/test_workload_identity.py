@@ -8,16 +8,15 @@ from __future__ import annotations
 import functools
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 import upstream_aws_cli
-from conftest import PROJECT_DIR
 from policy_server import PackServer, operation
 from s3_server import AWS
+from variants import prod_with_identity, stack_project
 
 from components.storage import read_only_policy
 from render import output, runtime, stackfile
@@ -29,18 +28,11 @@ IDENTITY = f"    workloadIdentity:\n      kind: irsa\n      oidcProviderArn: {OI
 
 
 def irsa_text(*edits: tuple[str, str]) -> str:
-    text = (PROJECT_DIR / "Pulumi.prod.yaml").read_text()
-    for old, new in (("    createCredentials: true\n", "    createCredentials: false\n" + IDENTITY), *edits):
-        assert old in text, old
-        text = text.replace(old, new, 1)
-    return text
+    return prod_with_identity(IDENTITY, *edits)
 
 
 def project(root: Path, text: str) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    shutil.copy(PROJECT_DIR / "Pulumi.yaml", root / "Pulumi.yaml")
-    (root / "Pulumi.irsa.yaml").write_text(text)
-    return root
+    return stack_project(root, "irsa", text)
 
 
 @functools.lru_cache(maxsize=None)

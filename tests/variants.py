@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
+from pathlib import Path
 
 from conftest import PROJECT_DIR
 
@@ -87,3 +89,21 @@ def consumers_file(consumers: list[dict] | None = None, keys: dict[str, str] | N
     sf.config["llm-serving:consumerKeys"] = json.dumps(keys)
     sf.secret_keys.append("llm-serving:consumerKeys")
     return sf
+
+
+def prod_with_identity(identity: str, *edits: tuple[str, str]) -> str:
+    """Pulumi.prod.yaml's text with no IAM user and objectStore.workloadIdentity set to `identity` (its
+    YAML lines), then each (old, new) edit once; a missing `old` fails."""
+    text = (PROJECT_DIR / "Pulumi.prod.yaml").read_text()
+    for old, new in (("    createCredentials: true\n", "    createCredentials: false\n" + identity), *edits):
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    return text
+
+
+def stack_project(root: Path, stack: str, text: str) -> Path:
+    """A project directory holding Pulumi.yaml and Pulumi.<stack>.yaml with `text`."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(PROJECT_DIR / "Pulumi.yaml", root / "Pulumi.yaml")
+    (root / f"Pulumi.{stack}.yaml").write_text(text)
+    return root
