@@ -4,7 +4,7 @@ Each release's parser runs in its own virtualenv .venv-vllm/<release> (the Makef
 requirements-vllm-<release>.txt): one process per release parses every argv of the session in one batch
 (tests/vllm_parse.py says what it runs and why each step is vLLM's own), the releases side by side.
 The answer is kept in the session's temporary directory, so the pytest-xdist workers share one run,
-and under .venv-vllm/verdicts/ by what it follows from (verdict_key), so an unchanged set is not re-run.
+and in the machine's cache by what it follows from (verdict_key), so an unchanged set is not re-run.
 """
 
 from __future__ import annotations
@@ -75,18 +75,28 @@ def _run(root: Path, argvs: list[list[str]], out_dir: Path) -> dict[str, dict]:
     return answers
 
 
+def verdicts_dir() -> Path:
+    """Where answers are kept: the machine's cache (like uv's and Go's), not the clone, so a fresh
+    clone on the same machine with the same argvs and packages reads them; VLLM_VERDICTS overrides."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(os.environ.get("VLLM_VERDICTS") or cache / "llm-serving" / "vllm-verdicts")
+
+
 def verdict_key(root: Path, argvs: list[tuple[str, ...]]) -> str:
     """What a run's answers follow from, and nothing else: the argvs, the parse script, and each
-    release's installed packages (the uv-written RECORD of every distribution, hashes included).
-    The answers of a run are kept under .venv-vllm/verdicts/ by this key: the parsers take about
-    35 s of CPU, and the next `make test` of the same argvs on the same packages gets the same answers;
-    a new argv, script or package is a new key, so a new run (a fresh clone has none kept)."""
+    release's installed packages (the uv-written RECORD of every distribution: each file's hash).
+    The answers of a run are kept in verdicts_dir() by this key: the parsers take about 35 s of CPU
+    (50-60 s on a new virtualenv's first run), and the next `make test` of the same argvs on the same
+    packages gets the same answers; a new argv, script or package is a new key, so a new run."""
     h = hashlib.sha256(json.dumps(argvs).encode())
     h.update(PARSE_SCRIPT.read_bytes())
     for v in upstream_vllm.RELEASES:
         for record in sorted((root / v).glob("lib/python*/site-packages/*.dist-info/RECORD")):
             h.update(record.parent.name.encode())
-            h.update(record.read_bytes())
+            # Files outside site-packages (../../../bin scripts) carry the virtualenv's own path in
+            # their shebang, so they differ per clone; the parser imports none of them.
+            h.update(b"".join(line for line in record.read_bytes().splitlines(keepends=True)
+                              if not line.startswith(b"../")))
     return h.hexdigest()[:16]
 
 
@@ -98,7 +108,7 @@ def parse(argvs: list[tuple[str, ...]], tmp_root: Path) -> dict[str, Release]:
     out_dir = tmp_root / f"vllm-parse-{key}"
     out_dir.mkdir(parents=True, exist_ok=True)
     answer_file = out_dir / "answers.json"
-    kept = root / "verdicts" / f"{key}.json"
+    kept = verdicts_dir() / f"{key}.json"
     with (out_dir / "lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)   # another worker's run: wait for it, then read its answer
         if not answer_file.exists():
@@ -106,7 +116,7 @@ def parse(argvs: list[tuple[str, ...]], tmp_root: Path) -> dict[str, Release]:
                 answer_file.write_text(kept.read_text())
             else:
                 answer_file.write_text(json.dumps(_run(root, [list(a) for a in unique], out_dir)))
-                kept.parent.mkdir(exist_ok=True)
+                kept.parent.mkdir(parents=True, exist_ok=True)
                 tmp = kept.with_suffix(f".{os.getpid()}.tmp")
                 tmp.write_text(answer_file.read_text())
                 os.replace(tmp, kept)   # another session reading it sees all of it or nothing
