@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from pathlib import Path
 
 import pytest
 import sglang_cli
@@ -163,3 +164,22 @@ def test_sglang_takes_one_api_key(version):
     for path in SGLANG_API_KEY_FIELD.values():
         assert path in policy_sglang.MULTI_KEY_REFUSED
     assert "sglang/srt/utils/auth.py" in policy_sglang.MULTI_KEY_REFUSED
+
+
+def test_kept_parser_answers_follow_every_input_but_the_clone_path(tmp_path):
+    """tests/vllm_cli.py reads kept answers by verdict_key: another argv or another installed file is
+    another key (a new parse); a bin script's shebang, which names the clone, is not."""
+    made = itertools.count()
+
+    def root(record: str) -> Path:
+        r = tmp_path / str(next(made))
+        for v in vllm.RELEASES:
+            d = r / v / "lib" / "python3.11" / "site-packages" / "x-1.dist-info"
+            d.mkdir(parents=True)
+            (d / "RECORD").write_text(record)
+        return r
+    base = "x/__init__.py,sha256=aaa,10\n../../../bin/x,sha256=bbb,20\n"
+    key = vllm_cli.verdict_key(root(base), [("serve", "/m")])
+    assert key == vllm_cli.verdict_key(root(base.replace("bbb,20", "ccc,24")), [("serve", "/m")])
+    assert key != vllm_cli.verdict_key(root(base.replace("aaa", "ddd")), [("serve", "/m")])
+    assert key != vllm_cli.verdict_key(root(base), [("serve", "/m", "--port", "1")])
