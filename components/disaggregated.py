@@ -231,6 +231,7 @@ def same_pod_template(base: CombinedEngineArgs) -> dict:
             name=role, command=[vllm.COMMAND], args=same_pod_engine_args(model_path, m, port, kv_role),
             env=same_pod_env(m, vllm_port, side_channel),
             port=port, gpus=tp, api_key_env=vllm.API_KEY_ENV))
+    consumer_refs = base.consumer_keys.env_refs() if base.consumer_keys is not None else []
     # Our proxy from the scripts ConfigMap, not the image's disagg_proxy_multiturn.py, which sends
     # the engines no key (401), serves neither /v1/models nor /metrics (smoke and load test: 404)
     # and drops reasoning and tool calls from non-streaming answers (9.5): scripts/pd_proxy.py. The
@@ -243,9 +244,14 @@ def same_pod_template(base: CombinedEngineArgs) -> dict:
         "args": ["--host", "0.0.0.0", "--port", str(sp.proxy_port),
                  "--prefill-host", "127.0.0.1", "--prefill-port", str(sp.prefill_port),
                  "--decode-host", "127.0.0.1", "--decode-port", str(sp.decode_port),
-                 "--timeout", str(base.drain_timeout_seconds)],
+                 "--timeout", str(base.drain_timeout_seconds),
+                 *(a for var, _ in consumer_refs for a in ("--client-key-env", var))],
         "env": [{"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": base.api_key_secret, "key": "api-key"}}},
-                {"name": "PYTHONUNBUFFERED", "value": "1"}],
+                {"name": "PYTHONUNBUFFERED", "value": "1"},
+                # Consumers' tokens (issue 21): the proxy is the pod's entry point, so it is the one that
+                # takes them; its engines behind it keep the shared key alone.
+                *({"name": var, "valueFrom": {"secretKeyRef": {"name": base.consumer_keys.secret, "key": key}}}
+                  for var, key in consumer_refs)],
         "ports": [{"name": "proxy", "containerPort": sp.proxy_port, "protocol": "TCP"}],
         "volumeMounts": [{"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True}],
         "resources": {"requests": {"cpu": "2", "memory": f"{PROXY_MEMORY_GIB[0]}Gi"},

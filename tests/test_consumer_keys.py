@@ -10,10 +10,13 @@ import itertools
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 import upstream_vllm
@@ -241,12 +244,75 @@ def test_sglang_is_refused_with_its_upstream_reason():
     render(sf)   # the same stack without consumers renders
 
 
-def test_same_pod_p_d_is_refused_with_consumers():
+def test_the_same_pod_proxy_takes_every_token_and_its_engines_the_shared_key():
+    """Same-pod P/D: the proxy is the pod's entry point. The rendered proxy runs here with the
+    variables Kubernetes would give it (each from its Secret) in front of two fake engines that
+    require the shared key: each consumer's token and the shared key pass, a revoked token, a bare
+    secret and no key get vLLM's 401; the engines behind it keep the shared key alone."""
     m = {k: v for k, v in model(topology="pd-same-pod").items()}
     m["vllm"] = {**m["vllm"], "tensorParallelSize": 4}
-    message = refusal(consumers_file(models=[m]))
-    assert ("llm-serving:models[0].topology = 'pd-same-pod': cannot serve the stack's consumers: its proxy "
-            "(components/scripts/pd_proxy.py) accepts the shared key alone") in message
+    secrets = {"search": "k-search-1", "notebooks": "k-notebooks-1"}
+    r = render(consumers_file(models=[m], keys=copy.deepcopy(secrets)))
+    (dep,) = [o for o in k8s_objects(r) if o["kind"] == "Deployment" and o["metadata"]["name"] == "deepseek-v4-flash"]
+    pod = dep["spec"]["template"]
+    assert secret_tag_annotation(CONSUMER_KEYS_SECRET) in pod["metadata"]["annotations"]
+    containers = {c["name"]: c for c in pod["spec"]["containers"]}
+    for engine in ("prefill", "decode"):
+        assert "$(LLM_SERVING_CONSUMER_KEY_SEARCH)" not in containers[engine]["args"]
+    proxy = containers["proxy"]
+    data = {("llm-serving-api-key", "api-key"): "shared-1",
+            **{(CONSUMER_KEYS_SECRET, n): consumer_token(n, s) for n, s in secrets.items()}}
+    env = {e["name"]: data[(e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])]
+           for e in proxy["env"] if "valueFrom" in e}
+    assert set(env) == {"OPENAI_API_KEY", key_env_name("search"), key_env_name("notebooks")}
+    with FakeEngine(api_key="shared-1", kv_role="kv_producer") as prefill, \
+            FakeEngine(api_key="shared-1", kv_role="kv_consumer") as decode:
+        args = list(proxy["args"])
+        for flag, value in (("--port", str(free_port())), ("--prefill-port", str(prefill.port)),
+                            ("--decode-port", str(decode.port)), ("--host", "127.0.0.1")):
+            args[args.index(flag) + 1] = value
+        script = PROJECT_DIR / "components" / "scripts" / Path(proxy["command"][1]).name
+        proc = subprocess.Popen([sys.executable, str(script), *args], env={**os.environ, **env},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        port = int(args[args.index("--port") + 1])
+        try:
+            wait_for_port(port, proc)
+            base = f"http://127.0.0.1:{port}"
+            for token in ("shared-1", consumer_token("search", "k-search-1"), consumer_token("notebooks", "k-notebooks-1")):
+                assert status(base + "/v1/models", token) == 200, token
+            for token in (consumer_token("search", "revoked"), "k-search-1", None):
+                assert status(base + "/v1/models", token) == 401, token
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(proc.stderr.read().decode())
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"the proxy did not listen on {port} within {timeout:.0f} s")
+
+
+def status(url: str, token: str | None) -> int:
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as resp:
+            return resp.status
+    except urllib.error.HTTPError as err:
+        return err.code
 
 
 @pytest.mark.parametrize("topology", ["pd", "hybrid"])

@@ -7,7 +7,8 @@ no API key to engines that require one (401 on every request), serves only POST
 calls (9.5). Standard library only, shipped in the scripts ConfigMap.
 
 - The engines keep their --api-key (they listen on the pod IP for scraping); this proxy asks
-  clients for the same key and passes it on, so nothing here serves without the key.
+  clients for the same key, or for a consumer's token (each --client-key-env names a variable that
+  holds one, issue 21), and passes the shared key on, so nothing here serves without a key.
 - Completions: the prefill runs with max_tokens 1 and kv_transfer_params {do_remote_decode: true}
   (vLLM's NixlConnector protocol, the same fields AIBrix v0.7.0's SHFS agent sends), then the
   decode gets the client's own request plus the prefill's kv_transfer_params and its answer goes
@@ -66,8 +67,12 @@ def merge_metrics(parts: list[tuple[str, str]]) -> str:
 
 
 class Engines:
-    def __init__(self, prefill: tuple[str, int], decode: tuple[str, int], key: str | None, timeout: float):
+    def __init__(self, prefill: tuple[str, int], decode: tuple[str, int], key: str | None, timeout: float,
+                 client_keys: tuple[str, ...] = ()):
         self.prefill, self.decode, self.key, self.timeout = prefill, decode, key, timeout
+        # What a client may present: the shared key and every consumer's token (vLLM's middleware
+        # compares `Authorization` with "Bearer <key>" for each of its --api-key values).
+        self.accepted = frozenset(f"Bearer {k}" for k in (key, *client_keys) if k)
 
     def open(self, side: tuple[str, int], method: str, path: str, body: dict | None = None,
              request_id: str | None = None) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
@@ -105,7 +110,7 @@ def handler(engines: Engines):
 
         def _authorized(self) -> bool:
             # vLLM's own answer to a missing or wrong key (its --api-key middleware).
-            if engines.key and self.headers.get("Authorization") != f"Bearer {engines.key}":
+            if engines.accepted and self.headers.get("Authorization") not in engines.accepted:
                 self._send(401, {"error": "Unauthorized"})
                 return False
             return True
@@ -190,12 +195,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--decode-host", default="127.0.0.1")
     p.add_argument("--decode-port", type=int, required=True)
     p.add_argument("--timeout", type=float, default=600, help="seconds an engine may take to answer")
+    p.add_argument("--client-key-env", action="append", default=[], metavar="VAR",
+                   help="a variable holding one more key clients may present (a consumer's token); repeatable")
     a = p.parse_args(argv)
-    engines = Engines((a.prefill_host, a.prefill_port), (a.decode_host, a.decode_port), api_key(), a.timeout)
+    missing = [v for v in a.client_key_env if not os.environ.get(v)]
+    if missing:
+        p.error(f"--client-key-env: {', '.join(missing)} not set")
+    engines = Engines((a.prefill_host, a.prefill_port), (a.decode_host, a.decode_port), api_key(), a.timeout,
+                      tuple(os.environ[v] for v in a.client_key_env))
     server = ThreadingHTTPServer((a.host, a.port), handler(engines))
     server.daemon_threads = True
     print(f"pd-proxy on {a.host}:{a.port}: prefill {a.prefill_host}:{a.prefill_port}, "
-          f"decode {a.decode_host}:{a.decode_port}, key {'required' if engines.key else 'not set'}", flush=True)
+          f"decode {a.decode_host}:{a.decode_port}, key {'required' if engines.key else 'not set'}, {len(a.client_key_env)} consumer tokens", flush=True)
     server.serve_forever()
     return 0
 

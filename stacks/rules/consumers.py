@@ -13,10 +13,6 @@ from stacks.rules.network import selector
 from stacks.rules.problem import Problem
 
 AT = "consumers"
-# Where the program renders the multi-key argv: combined engine pods and P/D fleet heads (components/
-# combined.py, disaggregated.py; hybrid has both). The same-pod proxy (components/scripts/pd_proxy.py)
-# checks clients against the shared key alone and passes that key on to its engines.
-TOPOLOGIES = ("combined", "pd", "hybrid")
 
 
 def consumers(cfg: StackConfig) -> Iterator[Problem]:
@@ -46,10 +42,6 @@ def consumers(cfg: StackConfig) -> Iterator[Problem]:
             yield Problem(f"models[{i}].engine", m.engine, f"cannot serve the stack's consumers: {engine.DISPLAY_NAME} "
                           f"{engine.MULTI_KEY_REFUSED}")
             continue
-        if m.topology not in TOPOLOGIES:
-            yield Problem(f"models[{i}].topology", m.topology, "cannot serve the stack's consumers: its proxy "
-                          "(components/scripts/pd_proxy.py) accepts the shared key alone; serve this model combined, "
-                          "pd or hybrid, or declare no consumers")
         for name in sorted(set(engine.MULTI_KEY_ENV) & set(m.env)):
             yield Problem(f"models[{i}].env.{name}", m.env[name], f"is set by the program while the stack has "
                           f"consumers: {engine.DISPLAY_NAME} is given the keys in its argv and would log them "
