@@ -7,6 +7,7 @@ depends on the one before (pytest -x stops at the first failure).
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
 
@@ -132,6 +133,56 @@ def test_the_consumer_reads_the_outputs_through_a_stack_reference(dev: Pulumi):
         if path.is_file():
             _no_plaintext_secret(path.read_text(errors="replace"), f"state file {path.name} (consumer)")
     dev.run("destroy", "--yes", "--skip-preview", stack="consumer", cwd=consumer)
+
+
+
+def test_a_consumer_added_with_the_cli_gets_its_own_token_and_its_limit(dev: Pulumi):
+    """Issue 21 as a platform engineer adds a team: `pulumi config set --path` for the consumer,
+    `--secret --path` for its key (from standard input), one `pulumi up` with the policy pack. The
+    route's policy carries the team's limit; the team's own stack reads its token through a real
+    StackReference and writes it into a Secret in its namespace: the public prefix and the secret."""
+    secret = secrets.token_hex(16)
+    for path, value, kind in (("consumers[0].name", "search", "string"), ("consumers[0].namespace", "team-search", "string"),
+                              ("consumers[0].requestsPerMinute", "600", "int")):
+        dev.run("config", "set", "--path", f"llm-serving:{path}", value, "--type", kind, stack=STACK)
+    dev.run("config", "set", "--secret", "--path", "llm-serving:consumerKeys.search", stack=STACK, stdin=secret)
+    assert secret not in (dev.project / f"Pulumi.{STACK}.yaml").read_text()
+    up = dev.run("up", "--yes", "--skip-preview", *POLICY, stack=STACK, timeout=900)
+    log(f"consumer up: {up.seconds:.1f} s")
+    assert secret not in up.output
+    assert "$(LLM_SERVING_CONSUMER_KEY_SEARCH)" in engine_template()   # the engine takes the token, by reference
+    # Beside the routes, in the gateway's namespace (components/gateway.py), labelled with ours.
+    policies = json.loads(kubectl("get", "backendtrafficpolicies.gateway.envoyproxy.io", "-n", "aibrix-system",
+                                  "-l", f"llm-serving.io/namespace={NAMESPACE}", "-o", "json").stdout)["items"]
+    assert policies and all([(r["clientSelectors"][0]["headers"][0]["value"], r["limit"]["requests"])
+                             for r in p["spec"]["rateLimit"]["local"]["rules"]] == [(r"^(?i:bearer) search\..*$", 600)]
+                            for p in policies), policies
+    team, consumer = "team-search", dev.project / "examples" / "consumer"
+    kubectl("create", "namespace", team)
+    dev.run("stack", "init", "search", "--secrets-provider", "passphrase", cwd=consumer)
+    for key, value in (("servingStack", f"organization/llm-serving/{STACK}"), ("consumer", "search"),
+                       ("appNamespace", team)):
+        dev.run("config", "set", key, value, stack="search", cwd=consumer)
+    dev.run("up", "--yes", "--skip-preview", stack="search", cwd=consumer)
+    data = json.loads(kubectl("get", "secret", "llm-serving-client", "-n", team, "-o", "json").stdout)["data"]
+    assert base64.b64decode(data["OPENAI_API_KEY"]).decode() == f"search.{secret}"
+    assert dev.outputs("search", cwd=consumer)["apiKey"] == "[secret]"
+    for path in dev.state.rglob("*"):
+        if path.is_file():
+            assert secret not in path.read_text(errors="replace"), f"the consumer's key in state file {path.name}"
+    dev.run("destroy", "--yes", "--skip-preview", stack="search", cwd=consumer)
+    # Revoked in one `pulumi up`: the consumer and its key removed, the engine rolls without its token.
+    dev.run("config", "rm", "llm-serving:consumers", stack=STACK)
+    dev.run("config", "rm", "llm-serving:consumerKeys", stack=STACK)
+    dev.run("up", "--yes", "--skip-preview", *POLICY, stack=STACK, timeout=900)
+    assert kubectl("get", "secret", "llm-serving-consumer-keys", "-n", NAMESPACE, check=False).returncode != 0
+    template = engine_template()
+    assert "LLM_SERVING_CONSUMER_KEY" not in template and "llm-serving-consumer-keys" not in template
+
+
+def engine_template() -> str:
+    deployment = json.loads(kubectl("get", "deployment", "deepseek-v4-flash", "-n", NAMESPACE, "-o", "json").stdout)
+    return json.dumps(deployment["spec"]["template"])
 
 
 def test_destroy(dev: Pulumi):
