@@ -183,3 +183,23 @@ def test_kept_parser_answers_follow_every_input_but_the_clone_path(tmp_path):
     assert key == vllm_cli.verdict_key(root(base.replace("bbb,20", "ccc,24")), [("serve", "/m")])
     assert key != vllm_cli.verdict_key(root(base.replace("aaa", "ddd")), [("serve", "/m")])
     assert key != vllm_cli.verdict_key(root(base), [("serve", "/m", "--port", "1")])
+
+
+NON_DEFAULT_ARGS_LOGGER = {"0.26.0": "vllm/entrypoints/serve/utils/api_utils.py",
+                           "0.33.0": "vllm/entrypoints/common/startup.py"}
+
+
+@pytest.mark.parametrize("version", vllm.RELEASES)
+def test_which_release_logs_the_keys_is_read_from_its_installed_source(version):
+    """upstream_vllm.LOGS_API_KEYS_AT_INFO (why policy/engines/vllm.py MULTI_KEY_ENV sets WARNING), from
+    the release's own log_non_default_args: the "non-default args" line at INFO, its dict redacted or not."""
+    import ast
+
+    site = next((vllm_cli.venvs() / version).glob("lib/python*/site-packages"))
+    tree = ast.parse((site / NON_DEFAULT_ARGS_LOGGER[version]).read_text())
+    (fn,) = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "log_non_default_args"]
+    (call,) = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and ast.unparse(n.func) == "logger.info"
+               and "non-default args" in ast.unparse(n.args[0])]
+    redacted = "redact_sensitive_args" in ast.unparse(call.args[1])
+    assert vllm.LOGS_API_KEYS_AT_INFO[version] is not redacted, ast.unparse(call)
+    assert vllm_pack.MULTI_KEY_ENV == {vllm.LOGGING_LEVEL_ENV: "WARNING"}
