@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pulumi
@@ -443,14 +444,15 @@ def run_render(*args: str) -> subprocess.CompletedProcess:
                           timeout=300, env={**os.environ, "PYTHONHASHSEED": "0"})
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def base_renders(tmp_path_factory) -> dict[str, Path]:
-    out = {}
-    for stack in sorted({p.stack for p in PAIRS}):
-        directory = tmp_path_factory.mktemp("base") / stack
-        proc = run_render("--stack", stack, "--out", str(directory))
-        assert proc.returncode == 0, proc.stderr
-        out[stack] = directory
+    """Each stack's render as committed, the `--previous` of its pairs: once per session, side by side."""
+    stacks = sorted({p.stack for p in PAIRS})
+    out = {stack: tmp_path_factory.mktemp("base") / stack for stack in stacks}
+    with ThreadPoolExecutor(max_workers=len(stacks)) as pool:
+        procs = dict(zip(stacks, pool.map(lambda s: run_render("--stack", s, "--out", str(out[s])), stacks)))
+    for stack, proc in procs.items():
+        assert proc.returncode == 0, (stack, proc.stderr)
     return out
 
 
