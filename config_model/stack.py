@@ -83,9 +83,11 @@ SECRET_KEYS = {
 
 
 def secret_command(key: str, namespace: str) -> str:
-    """How a secret setting is set: a map (consumerKeys) member by member with --path, any other whole."""
-    if key == CONSUMER_KEYS:
-        return f"pulumi config set --secret --path '{namespace}:{key}.<name>' <secret>"
+    """How a secret setting is set: a map (consumerKeys) member by member with --path (`consumerKeys.<name>`
+    names the member; the bare key gives `<name>`), any other whole."""
+    root, _, member = key.partition(".")
+    if root == CONSUMER_KEYS:
+        return f"pulumi config set --secret --path '{namespace}:{root}.{member or '<name>'}' <secret>"
     return f"pulumi config set --secret {namespace}:{key} <value>"
 
 

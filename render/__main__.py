@@ -123,16 +123,11 @@ def render_stack(args: argparse.Namespace, out_dir: Path) -> int:
 
 def missing_secrets_report(stack_file: str, keys: list[str]) -> str:
     """The --strict refusal: one line per missing secret, key and command, never a value."""
-    from stacks.consumer_keys import SECRET_KEY, set_command
+    from config_model.stack import secret_command
     from stacks.loader import NAMESPACE
 
-    def command(key: str) -> str:
-        if key.split(".")[0] == SECRET_KEY:   # a map set member by member
-            return set_command(key.partition(".")[2] or "<name>")
-        return f"pulumi config set --secret {NAMESPACE}:{key} <value>"
-
-    lines = [f"{stack_file}: {NAMESPACE}:{key}: is a required secret and is not set; set it with `{command(key)}`"
-             for key in keys]
+    lines = [f"{stack_file}: {NAMESPACE}:{key}: is a required secret and is not set; set it with "
+             f"`{secret_command(key, NAMESPACE)}`" for key in keys]
     count = len(keys)
     return "\n".join([f"missing secrets ({count} secret{'s' if count != 1 else ''}, --strict):", *lines])
 

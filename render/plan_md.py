@@ -8,6 +8,7 @@ import json
 
 from components.time_to_serving import IMAGE_PULL_SECONDS, SYNC_MIB_PER_SECOND, minutes, time_to_serving
 from components.topologies import TOPOLOGIES
+from config_model.stack import secret_command
 from policy.engines import ENGINES
 from policy.manifests import flag_value
 from policy.profiles import PROFILES, profile_named
@@ -24,7 +25,7 @@ from render.manifest_facts import (
 )
 from render.runtime import Rendered
 from render.serialize import is_kubernetes_object, kubernetes_objects, outputs_json
-from stacks.consumer_keys import SECRET_KEY, set_command
+from stacks.loader import NAMESPACE
 
 
 def _ab_section(rendered: Rendered) -> list[str]:
@@ -331,8 +332,7 @@ def plan_md(rendered: Rendered) -> str:
     lines += ["", "## Secrets", ""]
     if rendered.missing_secrets:
         lines.append("Not in the stack file yet (masked stand-ins here; `pulumi up` refuses to run without them):")
-        lines += [f"- `{set_command(k.partition('.')[2] or '<name>')}`" if k.split(".")[0] == SECRET_KEY
-                  else f"- `pulumi config set --secret llm-serving:{k} <value>`" for k in rendered.missing_secrets]
+        lines += [f"- `{secret_command(k, NAMESPACE)}`" for k in rendered.missing_secrets]
     else:
         lines.append("Every required secret is set in the stack file (encrypted; shown here as `[secret]`).")
     lines += ["", "## Outputs", "", "```json", outputs_json(rendered).rstrip(), "```", ""]

@@ -13,15 +13,15 @@ from typing import Any, Callable, Mapping
 
 from config_model import StackConfig
 from config_model.consumers import SECRET_KEY
-from stacks.loader import HIDDEN
+from config_model.stack import secret_command
+from stacks.loader import HIDDEN, NAMESPACE
 from stacks.rules.problem import Problem
 
-NAMESPACE = "llm-serving"
 FULL_KEY = f"{NAMESPACE}:{SECRET_KEY}"
 
 
 def set_command(name: str) -> str:
-    return f"pulumi config set --secret --path '{FULL_KEY}.{name}' <secret>"
+    return secret_command(f"{SECRET_KEY}.{name}", NAMESPACE)
 
 
 def secrets_of(values: Mapping[str, Any]) -> dict[str, Any] | None:
