@@ -149,8 +149,8 @@ def _unknown_key(loc: tuple[Any, ...]) -> str:
     secrets = list(SECRET_KEYS) if len(loc) == 1 else []
     close = difflib.get_close_matches(key, plain + secrets, n=1, cutoff=0.6)
     if close and close[0] in secrets:
-        return (f"is not a known setting; did you mean the secret {close[0]}? Set it with pulumi config set --secret "
-                f"{NAMESPACE}:{close[0]} <value> and remove this key (pulumi config rm {NAMESPACE}:{key})")
+        return (f"is not a known setting; did you mean the secret {close[0]}? Set it with "
+                f"{secret_command(close[0], NAMESPACE)} and remove this key (pulumi config rm {NAMESPACE}:{key})")
     if close:
         return f"is not a known setting; did you mean {close[0]}?"
     return "is not a known setting (check the spelling against the README config reference)"
@@ -338,7 +338,7 @@ def _not_a_secret_setting(key: str) -> Problem:
     remove = f"pulumi config rm {NAMESPACE}:{key}"
     if close and close[0] in SECRET_KEYS:
         return Problem(key, HIDDEN, f"{stored}, but is not a known setting; did you mean the secret {close[0]}? Set it "
-                       f"with pulumi config set --secret {NAMESPACE}:{close[0]} <value> and remove this key ({remove})")
+                       f"with {secret_command(close[0], NAMESPACE)} and remove this key ({remove})")
     hint = f"; did you mean {close[0]}? Remove it" if close else ": remove it"
     return Problem(key, HIDDEN, f"{stored}, but is not a known setting{hint} ({remove}); {secrets}")
 
