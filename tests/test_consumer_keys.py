@@ -10,13 +10,10 @@ import itertools
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 import upstream_vllm
@@ -26,6 +23,7 @@ from engine_containers import engine_containers, rendered_variants
 from fake_openai import FakeEngine
 from netpol import Pod, allowed
 from test_exports import read_with
+from test_ops_topologies import running_proxy
 from variants import CONSUMERS, consumers_file, dev_config, model, render, sglang_stack, variant_file
 
 from components.secrets import CONSUMER_KEYS_SECRET, secret_tag_annotation
@@ -260,50 +258,15 @@ def test_the_same_pod_proxy_takes_every_token_and_its_engines_the_shared_key():
     for engine in ("prefill", "decode"):
         assert "$(LLM_SERVING_CONSUMER_KEY_SEARCH)" not in containers[engine]["args"]
     proxy = containers["proxy"]
-    data = {("llm-serving-api-key", "api-key"): "shared-1",
-            **{(CONSUMER_KEYS_SECRET, n): consumer_token(n, s) for n, s in secrets.items()}}
-    env = {e["name"]: data[(e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])]
-           for e in proxy["env"] if "valueFrom" in e}
+    env = secret_env(proxy, secrets, "shared-1")
     assert set(env) == {"OPENAI_API_KEY", key_env_name("search"), key_env_name("notebooks")}
     with FakeEngine(api_key="shared-1", kv_role="kv_producer") as prefill, \
-            FakeEngine(api_key="shared-1", kv_role="kv_consumer") as decode:
-        args = list(proxy["args"])
-        for flag, value in (("--port", str(free_port())), ("--prefill-port", str(prefill.port)),
-                            ("--decode-port", str(decode.port)), ("--host", "127.0.0.1")):
-            args[args.index(flag) + 1] = value
-        script = PROJECT_DIR / "components" / "scripts" / Path(proxy["command"][1]).name
-        proc = subprocess.Popen([sys.executable, str(script), *args], env={**os.environ, **env},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        port = int(args[args.index("--port") + 1])
-        try:
-            wait_for_port(port, proc)
-            base = f"http://127.0.0.1:{port}"
-            for token in ("shared-1", consumer_token("search", "k-search-1"), consumer_token("notebooks", "k-notebooks-1")):
-                assert status(base + "/v1/models", token) == 200, token
-            for token in (consumer_token("search", "revoked"), "k-search-1", None):
-                assert status(base + "/v1/models", token) == 401, token
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(proc.stderr.read().decode())
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"the proxy did not listen on {port} within {timeout:.0f} s")
+            FakeEngine(api_key="shared-1", kv_role="kv_consumer") as decode, \
+            running_proxy(proxy, prefill.port, decode.port, env, timeout=30) as base:
+        for token in ("shared-1", consumer_token("search", "k-search-1"), consumer_token("notebooks", "k-notebooks-1")):
+            assert status(base + "/v1/models", token) == 200, token
+        for token in (consumer_token("search", "revoked"), "k-search-1", None):
+            assert status(base + "/v1/models", token) == 401, token
 
 
 def status(url: str, token: str | None) -> int:
@@ -490,14 +453,20 @@ def test_the_shipped_stacks_change_no_consumer_line(tmp_path):
 
 # ---- the keys at work: a fake engine that checks them as vLLM does ----
 
+def secret_env(container: dict, secrets: dict[str, str], api_key: str) -> dict[str, str]:
+    """The container's Secret-backed variables as Kubernetes sets them, from the Secrets' data as the
+    program writes them (the shared key, each consumer's token)."""
+    data = {("llm-serving-api-key", "api-key"): api_key,
+            **{(CONSUMER_KEYS_SECRET, n): consumer_token(n, s) for n, s in secrets.items()}}
+    return {e["name"]: data[(e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])]
+            for e in container["env"] if "valueFrom" in e}
+
+
 def expanded_tokens(r, secrets: dict[str, str], api_key: str) -> list[str]:
     """--api-key's list as the engine receives it: the rendered argv with each $(VAR) expanded by
     Kubernetes from the variable's Secret (the Secrets' data as the program writes them)."""
     (c,) = engine_container(r)["spec"]["containers"]
-    data = {("llm-serving-api-key", "api-key"): api_key,
-            **{(CONSUMER_KEYS_SECRET, n): consumer_token(n, s) for n, s in secrets.items()}}
-    env = {e["name"]: data[(e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])]
-           for e in c["env"] if "valueFrom" in e}
+    env = secret_env(c, secrets, api_key)
     argv = [re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m.group(1), m.group(0)), a) for a in c["args"]]
     # The values of --api-key up to the next flag: what vLLM's list option takes (its own parser accepts
     # these argvs: tests/test_engine_flags.py test_vllm_argv_parses_with_full_names).
@@ -505,12 +474,7 @@ def expanded_tokens(r, secrets: dict[str, str], api_key: str) -> list[str]:
 
 
 def call(engine: FakeEngine, path: str, token: str | None) -> int:
-    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-    try:
-        with urllib.request.urlopen(urllib.request.Request(engine.base + path, headers=headers), timeout=10) as resp:
-            return resp.status
-    except urllib.error.HTTPError as err:
-        return err.code
+    return status(engine.base + path, token)
 
 
 @pytest.mark.parametrize("release", upstream_vllm.RELEASES)

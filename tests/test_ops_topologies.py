@@ -3,6 +3,7 @@ proxy container as rendered, started for real from its rendered command line."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -65,6 +67,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+
+@contextlib.contextmanager
+def running_proxy(proxy: dict, prefill_port: int, decode_port: int, env: dict[str, str],
+                  timeout: float) -> Iterator[str]:
+    """The rendered same-pod proxy container's command line, its ports moved to free ones on loopback,
+    run here with `env` (what Kubernetes would give it); yields its base URL once it listens."""
+    args, port = list(proxy["args"]), free_port()
+    for flag, value in (("--port", port), ("--prefill-port", prefill_port), ("--decode-port", decode_port),
+                        ("--host", "127.0.0.1")):
+        args[args.index(flag) + 1] = str(value)
+    proc = subprocess.Popen([sys.executable, str(SCRIPTS_DIR / Path(proxy["command"][1]).name), *args],
+                            env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(proc.stderr.read1().decode() if proc.poll() is not None
+                                         else "proxy did not start") from None
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
 def test_the_rendered_same_pod_proxy_starts_and_serves_with_the_key():
     objs = k8s_objects(rendered("pd-same-pod", "deployment", 8))
     dep = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] != "open-webui")
@@ -76,26 +106,10 @@ def test_the_rendered_same_pod_proxy_starts_and_serves_with_the_key():
     key_env = next(e for e in proxy["env"] if e["name"] == "OPENAI_API_KEY")
     assert key_env["valueFrom"]["secretKeyRef"]["key"] == "api-key"
     # The rendered command line, ports moved to free ones, run against engines that need the key.
-    with FakeEngine(api_key=KEY, kv_role="kv_producer") as prefill, FakeEngine(api_key=KEY, kv_role="kv_consumer") as decode:
-        args, port = list(proxy["args"]), free_port()
-        for flag, value in (("--port", port), ("--prefill-port", prefill.port), ("--decode-port", decode.port),
-                            ("--host", "127.0.0.1")):
-            args[args.index(flag) + 1] = str(value)
-        proc = subprocess.Popen([sys.executable, str(SCRIPTS_DIR / script.name), *args],
-                                env={**os.environ, "OPENAI_API_KEY": KEY}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/models", headers={"Authorization": f"Bearer {KEY}"})
-            for _ in range(50):
-                try:
-                    body = urllib.request.urlopen(req, timeout=2).read().decode()
-                    break
-                except OSError:
-                    time.sleep(0.1)
-            else:
-                raise AssertionError(proc.stderr.read1().decode() if proc.poll() is not None else "proxy did not start")
-        finally:
-            proc.terminate()
-            proc.wait(timeout=5)
+    with FakeEngine(api_key=KEY, kv_role="kv_producer") as prefill, FakeEngine(api_key=KEY, kv_role="kv_consumer") as decode, \
+            running_proxy(proxy, prefill.port, decode.port, {"OPENAI_API_KEY": KEY}, timeout=5) as base:
+        req = urllib.request.Request(f"{base}/v1/models", headers={"Authorization": f"Bearer {KEY}"})
+        body = urllib.request.urlopen(req, timeout=2).read().decode()
     assert "DeepSeek-V4-Flash" in body
     ports = {c["name"]: c["ports"][0]["containerPort"] for c in pod["containers"] if c.get("ports")}
     assert proxy["args"][proxy["args"].index("--prefill-port") + 1] == str(ports["prefill"])
