@@ -7,14 +7,10 @@ from __future__ import annotations
 
 from components.secrets import ANN_CONTENT_TAG, CONSUMER_KEYS_SECRET, secret_tag_annotation
 from policy.workloads import pod_templates
+from render.manifest_facts import namespaces_in_words
 from render.update_steps import SAME, Step
 
 SECRET_OBJECT_SUFFIX = f"/{CONSUMER_KEYS_SECRET}"
-
-
-def _namespaces(selector: dict) -> str:
-    from render.plan_md import _namespaces as words
-    return words(selector)
 
 
 def plan_section(outputs: dict, objects: list[dict]) -> list[str]:
@@ -32,7 +28,7 @@ def plan_section(outputs: dict, objects: list[dict]) -> list[str]:
              "Each consumer sends `Authorization: Bearer <name>.<secret>` (docs/consumers.md); the engines below "
              "accept every consumer's token and the shared `apiKey`.", "",
              "| Consumer | Namespaces | Requests per minute | Token output |", "|---|---|---|---|"]
-    lines += [f"| {name} | {_namespaces(c.get('namespaceSelector') or {})} | {c.get('requestsPerMinute')} | "
+    lines += [f"| {name} | {namespaces_in_words(c.get('namespaceSelector') or {})} | {c.get('requestsPerMinute')} | "
               f"`{c.get('tokenOutput')}` (secret) |" for name, c in consumers.items()]
     lines += ["", f"Engines given every token by reference (Secret `{CONSUMER_KEYS_SECRET}`, content tag `{tag}`): "
               + (", ".join(engines) or "none")]

@@ -246,3 +246,15 @@ def time_to_serving_inputs(rendered: Rendered) -> list[dict[str, Any]]:
             row["preloaded"] = row["preloaded"] and images <= on_nodes
             row["imagesPerNode"] = len(on_nodes)
     return [models[k] for k in sorted(models)]
+
+
+def namespaces_in_words(selector: dict | None) -> str:
+    """A peer's namespaceSelector in words: absent is the policy's own namespace, a name is one namespace."""
+    if selector is None:
+        return "this namespace"
+    labels, exprs = selector.get("matchLabels") or {}, selector.get("matchExpressions") or []
+    if list(labels) == ["kubernetes.io/metadata.name"] and not exprs:
+        return f"namespace `{labels['kubernetes.io/metadata.name']}`"
+    parts = [f"{k}={v}" for k, v in sorted(labels.items())] + [
+        f"{e['key']} {e['operator']}" + (f" ({', '.join(e['values'])})" if e.get("values") else "") for e in exprs]
+    return "namespaces with " + " and ".join(f"`{p}`" for p in parts) if parts else "every namespace"

@@ -18,6 +18,7 @@ from render.manifest_facts import (
     ab_pairs,
     autoscalers,
     engine_memory_rows,
+    namespaces_in_words,
     pod_labels_of_workload,
     served_model_gpus,
     time_to_serving_inputs,
@@ -74,18 +75,6 @@ def _routes_section(rendered: Rendered) -> list[str]:
     return lines
 
 
-def _namespaces(selector: dict | None) -> str:
-    """A peer's namespaceSelector in words: absent is the policy's own namespace, a name is one namespace."""
-    if selector is None:
-        return "this namespace"
-    labels, exprs = selector.get("matchLabels") or {}, selector.get("matchExpressions") or []
-    if list(labels) == ["kubernetes.io/metadata.name"] and not exprs:
-        return f"namespace `{labels['kubernetes.io/metadata.name']}`"
-    parts = [f"{k}={v}" for k, v in sorted(labels.items())] + [
-        f"{e['key']} {e['operator']}" + (f" ({', '.join(e['values'])})" if e.get("values") else "") for e in exprs]
-    return "namespaces with " + " and ".join(f"`{p}`" for p in parts) if parts else "every namespace"
-
-
 def _network_section(rendered: Rendered) -> list[str]:
     """Who may reach the engines, read from the rendered NetworkPolicies (not from the config)."""
     lines: list[str] = []
@@ -96,7 +85,7 @@ def _network_section(rendered: Rendered) -> list[str]:
             ports = ", ".join(str(p.get("port")) for p in rule.get("ports") or []) or "all ports"
             for peer in rule.get("from") or []:
                 pods = ", ".join(f"{k}={v}" for k, v in sorted(((peer.get("podSelector") or {}).get("matchLabels") or {}).items()))
-                lines.append(f"| {obj['metadata']['name']} | {_namespaces(peer.get('namespaceSelector'))} | "
+                lines.append(f"| {obj['metadata']['name']} | {namespaces_in_words(peer.get('namespaceSelector'))} | "
                              f"{pods or 'any pod'} | {ports} |")
     if not lines:
         return ["", "## Network policies", "", "None rendered (networkPolicy.enabled is false): every pod may reach the engines."]
