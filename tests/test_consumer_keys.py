@@ -26,6 +26,7 @@ from test_exports import read_with
 from test_ops_topologies import running_proxy
 from variants import CONSUMERS, consumers_file, dev_config, model, render, sglang_stack, variant_file
 
+from components import strategy_limits
 from components.secrets import CONSUMER_KEYS_SECRET, secret_tag_annotation
 from config_model import StackConfig
 from config_model.consumers import TOKENS_REFUSED, key_env_name
@@ -349,8 +350,10 @@ def test_the_compile_cache_and_everything_but_the_engine_and_its_jobs_stay(rende
     assert [(r["clientSelectors"][0]["headers"][0]["value"], r["limit"]) for r in rules] == [
         (f"^(?i:bearer) {re.escape(key_prefix(c['name']))}.*$", {"requests": c["requestsPerMinute"], "unit": "Minute"})
         for c in CONSUMERS]
-    assert {k for k in after.keys() - before.keys() if k[0] != "Job"} == {("Secret", CONSUMER_KEYS_SECRET)}
-    assert {k[0] for k in before.keys() ^ after.keys()} == {"Job", "Secret"}
+    # New: the Secret, and the EnvoyPatchPolicy carrying the limits on AIBrix's strategy path (strategy_limits.py).
+    assert {k for k in after.keys() - before.keys() if k[0] != "Job"} == {
+        ("Secret", CONSUMER_KEYS_SECRET), ("EnvoyPatchPolicy", strategy_limits.policy_name("llm-serving-dev"))}
+    assert {k[0] for k in before.keys() ^ after.keys()} == {"Job", "Secret", "EnvoyPatchPolicy"}
 
 
 def test_the_ops_jobs_and_openwebui_keep_the_shared_key(rendered):
