@@ -450,6 +450,18 @@ def test_rotating_one_key_rolls_every_engine_and_changes_md_says_so(tmp_path):
     assert "args" not in engine_row and "env" not in engine_row and secret_tag_annotation(CONSUMER_KEYS_SECRET) in engine_row
 
 
+def test_the_plan_says_where_each_limit_holds(rendered):
+    """Read off the rendered policies: the per-route BackendTrafficPolicies and the strategy-path routes,
+    each consumer's bucket and timeout."""
+    text = plan_md(rendered)
+    line = next(x for x in text.splitlines() if x.startswith("Gateway limits"))
+    (patch,) = [o for o in k8s_objects(rendered) if o["kind"] == "EnvoyPatchPolicy"]
+    assert f"EnvoyPatchPolicy `{patch['metadata']['name']}`" in line
+    for c in CONSUMERS:
+        assert f"`llm-serving/{NS}/consumer/{c['name']}` {c['requestsPerMinute']} (timeout 120s)" in line
+    assert "(BackendTrafficPolicies: 1)" in line and "/default" not in line
+
+
 def test_the_shipped_stacks_change_no_consumer_line(tmp_path):
     assert "## Consumers" not in plan_md(render_stack("dev"))
 
