@@ -81,20 +81,26 @@ $(VLLM_DIR)/%/.requirements-installed: requirements-vllm-%.txt | $(UV_STAMP)
 	$(UV) pip install --quiet --python $(VLLM_DIR)/$*/bin/python -r $<
 	touch $@
 
+# CRDs ../shared/crds lacks, read from their upstream Go module (apivalidation/module_crds.py): a download
+# on a new machine, a check of the module cache after that.
+.PHONY: module-crds
+module-crds: $(STAMP)
+	@$(BIN)/python -c 'from apivalidation import module_crds; raise SystemExit(module_crds.download())'
+
 ## render: the stack STACK (default dev) under Pulumi's mock runtime into build/$(STACK)/ (STRICT=1: missing secrets fail it)
-render: $(STAMP)
+render: $(STAMP) module-crds
 	$(BIN)/python -m render --stack $(STACK) $(RENDER_FLAGS)
 
 ## render-all: every stack file Pulumi.<stack>.yaml
-render-all: $(STAMP)
+render-all: $(STAMP) module-crds
 	@for s in $(STACKS); do $(BIN)/python -m render --stack $$s $(RENDER_FLAGS) || exit $$?; done
 
 ## check: the stack STACK offline as make test checks it: render, the policy pack through its server, checkov
-check: $(STAMP) $(SCAN_STAMP)
+check: $(STAMP) $(SCAN_STAMP) module-crds
 	CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov $(BIN)/python tools/check_stack.py --stack $(STACK) $(RENDER_FLAGS)
 
 ## test: lint, then unit, policy, schema, scan, fuzz and bad-config tests
-test: $(STAMP) $(SCAN_STAMP) $(ENGINES_STAMP) $(S3_STAMP) $(VLLM_STAMPS)
+test: $(STAMP) $(SCAN_STAMP) $(ENGINES_STAMP) $(S3_STAMP) $(VLLM_STAMPS) module-crds
 	$(BIN)/ruff check .
 	CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov ENGINE_PACKAGES=$(abspath $(ENGINES_DIR)) S3_VENV=$(abspath $(S3_VENV)) \
 		VLLM_VENVS=$(abspath $(VLLM_DIR)) $(BIN)/python -m pytest $(PYTEST_WORKERS)
@@ -104,7 +110,7 @@ docs: $(STAMP)
 	$(BIN)/python tools/gen_docs.py
 
 ## snapshots: refresh tests/snapshots/<stack>.plan.md after a reviewed plan change
-snapshots: $(STAMP)
+snapshots: $(STAMP) module-crds
 	@for s in $(STACKS); do $(BIN)/python -m render --stack $$s --out build/$$s >/dev/null && cp build/$$s/plan.md tests/snapshots/$$s.plan.md; done
 
 ## bench: render timings against the bare mock runtime

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from apivalidation import cel_rules, collection, kinds, ranges
+from apivalidation import cel_rules, collection, kinds, module_crds, ranges
 
 # The CRDs, byte-for-byte upstream copies (../shared/crds/SOURCES.md); LLM_SERVING_CRDS overrides.
 DEFAULT_CRDS = Path(__file__).resolve().parent.parent.parent / "shared" / "crds"
@@ -45,7 +45,13 @@ def crds_dir() -> Path:
 
 @functools.lru_cache(maxsize=16)
 def crd_index(path: str, kinds: frozenset[str] | None = None) -> dict[tuple[str, str], dict]:
-    return cel_rules.load_crds(Path(path), kinds)
+    """The CRDs under `path`, and those of the asked kinds that come from a Go module (module_crds)."""
+    index = cel_rules.load_crds(Path(path), kinds)
+    for kind in sorted(module_crds.MODULE_CRDS if kinds is None else kinds & module_crds.MODULE_CRDS.keys()):
+        if module_crds.crd_dir(kind).is_dir():
+            index.update({key: schema for key, schema in
+                          cel_rules.load_crds(module_crds.crd_dir(kind), frozenset({kind})).items() if key[1] == kind})
+    return index
 
 
 def custom_kinds(objects: list[dict]) -> frozenset[str]:
@@ -67,7 +73,8 @@ def _problems(obj: dict, index: dict[tuple[str, str], dict] | None) -> list[Prob
     if custom and index is not None:
         cel_found = cel_rules.check(obj, index)
         if cel_found is None:
-            found.append(("apiVersion", obj.get("apiVersion"), "no CRD in the CRD directory serves this kind"))
+            found.append(("apiVersion", obj.get("apiVersion"), module_crds.missing_hint(kind)
+                          or "no CRD in the CRD directory serves this kind"))
         else:
             found += cel_found + ranges.check(obj, index[(obj["apiVersion"], kind)])
     elif not custom:

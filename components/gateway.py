@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import gateway_policies
+from components import gateway_policies, strategy_limits
 from components.base import Component, labels, metadata
 from config_model import Gateway, ServedModel, derived
 
@@ -103,6 +103,7 @@ class ModelRoutes(Component):
                 spec={"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": gw.namespace}],
                       "to": [{"group": "", "kind": "Service"}]},
                 opts=self.child_opts())
+            policies = []
             for b, svc in zip(args.backends, services):
                 route = route_name(b.service_name, ns)
                 route_labels = {**labels(route, "gateway"), "llm-serving.io/namespace": ns}
@@ -112,12 +113,22 @@ class ModelRoutes(Component):
                     spec=route_spec(gw, b, ns),
                     opts=self.child_opts(depends_on=[grant, svc]))
                 # Its own object, so adding, changing or removing a limit touches no route and no pod.
-                k8s.apiextensions.CustomResource(
+                policies.append(k8s.apiextensions.CustomResource(
                     f"{name}-{b.service_name}-traffic", api_version=gateway_policies.API_VERSION,
                     kind=gateway_policies.KIND,
                     metadata={"name": route, "namespace": gw.namespace, "labels": route_labels},
                     spec=gateway_policies.backend_traffic_policy_spec(route, args.rate_limits),
-                    opts=self.child_opts(depends_on=[http_route]))
+                    opts=self.child_opts(depends_on=[http_route])))
+            patch = strategy_limits.patch_policy_spec(gw, ns, args.rate_limits)
+            if patch is not None and policies:
+                # After the route policies: Envoy Gateway puts the local rate limit filter on the
+                # listener only while a route of it has a local limit (local_ratelimit.go patchHCM).
+                k8s.apiextensions.CustomResource(
+                    f"{name}-strategy-limits", api_version=strategy_limits.API_VERSION, kind=strategy_limits.KIND,
+                    metadata={"name": strategy_limits.policy_name(ns), "namespace": gw.namespace,
+                              "labels": {**labels(strategy_limits.policy_name(ns), "gateway"),
+                                         "llm-serving.io/namespace": ns}},
+                    spec=patch, opts=self.child_opts(depends_on=policies))
             if gw.external_endpoint:
                 self.external_endpoint = f"{gw.external_endpoint}/v1"
         self.register_outputs({"endpoints": self.endpoints})

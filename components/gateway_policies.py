@@ -4,7 +4,8 @@ retries. The HTTPRoute (components/gateway.py) keeps the request timeout, its on
 What it reaches: the requests that end on our HTTPRoute, those naming the model in a `model` header.
 A request the AIBrix v0.7.0 plugin routes by strategy (every model here: components/routing.py) is
 sent on AIBrix's own Envoy route `original_route` (its EnvoyPatchPolicy aibrix-epp), which no
-HTTPRoute or policy of ours reaches (tests/upstream_aibrix.py ORIGINAL_ROUTE, docs/gateway-and-network.md).
+HTTPRoute or policy of ours reaches (tests/upstream_aibrix.py ORIGINAL_ROUTE, docs/gateway-and-network.md);
+the same limits reach those through the routes components/strategy_limits.py adds before it.
 
 Envoy Gateway v1.2.8 is the release AIBrix v0.7.0 installs (tests/upstream_envoy_gateway.py); every
 upstream behaviour below is read at that tag (`git show v1.2.8:<path>` of envoyproxy/gateway) and

@@ -37,15 +37,17 @@ class Gateway(Model):
     external_endpoint: checked(k8s.kubelet_expansions, base=url_text(
             r"^https?://[^\s/]+$", "an http(s)://host[:port] base URL without a path")) | None = Field(
         None, description="Stable external base URL of the gateway (a DNS name, never a Pod IP); exported with /v1.")
-    request_timeout_seconds: int = Field(120, ge=1, le=3600, description="HTTPRoute request timeout in seconds (AIBrix default 120). Requests the AIBrix "
-        "gateway plugin routes by strategy take AIBrix's own route and its 120 s timeout "
-        "(docs/gateway-and-network.md); the engines' drain waits for the longer of the two.")
+    request_timeout_seconds: int = Field(120, ge=1, le=3600, description="HTTPRoute request timeout in seconds (AIBrix default 120), "
+        "and that of the strategy-path routes the consumers' limits add. Other requests the AIBrix gateway plugin routes "
+        "by strategy take AIBrix's own route and its 120 s timeout (docs/gateway-and-network.md); the engines' drain "
+        "waits for the longer of the two.")
     default_requests_per_minute: int | None = Field(
-        None, gt=0, le=4294967295, description="Requests per minute, per model route, path prefix and Envoy replica, "
-        "for every request whose bearer key belongs to no consumer (keyless requests included), enforced by each model "
-        "route's BackendTrafficPolicy (a local rate limit). It holds on the requests that end on the model's route, "
-        "those naming the model in a `model` header; the AIBrix plugin's strategy-routed requests take AIBrix's own "
-        "route, which no policy of ours reaches (docs/gateway-and-network.md). Unset: such requests are not limited.")
+        None, gt=0, le=4294967295, description="Requests per minute per Envoy replica for every request whose bearer "
+        "key belongs to no consumer (keyless requests included): per model route and path prefix on the requests "
+        "naming the model in a `model` header (each route's BackendTrafficPolicy), and in one bucket for the requests "
+        "the AIBrix plugin routes by strategy (every model here), on a route added before AIBrix's original_route. "
+        "That bucket is gateway-wide: it also takes such requests for models of other stacks on the same Gateway, so "
+        "set it in one stack per Gateway (docs/gateway-and-network.md). Unset: such requests are not limited.")
     paths: list[GatewayPath] = Field(
         default_factory=lambda: list(AIBRIX_PATHS), min_length=1, max_length=64,
         description="Path prefixes routed to each model, matched together with the header `model`.")

@@ -120,7 +120,10 @@ UNSENT_RETRY_TRIGGERS = frozenset({"connect-failure", "refused-stream"})
 def gateway_never_resends_generations(resource_type: str, props: dict) -> list[str]:
     """A BackendTrafficPolicy retries only requests that cannot have reached an engine, never after a
     per-try timeout, and runs no active HTTP health check (it would call the engines on a timer; an
-    engine that generates on its health path pollutes every metric, field report 12.4)."""
+    engine that generates on its health path pollutes every metric, field report 12.4). The Envoy
+    routes an EnvoyPatchPolicy adds (components/strategy_limits.py) are held to the same retries."""
+    if kind_of(resource_type) == "EnvoyPatchPolicy":
+        return _patched_routes_never_resend(props)
     if kind_of(resource_type) != "BackendTrafficPolicy":
         return []
     spec = mapping(props.get("spec"))
@@ -149,3 +152,24 @@ def gateway_never_resends_generations(resource_type: str, props: dict) -> list[s
                     "(field report 12.4)."]
         return []
     return decide(retry) + decide(health)
+
+
+def _patched_routes_never_resend(props: dict) -> list[str]:
+    """Envoy's own retry_policy (route.v3.RetryPolicy): retry_on is a comma-separated list of the same
+    x-envoy-retry-on triggers; per_try_timeout and per_try_idle_timeout re-send a running request."""
+    name, out = name_of(props), []
+    for patch in items_of(mapping(props.get("spec")).get("jsonPatches")):
+        route = mapping(mapping(mapping(patch).get("operation")).get("value"))
+        action = mapping(route.get("route"))
+        if not action or action.get("retry_policy") is None:
+            continue
+        policy = mapping(action.get("retry_policy"))
+        triggers = {t.strip() for t in str(policy.get("retry_on") or "").split(",") if t.strip()}
+        where = f"{name}: route {route.get('name')}"
+        if not triggers or triggers - UNSENT_RETRY_TRIGGERS:
+            out.append(f"{where} retries on {sorted(triggers - UNSENT_RETRY_TRIGGERS) or 'nothing named'}; a request "
+                       "that reached an engine may be generating, retry only connect-failure and refused-stream.")
+        if policy.get("per_try_timeout") is not None or policy.get("per_try_idle_timeout") is not None:
+            out.append(f"{where}: a per-try timeout re-sends a request whose generation is still running.")
+    return out
+

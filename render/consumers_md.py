@@ -6,6 +6,7 @@ templates, which carry its content tag), never from the config, and never a key.
 from __future__ import annotations
 
 from components.secrets import ANN_CONTENT_TAG, CONSUMER_KEYS_SECRET, secret_tag_annotation
+from components.strategy_limits import LOCAL_RATE_LIMIT_FILTER
 from policy.workloads import pod_templates
 from render.manifest_facts import namespaces_in_words
 from render.update_steps import SAME, Step
@@ -32,6 +33,28 @@ def plan_section(outputs: dict, objects: list[dict]) -> list[str]:
               f"`{c.get('tokenOutput')}` (secret) |" for name, c in consumers.items()]
     lines += ["", f"Engines given every token by reference (Secret `{CONSUMER_KEYS_SECRET}`, content tag `{tag}`): "
               + (", ".join(engines) or "none")]
+    return lines + gateway_limit_lines(objects)
+
+
+def gateway_limit_lines(objects: list[dict]) -> list[str]:
+    """Where the limits are enforced, read off the policies rendered (docs/gateway-and-network.md)."""
+    routes = [o["metadata"]["name"] for o in objects if o.get("kind") == "BackendTrafficPolicy"
+              and (o.get("spec") or {}).get("rateLimit")]
+    patched = [(o["metadata"]["name"], (j.get("operation") or {}).get("value") or {})
+               for o in objects if o.get("kind") == "EnvoyPatchPolicy"
+               for j in (o.get("spec") or {}).get("jsonPatches") or []]
+    lines = ["", "Gateway limits (requests per minute, per Envoy replica): on requests naming the model in a `model` "
+             f"header, per model route and path prefix (BackendTrafficPolicies: {len(routes)}); "]
+    if not patched:
+        lines[-1] += "on the AIBrix plugin's strategy-routed requests, none (no gateway)."
+        return lines
+    buckets = [f"`{route.get('name')}` {route['typed_per_filter_config'][LOCAL_RATE_LIMIT_FILTER]['token_bucket']['max_tokens']} "
+               f"(timeout {route['route']['timeout']})"
+               for _, route in patched if LOCAL_RATE_LIMIT_FILTER in (route.get("typed_per_filter_config") or {})]
+    lines[-1] += (f"on the AIBrix plugin's strategy-routed requests (every model here), the routes EnvoyPatchPolicy "
+                  f"`{patched[0][0]}` adds before AIBrix's original_route: {', '.join(buckets)}"
+                  + (" (the default route is gateway-wide: it also takes other stacks' strategy-routed requests)."
+                     if any(r.get("name", "").endswith("/default") for _, r in patched) else "."))
     return lines
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import jsonschema
 
-from apivalidation import cel_rules
+import apivalidation
 
 
 def strict(schema: object) -> object:
@@ -45,10 +45,14 @@ class CrdIndex(Mapping):
 
     def _load(self, kind: str) -> None:
         if kind not in self._kinds and not self._complete:
-            for key, schema in cel_rules.load_crds(self._dir, frozenset({kind})).items():
+            for key, schema in self._raw(frozenset({kind})).items():
                 if key[1] == kind:
                     self._schemas[key] = self._transform(schema)
             self._kinds.add(kind)
+
+    def _raw(self, kinds: frozenset[str] | None) -> dict[tuple[str, str], dict]:
+        """The directory's CRDs and those of kinds read from their Go module, as the render gets them."""
+        return apivalidation.crd_index(str(self._dir), kinds)
 
     def __getitem__(self, key: tuple[str, str]) -> dict:
         self._load(key[1])
@@ -56,7 +60,7 @@ class CrdIndex(Mapping):
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         if not self._complete:
-            self._schemas = {key: self._transform(schema) for key, schema in cel_rules.load_crds(self._dir).items()}
+            self._schemas = {key: self._transform(schema) for key, schema in self._raw(None).items()}
             self._complete = True
         return iter(self._schemas)
 

@@ -26,6 +26,7 @@ from test_exports import read_with
 from test_ops_topologies import running_proxy
 from variants import CONSUMERS, consumers_file, dev_config, model, render, sglang_stack, variant_file
 
+from components import strategy_limits
 from components.secrets import CONSUMER_KEYS_SECRET, secret_tag_annotation
 from config_model import StackConfig
 from config_model.consumers import TOKENS_REFUSED, key_env_name
@@ -349,8 +350,10 @@ def test_the_compile_cache_and_everything_but_the_engine_and_its_jobs_stay(rende
     assert [(r["clientSelectors"][0]["headers"][0]["value"], r["limit"]) for r in rules] == [
         (f"^(?i:bearer) {re.escape(key_prefix(c['name']))}.*$", {"requests": c["requestsPerMinute"], "unit": "Minute"})
         for c in CONSUMERS]
-    assert {k for k in after.keys() - before.keys() if k[0] != "Job"} == {("Secret", CONSUMER_KEYS_SECRET)}
-    assert {k[0] for k in before.keys() ^ after.keys()} == {"Job", "Secret"}
+    # New: the Secret, and the EnvoyPatchPolicy carrying the limits on AIBrix's strategy path (strategy_limits.py).
+    assert {k for k in after.keys() - before.keys() if k[0] != "Job"} == {
+        ("Secret", CONSUMER_KEYS_SECRET), ("EnvoyPatchPolicy", strategy_limits.policy_name("llm-serving-dev"))}
+    assert {k[0] for k in before.keys() ^ after.keys()} == {"Job", "Secret", "EnvoyPatchPolicy"}
 
 
 def test_the_ops_jobs_and_openwebui_keep_the_shared_key(rendered):
@@ -445,6 +448,18 @@ def test_rotating_one_key_rolls_every_engine_and_changes_md_says_so(tmp_path):
     # The engine's argv and variables are the same: only the Secret's tag on the template changes.
     engine_row = next(line for line in changes.splitlines() if line.startswith(f"| Deployment {NS}/deepseek-v4-flash |"))
     assert "args" not in engine_row and "env" not in engine_row and secret_tag_annotation(CONSUMER_KEYS_SECRET) in engine_row
+
+
+def test_the_plan_says_where_each_limit_holds(rendered):
+    """Read off the rendered policies: the per-route BackendTrafficPolicies and the strategy-path routes,
+    each consumer's bucket and timeout."""
+    text = plan_md(rendered)
+    line = next(x for x in text.splitlines() if x.startswith("Gateway limits"))
+    (patch,) = [o for o in k8s_objects(rendered) if o["kind"] == "EnvoyPatchPolicy"]
+    assert f"EnvoyPatchPolicy `{patch['metadata']['name']}`" in line
+    for c in CONSUMERS:
+        assert f"`llm-serving/{NS}/consumer/{c['name']}` {c['requestsPerMinute']} (timeout 120s)" in line
+    assert "(BackendTrafficPolicies: 1)" in line and "/default" not in line
 
 
 def test_the_shipped_stacks_change_no_consumer_line(tmp_path):

@@ -47,7 +47,7 @@ def test_each_kind_alone_loads_what_the_whole_directory_holds_for_it():
     kinds = {kind for _, kind in full}
     assert len(kinds) > 30
     for kind in sorted(kinds):
-        alone = cel_rules.load_crds(crds, frozenset({kind}))
+        alone = apivalidation.crd_index(str(crds), frozenset({kind}))
         assert {k: v for k, v in alone.items() if k[1] == kind} == {k: v for k, v in full.items() if k[1] == kind}, kind
     assert all(kind is not None for _, kind in cel_rules._files(crds))
 
@@ -88,3 +88,35 @@ def test_the_cel_extension_loads_alone_and_the_package_reuses_it():
         """)
     out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_DIR, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == {"loaded": [], "value": True, "same": True}
+
+
+def test_kinds_from_go_modules_are_served_from_their_module():
+    """EnvoyPatchPolicy: ../shared/crds lacks it; the index reads it from Envoy Gateway v1.2.8's module
+    (make downloads it), with the same loader, and the render names the command when it is missing."""
+    from apivalidation import module_crds
+    crds = shared_dir("crds")
+    assert not [k for k in cel_rules.load_crds(crds, frozenset(module_crds.MODULE_CRDS)) if k[1] in module_crds.MODULE_CRDS]
+    index = apivalidation.crd_index(str(crds), frozenset({"EnvoyPatchPolicy"}))
+    schema = index[("gateway.envoyproxy.io/v1alpha1", "EnvoyPatchPolicy")]
+    assert schema["properties"]["spec"]["properties"]["priority"]["format"] == "int32"
+
+
+def test_the_module_crd_version_is_the_envoy_gateway_aibrix_installs():
+    from apivalidation import module_crds
+    from components.platform import AIBRIX_BUNDLED
+    source = (shared_dir("crds") / "SOURCES.md").read_text()
+    module, version, _ = module_crds.MODULE_CRDS["EnvoyPatchPolicy"]
+    assert (module, version) == ("github.com/envoyproxy/gateway", AIBRIX_BUNDLED["envoyGateway"])
+    assert f"| `envoy-gateway/` | envoyproxy/gateway | {version} |" in source
+
+
+def test_a_missing_module_crd_is_refused_with_the_download_command(monkeypatch, tmp_path):
+    from apivalidation import module_crds
+    monkeypatch.setenv("GOMODCACHE", str(tmp_path))
+    obj = {"apiVersion": "gateway.envoyproxy.io/v1alpha1", "kind": "EnvoyPatchPolicy",
+           "metadata": {"name": "p", "namespace": "aibrix-system"}, "spec": {}}
+    index = apivalidation.crd_index.__wrapped__(str(shared_dir("crds")), frozenset({"EnvoyPatchPolicy"}))
+    [problem] = apivalidation.validate([obj], index)
+    assert problem.rule.endswith("run `go mod download github.com/envoyproxy/gateway@v1.2.8`"), problem.rule
+    assert module_crds.crd_dir("EnvoyPatchPolicy").is_relative_to(tmp_path)
+

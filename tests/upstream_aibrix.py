@@ -285,6 +285,23 @@ ORIGINAL_ROUTE = {"name": "original_route", "match_header": HEADER_ROUTING_STRAT
                   "cluster": "original_destination_cluster", "pod_header": "target-pod"}
 
 
+# The same EnvoyPatchPolicy's patch of that RouteConfiguration, as written at v0.7.0 (its other two
+# patches add the cluster and change a listener field), and its priority: none, so 0.
+ORIGINAL_ROUTE_PATCH = {
+    "type": "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
+    "name": "aibrix-system/aibrix-eg/http",
+    "operation": {"op": "add", "path": "/virtual_hosts/0/routes/0", "value": {
+        "name": "original_route",
+        "match": {"prefix": "/", "headers": [{"name": "routing-strategy",
+                                              "string_match": {"safe_regex": {"regex": ".*"}}}]},
+        "route": {"cluster": "original_destination_cluster", "timeout": "120s"},
+        "typed_per_filter_config": {
+            "envoy.filters.http.ext_proc/envoyextensionpolicy/aibrix-system/aibrix-gateway-plugins-extension-policy/extproc/0": {
+                "@type": "type.googleapis.com/envoy.config.route.v3.FilterConfig", "config": {}}}}},
+}
+ORIGINAL_ROUTE_PATCH_PRIORITY = 0
+
+
 def final_route(decision: Decision) -> str:
     """The Envoy route a request the plugin forwarded ends on: AIBrix's original_route, or an HTTPRoute."""
     assert decision.status == 200, decision

@@ -26,7 +26,9 @@ PORTED_FROM = {
               "internal/gatewayapi/helpers.go", "internal/gatewayapi/translator.go",
               "internal/gatewayapi/backendtrafficpolicy.go", "internal/xds/translator/local_ratelimit.go",
               "internal/xds/translator/route.go", "internal/utils/ratelimit/unit.go", "api/v1alpha1/retry_types.go",
-              "api/v1alpha1/ratelimit_types.go"),
+              "api/v1alpha1/ratelimit_types.go", "internal/gatewayapi/envoypatchpolicy.go",
+              "internal/xds/translator/jsonpatch.go", "internal/utils/jsonpatch/patch.go",
+              "internal/utils/jsonpatch/jsonpathtopointer.go"),
 }
 
 # internal/envoygateway/config/config.go: DefaultNamespace = "envoy-gateway-system", overridable by
@@ -166,3 +168,60 @@ def attached_policies(policies: list[dict], routes: list[dict]) -> dict[tuple[st
             if ref["kind"] == "HTTPRoute" and key in names and key not in out:
                 out[key] = p["metadata"]["name"]
     return out
+
+
+# ---- EnvoyPatchPolicy (components/strategy_limits.py; make e2e runs the real translator, egctl) ----
+
+_ROUTE_BY_NAME = re.compile(r"^\$\.virtual_hosts\[(\d+)\]\.routes\[\?\(@\.name ?== ?'([^']*)'\)\]$")
+
+
+def _pointers(document: dict, json_path: str) -> list[str]:
+    """jsonpathtopointer.go ConvertPathToPointers (ohler55/ojg jp) for the one form rendered: the routes of
+    a virtual host whose name equals a literal. Any other form is refused here, not guessed."""
+    m = _ROUTE_BY_NAME.match(json_path)
+    if not m:
+        raise NotImplementedError(json_path)
+    vh = int(m.group(1))
+    routes = document["virtual_hosts"][vh]["routes"]
+    return [f"/virtual_hosts/{vh}/routes/{i}" for i, r in enumerate(routes) if r.get("name") == m.group(2)]
+
+
+def _add(document: dict, pointer: str, value: object) -> None:
+    """RFC 6902 add (evanphx/json-patch v5, EnsurePathExistsOnAdd): into an array it inserts before the
+    index (or appends at its length); into an object it sets the member."""
+    *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
+    node = document
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+    if isinstance(node, list):
+        index = int(last)
+        if not 0 <= index <= len(node):
+            raise IndexError(pointer)
+        node.insert(index, value)
+    else:
+        node[last] = value
+
+
+def apply_route_patches(route_configuration: dict, policies: list[tuple[int, list[dict]]]) -> list[str]:
+    """envoypatchpolicy.go (policies sorted by priority, ascending) and jsonpatch.go/patch.go (each
+    patch of the RouteConfiguration of that name, in order; a failing patch is skipped and reported):
+    `route_configuration` patched in place; the errors, as the policy's status would carry them."""
+    errors = []
+    for _, patches in sorted(policies, key=lambda p: p[0]):
+        for patch in patches:
+            if patch["type"] != "type.googleapis.com/envoy.config.route.v3.RouteConfiguration" \
+                    or patch["name"] != route_configuration["name"]:
+                continue
+            op = patch["operation"]
+            assert op["op"] == "add", op
+            if op.get("jsonPath"):
+                # A path beside a jsonPath is appended to each pointer the jsonPath yields.
+                pointers = [p + (op.get("path") or "") for p in _pointers(route_configuration, op["jsonPath"])]
+                if not pointers:
+                    errors.append(f"no jsonPointers were found while evaluating the jsonPath: '{op['jsonPath']}'")
+            else:
+                pointers = [op["path"]]
+            for pointer in pointers:
+                _add(route_configuration, pointer, op["value"])
+    return errors
+

@@ -1,0 +1,69 @@
+"""CRDs of kinds the stacks render that ../shared/crds does not hold, read from the upstream Go
+module at the release the cluster runs (never copied into this repository).
+
+EnvoyPatchPolicy: the Envoy Gateway v1.2.8 that AIBrix v0.7.0 installs (components/platform.py
+AIBRIX_BUNDLED; ../shared/crds/SOURCES.md saves seven of that chart's CRDs, not this one). The module
+is the repository at the tag, so the chart's generated CRD is in it byte for byte. `make` downloads it
+(`go mod download github.com/envoyproxy/gateway@v1.2.8`, 3.5 MB, the Go module proxy); without it the
+render refuses the kind and says how to get it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# kind -> (module, version, directory in the module holding its CRD file)
+MODULE_CRDS = {
+    "EnvoyPatchPolicy": ("github.com/envoyproxy/gateway", "v1.2.8", "charts/gateway-helm/crds/generated"),
+}
+
+
+def module_cache() -> Path:
+    """Where the go command keeps downloaded modules: GOMODCACHE, else GOPATH's first entry/pkg/mod,
+    else ~/go/pkg/mod (cmd/go/internal/modfetch: the same defaults, without running go)."""
+    if os.environ.get("GOMODCACHE"):
+        return Path(os.environ["GOMODCACHE"])
+    gopath = os.environ.get("GOPATH", "").split(os.pathsep)[0]
+    return Path(gopath or Path.home() / "go") / "pkg" / "mod"
+
+
+def _escaped(module_path: str) -> str:
+    """golang.org/x/mod/module EscapePath: an upper-case letter is `!` and its lower case."""
+    return "".join(f"!{c.lower()}" if c.isupper() else c for c in module_path)
+
+
+def crd_dir(kind: str) -> Path:
+    module_path, version, sub = MODULE_CRDS[kind]
+    return module_cache() / f"{_escaped(module_path)}@{version}" / sub
+
+
+def download_command(kind: str) -> str:
+    module_path, version, _ = MODULE_CRDS[kind]
+    return f"go mod download {module_path}@{version}"
+
+
+def missing_hint(kind: str) -> str | None:
+    """Why the kind has no CRD here and the command that fixes it, or None for other kinds."""
+    if kind not in MODULE_CRDS or crd_dir(kind).is_dir():
+        return None
+    return f"its CRD is read from the Go module cache ({crd_dir(kind)} is missing): run `{download_command(kind)}`"
+
+
+def download() -> int:
+    """`make`'s step: download every module above (a no-op once in the cache). A machine without the
+    go command or the module proxy is told so, and the render then refuses those kinds with the hint."""
+    import shutil
+    import subprocess
+    import sys
+    for module_path, version, _ in sorted(set(MODULE_CRDS.values())):
+        if not (module_cache() / f"{_escaped(module_path)}@{version}").is_dir():
+            if shutil.which("go") is None:
+                print(f"warning: no go command: {module_path}@{version} (CRDs of {', '.join(MODULE_CRDS)}) not "
+                      "downloaded", file=sys.stderr)
+                return 0
+            done = subprocess.run(["go", "mod", "download", f"{module_path}@{version}"], check=False)
+            if done.returncode != 0:
+                print(f"warning: `go mod download {module_path}@{version}` failed", file=sys.stderr)
+    return 0
+
