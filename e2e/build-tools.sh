@@ -8,7 +8,7 @@
 # only links. Nothing built here is committed.
 #
 #   e2e/build-tools.sh [name ...]   names: etcd kubernetes kwok pulumi pulumi-kubernetes aibrix kuberay rbg
-#                                   quantity (default: all)
+#                                   quantity envoy-gateway (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -137,6 +137,19 @@ build_quantity() {
 	stamp quantity quantity
 }
 
+# e2e/test_gateway_xds.py's translator: egctl of the Envoy Gateway AIBrix v0.7.0 installs (v1.2.8), whose
+# `x translate` runs EG's own Gateway API -> IR -> xDS translation, EnvoyPatchPolicies included, offline.
+build_envoy_gateway() {
+	fresh envoy-gateway egctl && return
+	local v
+	v=$(module_version envoy-gateway github.com/envoyproxy/gateway)
+	# Upstream's tools/make/golang.mk sets the version the same way (`egctl version`).
+	(cd "$TOOLS/envoy-gateway" && "${GO_BUILD[@]}" \
+		-ldflags "-s -w -X github.com/envoyproxy/gateway/internal/cmd/version.envoyGatewayVersion=$v" \
+		-o "$BIN/egctl" github.com/envoyproxy/gateway/cmd/egctl)
+	stamp envoy-gateway egctl
+}
+
 check_quantity_pin() {
 	local want have
 	want=$(module_version kubernetes k8s.io/apimachinery)
@@ -186,7 +199,7 @@ check_kubernetes_replaces() {
 	fi
 }
 
-ALL=(etcd kwok kubernetes pulumi pulumi-kubernetes aibrix kuberay rbg quantity)
+ALL=(etcd kwok kubernetes pulumi pulumi-kubernetes aibrix kuberay rbg quantity envoy-gateway)
 WANT=("$@")
 [[ ${#WANT[@]} -gt 0 ]] || WANT=("${ALL[@]}")
 command -v go >/dev/null || { echo "go not found: the e2e tools build with Go 1.26 from the Go module proxy" >&2; exit 2; }
@@ -195,7 +208,7 @@ i=0
 for name in "${WANT[@]}"; do
 	i=$((i + 1))
 	case "$name" in
-	etcd | kwok | kubernetes | pulumi | pulumi-kubernetes | aibrix | kuberay | rbg | quantity) ;;
+	etcd | kwok | kubernetes | pulumi | pulumi-kubernetes | aibrix | kuberay | rbg | quantity | envoy-gateway) ;;
 	*) echo "unknown tool '$name' (one of: ${ALL[*]})" >&2; exit 2 ;;
 	esac
 	t0=$(date +%s)
@@ -204,6 +217,7 @@ for name in "${WANT[@]}"; do
 	[[ "$name" == aibrix ]] && check_replaces aibrix github.com/vllm-project/aibrix
 	[[ "$name" == kuberay ]] && check_replaces kuberay github.com/ray-project/kuberay/ray-operator
 	[[ "$name" == quantity ]] && check_quantity_pin
+	[[ "$name" == envoy-gateway ]] && check_replaces envoy-gateway github.com/envoyproxy/gateway
 	"build_${name//-/_}"
 	log "($i/${#WANT[@]}) $name done in $(($(date +%s) - t0)) s"
 done

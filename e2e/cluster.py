@@ -333,8 +333,25 @@ def crd_dirs() -> list[Path]:
     return dirs
 
 
+# CRDs ../shared/crds lacks, each read from the Go module of the release the cluster runs (never copied
+# here): the module the wrapper pins (e2e/tools/<wrapper>, the one egctl is built from) and the file in it.
+MODULE_CRDS = (("envoy-gateway", "github.com/envoyproxy/gateway",
+                "charts/gateway-helm/crds/generated/gateway.envoyproxy.io_envoypatchpolicies.yaml"),)
+
+
+def module_crd_files() -> list[Path]:
+    files = []
+    for wrapper, module, path in MODULE_CRDS:
+        done = subprocess.run(["go", "mod", "download", "-json", module], cwd=ROOT / "e2e" / "tools" / wrapper,
+                              capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise Failure(f"go mod download -json {module} in e2e/tools/{wrapper} failed: {done.stderr.strip()}")
+        files.append(Path(json.loads(done.stdout)["Dir"]) / path)
+    return files
+
+
 def crd_files() -> list[Path]:
-    return sorted(f for d in crd_dirs() for f in d.glob("*.yaml"))
+    return sorted(f for d in crd_dirs() for f in d.glob("*.yaml")) + module_crd_files()
 
 
 def component_args(token_file: Path) -> dict[str, list]:

@@ -167,6 +167,8 @@ def test_crds_established_at_the_files_versions(up):
     served = {c["metadata"]["name"]: c for c in get("crd")["items"]}
     files = cluster.crd_files()
     assert any("kuberay/v1.2.1" in str(f) for f in files), "AIBrix v0.7.0 needs KubeRay v1.2.1's CRDs"
+    assert any(f.name == "gateway.envoyproxy.io_envoypatchpolicies.yaml" for f in files), \
+        "the stacks' EnvoyPatchPolicy needs Envoy Gateway v1.2.8's CRD (from its Go module)"
     for f in files:
         want = yaml.load(f.read_text(), Loader=yaml.CSafeLoader)  # the pure-Python loader takes 30 s here
         crd = served.get(want["metadata"]["name"])
