@@ -1,0 +1,451 @@
+"""Issue 21 at the gateway, through the REAL Envoy Gateway translator: what Envoy would be sent.
+
+The stacks' gateway objects (HTTPRoutes, BackendTrafficPolicies, the strategy-path EnvoyPatchPolicy of
+components/strategy_limits.py, the backend Services, the ReferenceGrant) and AIBrix v0.7.0's own (its
+config/gateway and config/metadata files, read from the AIBrix Go module that e2e/tools/aibrix builds,
+with config/default/kustomization.yaml's namePrefix `aibrix-` and namespace aibrix-system) go through
+`egctl x translate` of Envoy Gateway v1.2.8 (.e2e/bin/egctl, e2e/tools/envoy-gateway, `make e2e-tools`):
+Envoy Gateway's own Gateway API -> IR -> xDS translation, EnvoyPatchPolicies applied in priority order
+(internal/gatewayapi/envoypatchpolicy.go) by its JSON patch code (internal/xds/translator/jsonpatch.go).
+The tests read the statuses and the final RouteConfiguration, and pick routes in it with a port of
+Envoy's route selection (below) at the Envoy AIBrix runs (envoyproxy/envoy:v1.33.2, AIBrix's
+config/gateway/gateway.yaml EnvoyProxy patch). No cluster: only the binary, about half a second a run.
+
+What egctl v1.2.8 cannot do, and what the tests do about it (internal/cmd/egctl/translate.go):
+- It prints no Programmed condition of an EnvoyPatchPolicy: the xDS step sets it on a copy it does not
+  print. A patch that fails makes the whole translation fail instead (translateGatewayAPIToXds returns
+  the error processJSONPatches joins), so exit 0 means no patch failed; a patch whose resource is not
+  found is no error there, so every route our patches add is also looked for in the output.
+- Its loader reads no ReferenceGrant (internal/gatewayapi/resource/load.go: "TODO: add support for kind
+  ReferenceGrant"), so a backendRef across namespaces is RefNotPermitted there. The objects as rendered
+  are translated once for the statuses (that condition is the only one allowed to fail); for the xDS
+  the grant is honoured by hand (`honour_grants`, Gateway API's ReferenceGrant rule): each backend
+  the rendered grant admits is placed beside its route, so the route gets its cluster.
+- EnvoyExtensionPolicy fails in egctl ("Wasm: wasm cache is not initialized": no Wasm cache outside the
+  controller), so AIBrix's ext_proc filter is missing from the listener and its reserved routes answer
+  500. Our routes copy the per-route ext_proc config of original_route, compared as is.
+- Services get a dummy ClusterIP only with --add-missing-resources (load.go), used here; every Service
+  and Namespace a route needs is given, so that flag adds nothing else.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(os.environ.get("E2E_BIN", ROOT / ".e2e" / "bin"))
+EGCTL = BIN / "egctl"
+GATEWAY_NAMESPACE = "aibrix-system"
+GATEWAY_IR = f"{GATEWAY_NAMESPACE}/aibrix-eg"          # egctl's key: <namespace>/<gateway>
+ROUTE_CONFIGURATION = f"{GATEWAY_IR}/http"
+ORIGINAL_ROUTE = "original_route"
+LOCAL_RATE_LIMIT = "envoy.filters.http.local_ratelimit"
+UNSENT_ONLY = {"connect-failure", "refused-stream"}    # issue 21: retry only what never reached an engine
+
+# Two stacks on the one Gateway, each with its own consumers; the timeout is not AIBrix's 120 s, so a
+# route that kept original_route's timeout would show.
+TIMEOUT_SECONDS = 150   # within Pulumi.dev.yaml terminationGraceSeconds (180) less the 30 s margin
+DEV = {"namespace": "llm-serving-dev", "default": 30,
+       "consumers": [{"name": "search", "namespace": "team-search", "requestsPerMinute": 600},
+                     {"name": "notebooks", "namespaceSelector": {"matchLabels": {"team": "data"}},
+                      "requestsPerMinute": 60}]}
+OTHER = {"namespace": "llm-serving-other", "default": 12,
+         "consumers": [{"name": "batch", "namespace": "team-batch", "requestsPerMinute": 240}]}
+
+
+# --- the objects ------------------------------------------------------------------------------------
+
+def _render(stack: dict) -> list[dict]:
+    """The dev stack (Pulumi.dev.yaml) with the stack's namespace, consumers (each key a masked stand-in,
+    as `pulumi config set --secret --path llm-serving:consumerKeys.<name>` leaves it offline) and
+    gateway limits: every Kubernetes object it renders. In a process of its own (Pulumi's mock runtime)."""
+    out = subprocess.run([sys.executable, __file__, "render", json.dumps(stack)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return json.loads(out.stdout)
+
+
+def _render_main(stack: dict) -> None:
+    sys.path.insert(0, str(ROOT))
+    from render import runtime, stackfile
+    from render.output import is_kubernetes_object
+    sf = stackfile.read(ROOT, "dev")
+    sf.config["llm-serving:namespace"] = stack["namespace"]
+    sf.config["llm-serving:consumers"] = json.dumps(stack["consumers"])
+    sf.config["llm-serving:consumerKeys"] = json.dumps({c["name"]: f"[secret {c['name']}]" for c in stack["consumers"]})
+    sf.secret_keys.append("llm-serving:consumerKeys")
+    gateway = json.loads(sf.config["llm-serving:gateway"])
+    gateway["requestTimeoutSeconds"] = TIMEOUT_SECONDS
+    if stack["default"] is not None:
+        gateway["defaultRequestsPerMinute"] = stack["default"]
+    sf.config["llm-serving:gateway"] = json.dumps(gateway)
+    rendered = runtime.render(sf)
+    print(json.dumps([r.inputs for r in rendered.resources if is_kubernetes_object(r)]))
+
+
+def gateway_objects(stack: dict) -> list[dict]:
+    """What of the stack Envoy Gateway reads: everything in the gateway namespace, the Services the
+    routes point at, the ReferenceGrants and the Namespaces."""
+    objs = _render(stack)
+    ours = [o for o in objs if o["metadata"].get("namespace") == GATEWAY_NAMESPACE]
+    assert {o["kind"] for o in ours} == {"HTTPRoute", "BackendTrafficPolicy", "EnvoyPatchPolicy"}, ours
+    wanted = {(r["namespace"], r["name"]) for o in ours if o["kind"] == "HTTPRoute"
+              for rule in o["spec"]["rules"] for r in rule["backendRefs"]}
+    backends = [o for o in objs if o["kind"] == "Service"
+                and (o["metadata"]["namespace"], o["metadata"]["name"]) in wanted]
+    assert len(backends) == len(wanted), wanted
+    return ours + backends + [o for o in objs if o["kind"] in ("ReferenceGrant", "Namespace")]
+
+
+def go_module_dir(wrapper: str, module: str) -> Path:
+    out = subprocess.run(["go", "mod", "download", "-json", module], cwd=ROOT / "e2e" / "tools" / wrapper,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return Path(json.loads(out.stdout)["Dir"])
+
+
+# The kinds egctl v1.2.8 loads (internal/gatewayapi/resource/load.go loadKubernetesYAMLToResources); the
+# Deployments of these files are the controllers', not the translator's business.
+EGCTL_KINDS = {"GatewayClass", "Gateway", "EnvoyProxy", "ClientTrafficPolicy", "EnvoyPatchPolicy", "Service",
+               "HTTPRoute", "EnvoyExtensionPolicy", "Namespace"}
+
+
+@cache
+def aibrix_objects() -> tuple[dict, ...]:
+    """AIBrix v0.7.0's gateway objects as `kubectl apply -k config/default` makes them: namePrefix
+    `aibrix-` and namespace aibrix-system (config/default/kustomization.yaml; the references inside are
+    written already prefixed, e.g. gatewayClassName aibrix-eg). config/namespace holds the Namespace."""
+    src = go_module_dir("aibrix", "github.com/vllm-project/aibrix") / "config"
+    kustomization = yaml.safe_load((src / "default" / "kustomization.yaml").read_text())
+    assert (kustomization["namePrefix"], kustomization["namespace"]) == ("aibrix-", GATEWAY_NAMESPACE)
+    assert {"../gateway", "../metadata", "../namespace"} <= set(kustomization["resources"])
+    objs = []
+    for path in ("gateway/gateway.yaml", "gateway/gateway-plugin/gateway-plugin.yaml", "metadata/metadata.yaml",
+                 "namespace/namespace.yaml"):
+        for doc in yaml.safe_load_all((src / path).read_text()):
+            if doc and doc["kind"] in EGCTL_KINDS:
+                doc["metadata"]["name"] = kustomization["namePrefix"] + doc["metadata"]["name"]
+                if doc["kind"] != "Namespace":
+                    doc["metadata"]["namespace"] = kustomization["namespace"]
+                objs.append(doc)
+    assert [o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"] == [GATEWAY_NAMESPACE]
+    return tuple(objs)
+
+
+def honour_grants(objs: list[dict]) -> list[dict]:
+    """What Envoy Gateway does with a ReferenceGrant and egctl cannot (module docstring): a backendRef
+    to another namespace that a ReferenceGrant there admits (Gateway API v1beta1 ReferenceGrant: `from`
+    names the route's group, kind and namespace; `to` the Service kind, no name or this one) is resolved;
+    here by a copy of the Service beside the route. A ref no grant admits is left to be refused."""
+    objs = copy.deepcopy(objs)
+    grants = [o for o in objs if o["kind"] == "ReferenceGrant"]
+    services = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objs if o["kind"] == "Service"}
+
+    def admitted(route_ns: str, ref: dict) -> bool:
+        return any(g["metadata"]["namespace"] == ref["namespace"]
+                   and any(f == {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": route_ns}
+                           for f in g["spec"]["from"])
+                   and any(t.get("group", "") == "" and t["kind"] == "Service" and t.get("name", ref["name"]) == ref["name"]
+                           for t in g["spec"]["to"])
+                   for g in grants)
+    added = []
+    for route in (o for o in objs if o["kind"] == "HTTPRoute"):
+        ns = route["metadata"]["namespace"]
+        for rule in route["spec"]["rules"]:
+            for ref in rule["backendRefs"]:
+                if ref.get("namespace", ns) != ns and admitted(ns, ref):
+                    svc = copy.deepcopy(services[(ref["namespace"], ref["name"])])
+                    svc["metadata"]["namespace"] = ns
+                    added.append(svc)
+                    del ref["namespace"]
+    return objs + added
+
+
+# --- egctl ------------------------------------------------------------------------------------------
+
+def run_egctl(objs: list[dict], tmp_path: Path, name: str) -> subprocess.CompletedProcess:
+    if not os.access(EGCTL, os.X_OK):
+        pytest.fail(f"{EGCTL} missing; build it with `make e2e-tools` (e2e/build-tools.sh envoy-gateway)", pytrace=False)
+    src = tmp_path / f"{name}.yaml"
+    src.write_text(yaml.safe_dump_all(objs, sort_keys=False))
+    start = time.monotonic()
+    # `ir` before `xds`: the IR output carries the resources with their statuses (as `gateway-api` does)
+    # and, unlike it, each EnvoyPatchPolicy's status (translate.go translateGatewayAPIToIR).
+    done = subprocess.run([str(EGCTL), "x", "translate", "--from", "gateway-api", "--to", "ir,xds", "--output", "json",
+                           "--add-missing-resources", "--file", str(src)], capture_output=True, text=True, timeout=120)
+    print(f"egctl x translate {name}: {time.monotonic() - start:.2f} s")
+    return done
+
+
+def translate(objs: list[dict], tmp_path: Path, name: str) -> dict:
+    done = run_egctl(objs, tmp_path, name)
+    assert done.returncode == 0, done.stderr[-6000:]
+    return json.loads(done.stdout)
+
+
+def routes(result: dict) -> list[dict]:
+    """The virtual host's routes, in order, of the listener's RouteConfiguration in the config dump."""
+    [dump] = [c for c in result["xds"][GATEWAY_IR]["configs"] if c["@type"].endswith(".RoutesConfigDump")]
+    [config] = [d["routeConfig"] for d in dump["dynamicRouteConfigs"] if d["routeConfig"]["name"] == ROUTE_CONFIGURATION]
+    [host] = config["virtualHosts"]
+    assert host["domains"] == ["*"]
+    return host["routes"]
+
+
+def http_filters(result: dict) -> list[str]:
+    [dump] = [c for c in result["xds"][GATEWAY_IR]["configs"] if c["@type"].endswith(".ListenersConfigDump")]
+    [listener] = [d["activeState"]["listener"] for d in dump["dynamicListeners"]]
+    [hcm] = listener["defaultFilterChain"]["filters"]
+    return [f["name"] for f in hcm["typedConfig"]["httpFilters"]]
+
+
+def condition(conditions: list[dict], kind: str) -> dict:
+    [c] = [c for c in conditions if c["type"] == kind]
+    return c
+
+
+# --- Envoy's route selection (envoyproxy/envoy v1.33.2) ---------------------------------------------
+# source/common/router/config_impl.cc: VirtualHostImpl::getRouteFromEntries returns the first route, in
+# order, whose matches() holds; RouteEntryImplBase::matchRoute requires every header matcher
+# (Http::HeaderUtility::matchHeaders) and then the path: PrefixRouteEntryImpl (`prefix`, on the path
+# as sent), PathSeparatedPrefixRouteEntryImpl (`path_separated_prefix`: the path without query equals
+# the prefix or continues with `/`). source/common/http/header_utility.cc HeaderDataBaseImpl::
+# matchesHeaders: names case-insensitive, all values of a name joined with ","; an absent header fails
+# (true with invert_match) unless treat_missing_header_as_empty; present_match is presence;
+# string_match exact / prefix / safe_regex, the regex a FULL match (source/common/common/regex.h,
+# re2::RE2::FullMatch). Anything else in a match is refused here rather than guessed.
+
+def _string_matches(m: dict, value: str) -> bool:
+    unknown = set(m) - {"exact", "prefix", "safeRegex"}
+    if unknown:
+        raise NotImplementedError(f"string matcher {sorted(unknown)}")
+    if "exact" in m:
+        return value == m["exact"]
+    if "prefix" in m:
+        return value.startswith(m["prefix"])
+    return re.fullmatch(m["safeRegex"]["regex"], value) is not None
+
+
+def _header_matches(m: dict, headers: dict[str, str]) -> bool:
+    unknown = set(m) - {"name", "stringMatch", "presentMatch", "invertMatch"}
+    if unknown:
+        raise NotImplementedError(f"header matcher {sorted(unknown)}")
+    value = {k.lower(): v for k, v in headers.items()}.get(m["name"].lower())
+    invert = m.get("invertMatch", False)
+    if value is None:
+        if "presentMatch" in m:
+            return (not m["presentMatch"]) != invert
+        return invert
+    if "presentMatch" in m:
+        return m["presentMatch"] != invert
+    return _string_matches(m["stringMatch"], value) != invert
+
+
+def _route_matches(route: dict, path: str, headers: dict[str, str]) -> bool:
+    match = route["match"]
+    unknown = set(match) - {"prefix", "pathSeparatedPrefix", "headers"}
+    if unknown:
+        raise NotImplementedError(f"route match {sorted(unknown)} ({route['name']})")
+    if not all(_header_matches(h, headers) for h in match.get("headers", [])):
+        return False
+    if "prefix" in match:
+        return path.startswith(match["prefix"])
+    bare = re.split(r"[?#]", path, maxsplit=1)[0]
+    prefix = match["pathSeparatedPrefix"]
+    return bare.startswith(prefix) and (len(bare) == len(prefix) or bare[len(prefix)] == "/")
+
+
+def select(all_routes: list[dict], path: str, headers: dict[str, str]) -> dict | None:
+    return next((r for r in all_routes if _route_matches(r, path, headers)), None)
+
+
+def plugin_request(authorization: str | None) -> dict[str, str]:
+    """A request as the AIBrix plugin sends it on: its routing-strategy and target-pod headers set."""
+    headers = {"routing-strategy": "least-request", "target-pod": "198.18.0.7:8000", "content-type": "application/json"}
+    if authorization is not None:
+        headers["authorization"] = authorization
+    return headers
+
+
+# --- scenarios --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dev_objects() -> list[dict]:
+    return gateway_objects(DEV)
+
+
+@pytest.fixture(scope="module")
+def both(dev_objects, tmp_path_factory) -> dict:
+    """Both stacks on the Gateway, the grants honoured."""
+    objs = [*aibrix_objects(), *honour_grants(dev_objects + gateway_objects(OTHER))]
+    return translate(objs, tmp_path_factory.mktemp("both"), "both-stacks")
+
+
+def our_policy(objs: list[dict]) -> dict:
+    [epp] = [o for o in objs if o["kind"] == "EnvoyPatchPolicy"]
+    return epp
+
+
+def consumer_route(stack: dict, name: str) -> str:
+    return f"llm-serving/{stack['namespace']}/consumer/{name}"
+
+
+def default_route(stack: dict) -> str:
+    return f"llm-serving/{stack['namespace']}/default"
+
+
+def test_as_rendered_every_policy_is_accepted_and_every_patch_applied(dev_objects, tmp_path):
+    result = translate([*aibrix_objects(), *dev_objects], tmp_path, "as-rendered")
+    ours = {o["metadata"]["name"] for o in dev_objects if o["kind"] == "HTTPRoute"}
+    statuses = {r["metadata"]["name"]: r["status"] for r in result["httpRoutes"]}
+    for name in ours:
+        [parent] = statuses[name]["parents"]
+        assert condition(parent["conditions"], "Accepted")["status"] == "True", parent
+        refs = condition(parent["conditions"], "ResolvedRefs")
+        # egctl loads no ReferenceGrant (module docstring): this, and only this, is refused here.
+        assert (refs["status"], refs["reason"]) == ("False", "RefNotPermitted"), refs
+    btps = {p["metadata"]["name"]: p for p in result["backendTrafficPolicies"]}
+    assert set(btps) == {o["metadata"]["name"] for o in dev_objects if o["kind"] == "BackendTrafficPolicy"}
+    for p in btps.values():
+        [ancestor] = p["status"]["ancestors"]
+        assert condition(ancestor["conditions"], "Accepted")["status"] == "True", p["status"]
+    # Both patch policies accepted, applied in priority order: AIBrix's, then ours.
+    patches = result["xdsIR"][GATEWAY_IR]["envoyPatchPolicies"]
+    assert [p["name"] for p in patches] == ["aibrix-epp", our_policy(dev_objects)["metadata"]["name"]]
+    for p in patches:
+        [ancestor] = p["status"]["ancestors"]
+        assert condition(ancestor["conditions"], "Accepted")["status"] == "True", p
+    # Programmed: no patch failed (else egctl exits non-zero, asserted in translate) and each route our
+    # patches add is in the RouteConfiguration they name (a resource not found fails no translation).
+    added = [op["operation"]["value"]["name"] for op in our_policy(dev_objects)["spec"]["jsonPatches"]]
+    assert {op["name"] for op in our_policy(dev_objects)["spec"]["jsonPatches"]} == {ROUTE_CONFIGURATION}
+    assert sorted(added) == sorted([*(consumer_route(DEV, c["name"]) for c in DEV["consumers"]), default_route(DEV)])
+    assert set(added) <= {r["name"] for r in routes(result)}
+    # The per-route token buckets take effect only with the filter on the listener (EG adds it while a
+    # route of the Gateway has a local limit: internal/xds/translator/local_ratelimit.go patchHCM).
+    assert LOCAL_RATE_LIMIT in http_filters(result)
+
+
+def test_every_consumer_route_precedes_every_default_route_which_precede_original_route(both):
+    names = [r["name"] for r in routes(both)]
+    consumers = [names.index(consumer_route(s, c["name"])) for s in (DEV, OTHER) for c in s["consumers"]]
+    defaults = [names.index(default_route(s)) for s in (DEV, OTHER)]
+    assert max(consumers) < min(defaults) and max(defaults) < names.index(ORIGINAL_ROUTE), names[:8]
+
+
+def _bucket(route: dict) -> dict:
+    return route["typedPerFilterConfig"][LOCAL_RATE_LIMIT]["tokenBucket"]
+
+
+def test_the_strategy_routes_carry_the_limits_timeout_retries_and_the_plugin_of_original_route(both):
+    by_name = {r["name"]: r for r in routes(both)}
+    original = by_name[ORIGINAL_ROUTE]
+    [ext_proc] = [k for k in original["typedPerFilterConfig"] if k.startswith("envoy.filters.http.ext_proc/")]
+    expected = {consumer_route(s, c["name"]): c["requestsPerMinute"] for s in (DEV, OTHER) for c in s["consumers"]}
+    expected |= {default_route(s): s["default"] for s in (DEV, OTHER)}
+    # EG's own route-level bucket of the same stack's HTTPRoute (its BTP's default rule) is the shape.
+    eg_route = next(r for r in routes(both) if r["name"].startswith(f"httproute/{GATEWAY_NAMESPACE}/deepseek-v4-flash-api-llm-serving-dev/"))
+    eg_limit = eg_route["typedPerFilterConfig"][LOCAL_RATE_LIMIT]
+    for name, rpm in expected.items():
+        route = by_name[name]
+        assert _bucket(route) == {"maxTokens": rpm, "tokensPerFill": rpm, "fillInterval": "60s"}, name
+        limit = route["typedPerFilterConfig"][LOCAL_RATE_LIMIT]
+        assert {k: v for k, v in limit.items() if k != "tokenBucket"} == \
+            {k: v for k, v in eg_limit.items() if k not in ("tokenBucket", "descriptors", "alwaysConsumeDefaultTokenBucket")}
+        assert route["route"]["timeout"] == f"{TIMEOUT_SECONDS}s"
+        assert route["route"]["cluster"] == original["route"]["cluster"]
+        retry = route["route"]["retryPolicy"]
+        assert set(retry["retryOn"].split(",")) == UNSENT_ONLY and set(retry) == {"retryOn", "numRetries"}, retry
+        assert route["typedPerFilterConfig"][ext_proc] == original["typedPerFilterConfig"][ext_proc]
+    assert _bucket(eg_route) == {"maxTokens": DEV["default"], "tokensPerFill": DEV["default"], "fillInterval": "60s"}
+
+
+def test_envoy_picks_each_consumers_route_and_the_default_for_any_other_key(both):
+    all_routes = routes(both)
+    path = "/v1/chat/completions"
+
+    def picked(authorization: str | None) -> str:
+        return select(all_routes, path, plugin_request(authorization))["name"]
+    assert picked("Bearer search.k3y-of-search") == consumer_route(DEV, "search")
+    assert picked("BEARER search.k3y-of-search") == consumer_route(DEV, "search")
+    assert picked("bearer notebooks.n0tebook-key") == consumer_route(DEV, "notebooks")
+    assert picked("Bearer batch.the-batch-key") == consumer_route(OTHER, "batch")
+    # A key of no consumer, a name without its dot, no key: the first default route on the Gateway.
+    first_default = next(r["name"] for r in all_routes if r["name"] in (default_route(DEV), default_route(OTHER)))
+    for other in ("Bearer stranger.key", "Bearer searchkey", "Basic c2VhcmNoLmtleQ==", None):
+        assert picked(other) == first_default, other
+
+
+def test_a_model_header_request_takes_our_httproute_with_the_consumers_descriptors(both):
+    route = select(routes(both), "/v1/chat/completions",
+                   {"model": "DeepSeek-V4-Flash", "authorization": "Bearer search.k3y"})
+    assert route["name"].startswith(f"httproute/{GATEWAY_NAMESPACE}/deepseek-v4-flash-api-llm-serving-dev/"), route["name"]
+    assert route["route"]["cluster"].startswith(f"httproute/{GATEWAY_NAMESPACE}/deepseek-v4-flash-api-llm-serving-dev/")
+    assert route["route"]["timeout"] == f"{TIMEOUT_SECONDS}s"
+    assert set(route["route"]["retryPolicy"]["retryOn"].split(",")) == UNSENT_ONLY
+    # One header_value_match action per consumer, on its Authorization regex; one descriptor bucket each.
+    regexes = [h["stringMatch"]["safeRegex"]["regex"] for a in route["route"]["rateLimits"]
+               for action in a["actions"] for h in action["headerValueMatch"]["headers"]]
+    assert regexes == [rf"^(?i:bearer) {c['name']}\..*$" for c in DEV["consumers"]]
+    buckets = [d["tokenBucket"]["maxTokens"] for d in route["typedPerFilterConfig"][LOCAL_RATE_LIMIT]["descriptors"]]
+    assert buckets == [c["requestsPerMinute"] for c in DEV["consumers"]]
+
+
+def test_without_a_default_other_keys_take_original_route(dev_objects, tmp_path):
+    stack = {**DEV, "default": None}
+    objs = gateway_objects(stack)
+    assert all("jsonPath" not in p["operation"] for p in our_policy(objs)["spec"]["jsonPatches"])
+    all_routes = routes(translate([*aibrix_objects(), *honour_grants(objs)], tmp_path, "no-default"))
+    headers = plugin_request("Bearer search.k3y")
+    assert select(all_routes, "/v1/chat/completions", headers)["name"] == consumer_route(DEV, "search")
+    for other in ("Bearer stranger.key", None):
+        assert select(all_routes, "/v1/chat/completions", plugin_request(other))["name"] == ORIGINAL_ROUTE
+
+
+def test_negative_controls_a_wrong_patch_is_caught(dev_objects, tmp_path):
+    """The assertions above are not vacuous: (1) our policy applied BEFORE AIBrix's (priority -1) finds no
+    original_route for its jsonPath and the translation fails on it, as Envoy Gateway marks the policy
+    Programmed=False (jsonpatch.go, utils/jsonpatch/patch.go); (2) the default route put at the head
+    instead of before original_route takes the consumers' requests, which the selection shows."""
+    early = copy.deepcopy(dev_objects)
+    our_policy(early)["spec"]["priority"] = -1
+    done = run_egctl([*aibrix_objects(), *honour_grants(early)], tmp_path, "priority-minus-one")
+    assert done.returncode != 0
+    assert "no jsonPointers were found while evaluating the jsonPath" in done.stderr
+    assert f"@.name=='{ORIGINAL_ROUTE}'" in done.stderr
+
+    at_head = copy.deepcopy(dev_objects)
+    patches = our_policy(at_head)["spec"]["jsonPatches"]
+    [default] = [p for p in patches if "jsonPath" in p["operation"]]
+    default["operation"]["path"] = "/virtual_hosts/0/routes/0"
+    del default["operation"]["jsonPath"]
+    all_routes = routes(translate([*aibrix_objects(), *honour_grants(at_head)], tmp_path, "default-at-head"))
+    assert select(all_routes, "/v1/chat/completions", plugin_request("Bearer search.k3y"))["name"] == default_route(DEV)
+
+
+def test_egctl_is_the_envoy_gateway_the_crds_are_read_from():
+    """One Envoy Gateway release: the wrapper's (egctl, and the CRD e2e/cluster.py applies) is the one
+    apivalidation/module_crds.py reads the EnvoyPatchPolicy schema from."""
+    sys.path.insert(0, str(ROOT))
+    from apivalidation import module_crds
+    module, version, _ = module_crds.MODULE_CRDS["EnvoyPatchPolicy"]
+    got = subprocess.run(["go", "list", "-m", "-f", "{{.Version}}", module], cwd=ROOT / "e2e" / "tools" / "envoy-gateway",
+                         capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+    assert got == version
+    assert subprocess.run([str(EGCTL), "version", "--remote=false"], capture_output=True, text=True,
+                          check=True).stdout.strip() == version
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["render"]:
+    _render_main(json.loads(sys.argv[2]))
