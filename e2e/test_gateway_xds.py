@@ -195,12 +195,8 @@ def translate(objs: list[dict], tmp_path: Path, name: str) -> dict:
 
 
 def routes(result: dict) -> list[dict]:
-    """The virtual host's routes, in order, of the listener's RouteConfiguration in the config dump."""
-    [dump] = [c for c in result["xds"][GATEWAY_IR]["configs"] if c["@type"].endswith(".RoutesConfigDump")]
-    [config] = [d["routeConfig"] for d in dump["dynamicRouteConfigs"] if d["routeConfig"]["name"] == ROUTE_CONFIGURATION]
-    [host] = config["virtualHosts"]
-    assert host["domains"] == ["*"]
-    return host["routes"]
+    """The virtual host's routes, in order (proto field names)."""
+    return route_configuration(result)["virtual_hosts"][0]["routes"]
 
 
 def http_filters(result: dict) -> list[str]:
@@ -215,59 +211,51 @@ def condition(conditions: list[dict], kind: str) -> dict:
     return c
 
 
-# --- Envoy's route selection (envoyproxy/envoy v1.33.2) ---------------------------------------------
-# source/common/router/config_impl.cc: VirtualHostImpl::getRouteFromEntries returns the first route, in
-# order, whose matches() holds; RouteEntryImplBase::matchRoute requires every header matcher
-# (Http::HeaderUtility::matchHeaders) and then the path: PrefixRouteEntryImpl (`prefix`, on the path
-# as sent), PathSeparatedPrefixRouteEntryImpl (`path_separated_prefix`: the path without query equals
-# the prefix or continues with `/`). source/common/http/header_utility.cc HeaderDataBaseImpl::
-# matchesHeaders: names case-insensitive, all values of a name joined with ","; an absent header fails
-# (true with invert_match) unless treat_missing_header_as_empty; present_match is presence;
-# string_match exact / prefix / safe_regex, the regex a FULL match (source/common/common/regex.h,
-# re2::RE2::FullMatch). Anything else in a match is refused here rather than guessed.
-
-def _string_matches(m: dict, value: str) -> bool:
-    unknown = set(m) - {"exact", "prefix", "safeRegex"}
-    if unknown:
-        raise NotImplementedError(f"string matcher {sorted(unknown)}")
-    if "exact" in m:
-        return value == m["exact"]
-    if "prefix" in m:
-        return value.startswith(m["prefix"])
-    return re.fullmatch(m["safeRegex"]["regex"], value) is not None
+# --- the unit tests' ports, checked here against the real translator --------------------------------
+# tests/upstream_envoy.py (Envoy v1.33.2's route selection), tests/upstream_envoy_gateway.py (EG v1.2.8's
+# patch application), tests/upstream_aibrix.py (aibrix-epp's route patch): one home each; here they run
+# on egctl's output, so a port that drifts from what the translator and AIBrix really do fails here.
+sys.path.append(str(ROOT / "tests"))   # after e2e/: the e2e modules keep their names
+import upstream_aibrix as aibrix  # noqa: E402
+import upstream_envoy as envoy  # noqa: E402
+import upstream_envoy_gateway as eg  # noqa: E402
 
 
-def _header_matches(m: dict, headers: dict[str, str]) -> bool:
-    unknown = set(m) - {"name", "stringMatch", "presentMatch", "invertMatch"}
-    if unknown:
-        raise NotImplementedError(f"header matcher {sorted(unknown)}")
-    value = {k.lower(): v for k, v in headers.items()}.get(m["name"].lower())
-    invert = m.get("invertMatch", False)
-    if value is None:
-        if "presentMatch" in m:
-            return (not m["presentMatch"]) != invert
-        return invert
-    if "presentMatch" in m:
-        return m["presentMatch"] != invert
-    return _string_matches(m["stringMatch"], value) != invert
+def _snake(key: str) -> str:
+    return re.sub(r"[A-Z]", lambda m: "_" + m.group(0).lower(), key)
 
 
-def _route_matches(route: dict, path: str, headers: dict[str, str]) -> bool:
-    match = route["match"]
-    unknown = set(match) - {"prefix", "pathSeparatedPrefix", "headers"}
-    if unknown:
-        raise NotImplementedError(f"route match {sorted(unknown)} ({route['name']})")
-    if not all(_header_matches(h, headers) for h in match.get("headers", [])):
-        return False
-    if "prefix" in match:
-        return path.startswith(match["prefix"])
-    bare = re.split(r"[?#]", path, maxsplit=1)[0]
-    prefix = match["pathSeparatedPrefix"]
-    return bare.startswith(prefix) and (len(bare) == len(prefix) or bare[len(prefix)] == "/")
+def proto_names(node, keep_keys: bool = False):
+    """egctl prints protojson's JSON names (lowerCamelCase); the ports and the patches use the proto
+    field names. Map keys (typed_per_filter_config's filter names) and Struct contents (metadata) stay."""
+    if isinstance(node, list):
+        return [proto_names(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        name = key if keep_keys or key.startswith("@") else _snake(key)
+        if name == "filter_metadata":
+            out[name] = value
+        else:
+            out[name] = proto_names(value, keep_keys=name == "typed_per_filter_config")
+    return out
 
 
-def select(all_routes: list[dict], path: str, headers: dict[str, str]) -> dict | None:
-    return next((r for r in all_routes if _route_matches(r, path, headers)), None)
+def route_configuration(result: dict) -> dict:
+    """The listener's RouteConfiguration, in proto field names."""
+    [dump] = [c for c in result["xds"][GATEWAY_IR]["configs"] if c["@type"].endswith(".RoutesConfigDump")]
+    [config] = [d["routeConfig"] for d in dump["dynamicRouteConfigs"] if d["routeConfig"]["name"] == ROUTE_CONFIGURATION]
+    config = proto_names({k: v for k, v in config.items() if k != "@type"})
+    [host] = config["virtual_hosts"]
+    assert host["domains"] == ["*"]
+    return config
+
+
+def select(rc: dict, path: str, headers: dict[str, str]) -> dict:
+    route = envoy.select_route(rc, path, headers)
+    assert route is not None, (path, headers)
+    return route
 
 
 def plugin_request(authorization: str | None) -> dict[str, str]:
@@ -286,14 +274,22 @@ def dev_objects() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def both(dev_objects, tmp_path_factory) -> dict:
-    """Both stacks on the Gateway, the grants honoured."""
-    objs = [*aibrix_objects(), *honour_grants(dev_objects + gateway_objects(OTHER))]
-    return translate(objs, tmp_path_factory.mktemp("both"), "both-stacks")
+def both_objects(dev_objects) -> list[dict]:
+    """Both stacks on the Gateway, with AIBrix's objects, the grants honoured."""
+    return [*aibrix_objects(), *honour_grants(dev_objects + gateway_objects(OTHER))]
+
+
+@pytest.fixture(scope="module")
+def both(both_objects, tmp_path_factory) -> dict:
+    return translate(both_objects, tmp_path_factory.mktemp("both"), "both-stacks")
+
+
+def patch_policies(objs: list[dict]) -> list[dict]:
+    return [o for o in objs if o["kind"] == "EnvoyPatchPolicy"]
 
 
 def our_policy(objs: list[dict]) -> dict:
-    [epp] = [o for o in objs if o["kind"] == "EnvoyPatchPolicy"]
+    [epp] = [o for o in patch_policies(objs) if o["metadata"]["name"] != "aibrix-epp"]
     return epp
 
 
@@ -328,8 +324,9 @@ def test_as_rendered_every_policy_is_accepted_and_every_patch_applied(dev_object
         assert condition(ancestor["conditions"], "Accepted")["status"] == "True", p
     # Programmed: no patch failed (else egctl exits non-zero, asserted in translate) and each route our
     # patches add is in the RouteConfiguration they name (a resource not found fails no translation).
-    added = [op["operation"]["value"]["name"] for op in our_policy(dev_objects)["spec"]["jsonPatches"]]
-    assert {op["name"] for op in our_policy(dev_objects)["spec"]["jsonPatches"]} == {ROUTE_CONFIGURATION}
+    jsonpatches = our_policy(dev_objects)["spec"]["jsonPatches"]
+    assert {op["name"] for op in jsonpatches} == {ROUTE_CONFIGURATION}
+    added = [op["operation"]["value"]["name"] for op in jsonpatches]
     assert sorted(added) == sorted([*(consumer_route(DEV, c["name"]) for c in DEV["consumers"]), default_route(DEV)])
     assert set(added) <= {r["name"] for r in routes(result)}
     # The per-route token buckets take effect only with the filter on the listener (EG adds it while a
@@ -344,94 +341,112 @@ def test_every_consumer_route_precedes_every_default_route_which_precede_origina
     assert max(consumers) < min(defaults) and max(defaults) < names.index(ORIGINAL_ROUTE), names[:8]
 
 
-def _bucket(route: dict) -> dict:
-    return route["typedPerFilterConfig"][LOCAL_RATE_LIMIT]["tokenBucket"]
+def _limit(route: dict) -> dict:
+    return route["typed_per_filter_config"][LOCAL_RATE_LIMIT]
 
 
 def test_the_strategy_routes_carry_the_limits_timeout_retries_and_the_plugin_of_original_route(both):
     by_name = {r["name"]: r for r in routes(both)}
     original = by_name[ORIGINAL_ROUTE]
-    [ext_proc] = [k for k in original["typedPerFilterConfig"] if k.startswith("envoy.filters.http.ext_proc/")]
+    [ext_proc] = [k for k in original["typed_per_filter_config"] if k.startswith("envoy.filters.http.ext_proc/")]
     expected = {consumer_route(s, c["name"]): c["requestsPerMinute"] for s in (DEV, OTHER) for c in s["consumers"]}
     expected |= {default_route(s): s["default"] for s in (DEV, OTHER)}
-    # EG's own route-level bucket of the same stack's HTTPRoute (its BTP's default rule) is the shape.
+    # EG's own route-level bucket (the dev HTTPRoute's BTP default rule) is what each bucket must look like.
     eg_route = next(r for r in routes(both) if r["name"].startswith(f"httproute/{GATEWAY_NAMESPACE}/deepseek-v4-flash-api-llm-serving-dev/"))
-    eg_limit = eg_route["typedPerFilterConfig"][LOCAL_RATE_LIMIT]
+    eg_limit = {k: v for k, v in _limit(eg_route).items() if k not in ("token_bucket", "descriptors")}
+    assert _limit(eg_route)["token_bucket"] == {"max_tokens": DEV["default"], "tokens_per_fill": DEV["default"],
+                                                "fill_interval": "60s"}
     for name, rpm in expected.items():
         route = by_name[name]
-        assert _bucket(route) == {"maxTokens": rpm, "tokensPerFill": rpm, "fillInterval": "60s"}, name
-        limit = route["typedPerFilterConfig"][LOCAL_RATE_LIMIT]
-        assert {k: v for k, v in limit.items() if k != "tokenBucket"} == \
-            {k: v for k, v in eg_limit.items() if k not in ("tokenBucket", "descriptors", "alwaysConsumeDefaultTokenBucket")}
+        assert _limit(route)["token_bucket"] == {"max_tokens": rpm, "tokens_per_fill": rpm, "fill_interval": "60s"}, name
+        # EG also writes always_consume_default_token_bucket false, the default (only descriptors use it).
+        assert {k: v for k, v in _limit(route).items() if k != "token_bucket"} == \
+            {k: v for k, v in eg_limit.items() if k != "always_consume_default_token_bucket"}, name
         assert route["route"]["timeout"] == f"{TIMEOUT_SECONDS}s"
         assert route["route"]["cluster"] == original["route"]["cluster"]
-        retry = route["route"]["retryPolicy"]
-        assert set(retry["retryOn"].split(",")) == UNSENT_ONLY and set(retry) == {"retryOn", "numRetries"}, retry
-        assert route["typedPerFilterConfig"][ext_proc] == original["typedPerFilterConfig"][ext_proc]
-    assert _bucket(eg_route) == {"maxTokens": DEV["default"], "tokensPerFill": DEV["default"], "fillInterval": "60s"}
+        retry = route["route"]["retry_policy"]
+        assert set(retry["retry_on"].split(",")) == UNSENT_ONLY and set(retry) == {"retry_on", "num_retries"}, retry
+        assert route["typed_per_filter_config"][ext_proc] == original["typed_per_filter_config"][ext_proc]
 
 
 def test_envoy_picks_each_consumers_route_and_the_default_for_any_other_key(both):
-    all_routes = routes(both)
-    path = "/v1/chat/completions"
+    rc = route_configuration(both)
 
     def picked(authorization: str | None) -> str:
-        return select(all_routes, path, plugin_request(authorization))["name"]
+        return select(rc, "/v1/chat/completions", plugin_request(authorization))["name"]
     assert picked("Bearer search.k3y-of-search") == consumer_route(DEV, "search")
     assert picked("BEARER search.k3y-of-search") == consumer_route(DEV, "search")
     assert picked("bearer notebooks.n0tebook-key") == consumer_route(DEV, "notebooks")
     assert picked("Bearer batch.the-batch-key") == consumer_route(OTHER, "batch")
-    # A key of no consumer, a name without its dot, no key: the first default route on the Gateway.
-    first_default = next(r["name"] for r in all_routes if r["name"] in (default_route(DEV), default_route(OTHER)))
+    # A key of no consumer, a name without its dot, another scheme, no key: the first default route.
+    first_default = next(r["name"] for r in routes(both) if r["name"] in (default_route(DEV), default_route(OTHER)))
     for other in ("Bearer stranger.key", "Bearer searchkey", "Basic c2VhcmNoLmtleQ==", None):
         assert picked(other) == first_default, other
 
 
 def test_a_model_header_request_takes_our_httproute_with_the_consumers_descriptors(both):
-    route = select(routes(both), "/v1/chat/completions",
+    route = select(route_configuration(both), "/v1/chat/completions",
                    {"model": "DeepSeek-V4-Flash", "authorization": "Bearer search.k3y"})
-    assert route["name"].startswith(f"httproute/{GATEWAY_NAMESPACE}/deepseek-v4-flash-api-llm-serving-dev/"), route["name"]
-    assert route["route"]["cluster"].startswith(f"httproute/{GATEWAY_NAMESPACE}/deepseek-v4-flash-api-llm-serving-dev/")
+    prefix = f"httproute/{GATEWAY_NAMESPACE}/deepseek-v4-flash-api-llm-serving-dev/"
+    assert route["name"].startswith(prefix) and route["route"]["cluster"].startswith(prefix), route["name"]
     assert route["route"]["timeout"] == f"{TIMEOUT_SECONDS}s"
-    assert set(route["route"]["retryPolicy"]["retryOn"].split(",")) == UNSENT_ONLY
+    assert set(route["route"]["retry_policy"]["retry_on"].split(",")) == UNSENT_ONLY
     # One header_value_match action per consumer, on its Authorization regex; one descriptor bucket each.
-    regexes = [h["stringMatch"]["safeRegex"]["regex"] for a in route["route"]["rateLimits"]
-               for action in a["actions"] for h in action["headerValueMatch"]["headers"]]
+    regexes = [h["string_match"]["safe_regex"]["regex"] for a in route["route"]["rate_limits"]
+               for action in a["actions"] for h in action["header_value_match"]["headers"]]
     assert regexes == [rf"^(?i:bearer) {c['name']}\..*$" for c in DEV["consumers"]]
-    buckets = [d["tokenBucket"]["maxTokens"] for d in route["typedPerFilterConfig"][LOCAL_RATE_LIMIT]["descriptors"]]
+    buckets = [d["token_bucket"]["max_tokens"] for d in _limit(route)["descriptors"]]
     assert buckets == [c["requestsPerMinute"] for c in DEV["consumers"]]
 
 
-def test_without_a_default_other_keys_take_original_route(dev_objects, tmp_path):
-    stack = {**DEV, "default": None}
-    objs = gateway_objects(stack)
+def test_without_a_default_other_keys_take_original_route(tmp_path):
+    objs = gateway_objects({**DEV, "default": None})
     assert all("jsonPath" not in p["operation"] for p in our_policy(objs)["spec"]["jsonPatches"])
-    all_routes = routes(translate([*aibrix_objects(), *honour_grants(objs)], tmp_path, "no-default"))
-    headers = plugin_request("Bearer search.k3y")
-    assert select(all_routes, "/v1/chat/completions", headers)["name"] == consumer_route(DEV, "search")
+    rc = route_configuration(translate([*aibrix_objects(), *honour_grants(objs)], tmp_path, "no-default"))
+    assert select(rc, "/v1/chat/completions", plugin_request("Bearer search.k3y"))["name"] == consumer_route(DEV, "search")
     for other in ("Bearer stranger.key", None):
-        assert select(all_routes, "/v1/chat/completions", plugin_request(other))["name"] == ORIGINAL_ROUTE
+        assert select(rc, "/v1/chat/completions", plugin_request(other))["name"] == ORIGINAL_ROUTE
+
+
+def test_the_unit_tests_ports_agree_with_aibrix_and_the_translator(both_objects, both, tmp_path):
+    """tests/upstream_aibrix.py's copy of aibrix-epp's route patch is AIBrix's; tests/upstream_envoy_gateway.py
+    apply_route_patches, run on egctl's RouteConfiguration without any patch policy, gives the routes,
+    in order, egctl gives with them."""
+    [aibrix_epp] = [p for p in patch_policies(both_objects) if p["metadata"]["name"] == "aibrix-epp"]
+    [route_patch] = [p for p in aibrix_epp["spec"]["jsonPatches"] if p["type"] == aibrix.ORIGINAL_ROUTE_PATCH["type"]]
+    assert route_patch == aibrix.ORIGINAL_ROUTE_PATCH
+    assert aibrix_epp["spec"].get("priority", 0) == aibrix.ORIGINAL_ROUTE_PATCH_PRIORITY
+    unpatched = route_configuration(translate([o for o in both_objects if o["kind"] != "EnvoyPatchPolicy"],
+                                              tmp_path, "both-stacks-unpatched"))
+    policies = [(p["spec"].get("priority", 0), copy.deepcopy(p["spec"]["jsonPatches"])) for p in patch_policies(both_objects)]
+    assert eg.apply_route_patches(unpatched, policies) == []
+    assert [r["name"] for r in unpatched["virtual_hosts"][0]["routes"]] == [r["name"] for r in routes(both)]
 
 
 def test_negative_controls_a_wrong_patch_is_caught(dev_objects, tmp_path):
     """The assertions above are not vacuous: (1) our policy applied BEFORE AIBrix's (priority -1) finds no
     original_route for its jsonPath and the translation fails on it, as Envoy Gateway marks the policy
-    Programmed=False (jsonpatch.go, utils/jsonpatch/patch.go); (2) the default route put at the head
-    instead of before original_route takes the consumers' requests, which the selection shows."""
-    early = copy.deepcopy(dev_objects)
+    Programmed=False (jsonpatch.go, utils/jsonpatch/patch.go); the port reports the same; (2) the default
+    route put at the head instead of before original_route takes the consumers' requests."""
+    early = copy.deepcopy([*aibrix_objects(), *honour_grants(dev_objects)])
     our_policy(early)["spec"]["priority"] = -1
-    done = run_egctl([*aibrix_objects(), *honour_grants(early)], tmp_path, "priority-minus-one")
+    done = run_egctl(early, tmp_path, "priority-minus-one")
     assert done.returncode != 0
-    assert "no jsonPointers were found while evaluating the jsonPath" in done.stderr
-    assert f"@.name=='{ORIGINAL_ROUTE}'" in done.stderr
+    [error] = [e for e in eg.apply_route_patches(routes_of_aibrix_only(), [
+        (p["spec"].get("priority", 0), copy.deepcopy(p["spec"]["jsonPatches"])) for p in patch_policies(early)])]
+    assert error in done.stderr and f"@.name=='{ORIGINAL_ROUTE}'" in error
 
     at_head = copy.deepcopy(dev_objects)
-    patches = our_policy(at_head)["spec"]["jsonPatches"]
-    [default] = [p for p in patches if "jsonPath" in p["operation"]]
+    [default] = [p for p in our_policy(at_head)["spec"]["jsonPatches"] if "jsonPath" in p["operation"]]
     default["operation"]["path"] = "/virtual_hosts/0/routes/0"
     del default["operation"]["jsonPath"]
-    all_routes = routes(translate([*aibrix_objects(), *honour_grants(at_head)], tmp_path, "default-at-head"))
-    assert select(all_routes, "/v1/chat/completions", plugin_request("Bearer search.k3y"))["name"] == default_route(DEV)
+    rc = route_configuration(translate([*aibrix_objects(), *honour_grants(at_head)], tmp_path, "default-at-head"))
+    assert select(rc, "/v1/chat/completions", plugin_request("Bearer search.k3y"))["name"] == default_route(DEV)
+
+
+def routes_of_aibrix_only() -> dict:
+    """An empty RouteConfiguration of the listener: what the port patches to reproduce the failure."""
+    return {"name": ROUTE_CONFIGURATION, "virtual_hosts": [{"name": f"{ROUTE_CONFIGURATION}/*", "routes": []}]}
 
 
 def test_egctl_is_the_envoy_gateway_the_crds_are_read_from():

@@ -63,6 +63,12 @@ def route_matches(route: dict, path: str, headers: dict[str, str]) -> bool:
     elif "path" in match:
         if path != match["path"]:
             return False
+    elif "path_separated_prefix" in match:
+        # PathSeparatedPrefixRouteEntryImpl (Envoy Gateway's PathPrefix): the path without query and
+        # fragment (Http::PathUtil::removeQueryAndFragment) is the prefix or continues with `/`.
+        bare, prefix = re.split(r"[?#]", path, maxsplit=1)[0], match["path_separated_prefix"]
+        if not (bare.startswith(prefix) and (len(bare) == len(prefix) or bare[len(prefix)] == "/")):
+            return False
     else:
         raise NotImplementedError(match)
     return all(header_matches(h, headers) for h in match.get("headers") or [])
