@@ -41,6 +41,14 @@ def test_the_kuberay_operator_is_the_release_aibrix_bundles():
     assert required("aibrix", "github.com/ray-project/kuberay/ray-operator") == AIBRIX_BUNDLED["kuberay"]
 
 
+def test_egctl_is_the_envoy_gateway_aibrix_installs_and_the_crd_is_read_from():
+    # e2e/test_gateway_xds.py translates with it; apivalidation/module_crds.py and e2e/cluster.py read the
+    # EnvoyPatchPolicy CRD from the Go module of the same release.
+    from apivalidation import module_crds
+    module, version, _ = module_crds.MODULE_CRDS["EnvoyPatchPolicy"]
+    assert required("envoy-gateway", module) == AIBRIX_BUNDLED["envoyGateway"] == version
+
+
 def test_the_control_plane_is_a_kubernetes_release_the_stacks_accept():
     version = (TOOLS / "kubernetes" / "VERSION").read_text().strip()
     minor = re.fullmatch(r"v(1\.\d+)\.\d+", version)[1]
