@@ -7,9 +7,11 @@ with config/default/kustomization.yaml's namePrefix `aibrix-` and namespace aibr
 `egctl x translate` of Envoy Gateway v1.2.8 (.e2e/bin/egctl, e2e/tools/envoy-gateway, `make e2e-tools`):
 Envoy Gateway's own Gateway API -> IR -> xDS translation, EnvoyPatchPolicies applied in priority order
 (internal/gatewayapi/envoypatchpolicy.go) by its JSON patch code (internal/xds/translator/jsonpatch.go).
-The tests read the statuses and the final RouteConfiguration, and pick routes in it with a port of
-Envoy's route selection (below) at the Envoy AIBrix runs (envoyproxy/envoy:v1.33.2, AIBrix's
-config/gateway/gateway.yaml EnvoyProxy patch). No cluster: only the binary, about half a second a run.
+The tests read the statuses and the final RouteConfiguration, and pick routes in it with the unit
+tests' port of Envoy's route selection (tests/upstream_envoy.py, at the Envoy AIBrix runs:
+envoyproxy/envoy:v1.33.2, AIBrix's config/gateway/gateway.yaml EnvoyProxy patch), whose model of the
+patching (tests/upstream_envoy_gateway.py, tests/upstream_aibrix.py) must agree with what egctl does.
+No cluster: only the binary, about half a second a run.
 
 What egctl v1.2.8 cannot do, and what the tests do about it (internal/cmd/egctl/translate.go):
 - It prints no Programmed condition of an EnvoyPatchPolicy: the xDS step sets it on a copy it does not
@@ -25,7 +27,7 @@ What egctl v1.2.8 cannot do, and what the tests do about it (internal/cmd/egctl/
   controller), so AIBrix's ext_proc filter is missing from the listener and its reserved routes answer
   500. Our routes copy the per-route ext_proc config of original_route, compared as is.
 - Services get a dummy ClusterIP only with --add-missing-resources (load.go), used here; every Service
-  and Namespace a route needs is given, so that flag adds nothing else.
+  and Namespace a route needs is given (gateway_objects, aibrix_objects), so none has to be invented.
 """
 
 from __future__ import annotations
