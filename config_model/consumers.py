@@ -38,7 +38,9 @@ class Consumer(Model):
     namespace_selector: NamespaceSelector | None = Field(
         None, description="Its namespaces by their labels (matchLabels, matchExpressions), instead of namespace.")
     requests_per_minute: int = Field(..., strict=True, gt=0, description="Requests per minute the gateway lets "
-                                     "this consumer's key make, per model route.")
+                                     "this consumer's key make, per Envoy replica: per model route on requests naming the "
+                                     "model in a `model` header, and in one bucket for the strategy-routed requests (every "
+                                     "model here) (docs/gateway-and-network.md).")
     tokens_per_minute: int | None = Field(None, description="Not offered: the pinned gateway counts requests only "
                                           "(the message says where).")
 

@@ -70,8 +70,9 @@ RESOURCE_POLICIES = [
     ResourcePolicy("no-router-owned-routes", "Watched workloads carry no top-level model label.", no_router_owned_routes),
     ResourcePolicy("pd-wiring", "P/D: mp executor, side channel off loopback across pods, shfs, explicit KV failure policy.", pd_wiring),
     ResourcePolicy("aibrix-profiles-schema", "AIBrix model config uses the profiles schema.", aibrix_profiles_schema),
-    ResourcePolicy("gateway-no-resend", "Gateway retries only unsent requests (connect-failure, refused-stream), no "
-                   "per-try timeout, no active HTTP health check.", gateway_never_resends_generations),
+    ResourcePolicy("gateway-no-resend", "Gateway retries (BackendTrafficPolicy, routes an EnvoyPatchPolicy adds) only "
+                   "unsent requests (connect-failure, refused-stream), no per-try timeout, no active HTTP health check.",
+                   gateway_never_resends_generations),
     ResourcePolicy("jobs-rerun", "Awaited Jobs are replaced when unready, so a retry reruns them; unawaited Jobs are not.",
                    jobs_rerun_when_unready),
     ResourcePolicy("capabilities-minimal", "Only IPC_LOCK is added, and only with RDMA.", capabilities_minimal),

@@ -329,7 +329,7 @@ def test_a_moved_aibrix_default_names_every_aibrix_port(all_ports, aibrix_defaul
     found = [m for m in mismatches(all_ports, deployed_releases.deployments()) if m.key not in KNOWN_UNEXPLAINED]
     assert {(m.port.decl["component"], m.deployed) for m in found} == {("aibrix", moved)}
     assert {m.port.module for m in found} == {"tests/upstream_aibrix.py", "tests/upstream_kuberay.py",
-                                              "../shared/crds/SOURCES.md (aibrix/)"}
+                                              "tests/upstream_envoy.py", "../shared/crds/SOURCES.md (aibrix/)"}
     # Every stack and variant is built for it, and each message says what to re-read.
     assert {m.where.split(":")[0] for m in found} == set(deployed_releases.stack_files())
     aibrix = next(m for m in found if m.port.module == "tests/upstream_aibrix.py").message()

@@ -18,6 +18,13 @@ from __future__ import annotations
 import re
 
 RELEASE = "v1.33.2"
+# The Envoy AIBrix v0.7.0 runs (its EnvoyProxy patch names the image): held to that AIBrix release.
+PORTED_FROM = {
+    "repo": "envoyproxy/envoy", "release": RELEASE, "component": "aibrix", "deployed_as": "v0.7.0",
+    "files": ("source/common/router/config_impl.cc", "source/common/http/header_utility.cc",
+              "source/common/common/regex.h"),
+    "note": "the envoyproxy/envoy image tag in aibrix config/gateway/gateway.yaml at v0.7.0",
+}
 
 
 def _value(headers: dict[str, str], name: str) -> str | None:
