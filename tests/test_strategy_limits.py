@@ -164,3 +164,12 @@ def test_a_custom_timeout_reaches_the_strategy_routes():
     gw = Gateway(request_timeout_seconds=900)
     (p,) = patch_policies(routes_objects(LIMITS, gw))
     assert {j["operation"]["value"]["route"]["timeout"] for j in p["spec"]["jsonPatches"]} == {"900s"}
+
+
+def test_the_route_selection_port_takes_envoy_gateways_path_prefix_form():
+    """Envoy Gateway writes an HTTPRoute PathPrefix as path_separated_prefix (make e2e selects over its
+    real output): whole segments only, the query and fragment aside."""
+    rc = {"virtual_hosts": [{"routes": [{"name": "chat", "match": {"path_separated_prefix": "/v1/chat"}}]}]}
+    for path, hit in (("/v1/chat", True), ("/v1/chat/completions", True), ("/v1/chat?stream=1", True),
+                      ("/v1/chat#x", True), ("/v1/chats", False), ("/v1/cha", False), ("/v1", False)):
+        assert (envoy.select_route(rc, path, {}) is not None) == hit, path
