@@ -51,6 +51,7 @@ from components.pod_template import (
     container_security,
     engine_pod_template,
     scanner_exceptions,
+    secret_env,
     startup_failure_threshold,
     tcp_probe,
 )
@@ -246,12 +247,11 @@ def same_pod_template(base: CombinedEngineArgs) -> dict:
                  "--decode-host", "127.0.0.1", "--decode-port", str(sp.decode_port),
                  "--timeout", str(base.drain_timeout_seconds),
                  *(a for var, _ in consumer_refs for a in ("--client-key-env", var))],
-        "env": [{"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": base.api_key_secret, "key": "api-key"}}},
+        "env": [secret_env("OPENAI_API_KEY", base.api_key_secret),
                 {"name": "PYTHONUNBUFFERED", "value": "1"},
                 # Consumers' tokens (issue 21): the proxy is the pod's entry point, so it is the one that
                 # takes them; its engines behind it keep the shared key alone.
-                *({"name": var, "valueFrom": {"secretKeyRef": {"name": base.consumer_keys.secret, "key": key}}}
-                  for var, key in consumer_refs)],
+                *(secret_env(var, base.consumer_keys.secret, key) for var, key in consumer_refs)],
         "ports": [{"name": "proxy", "containerPort": sp.proxy_port, "protocol": "TCP"}],
         "volumeMounts": [{"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True}],
         "resources": {"requests": {"cpu": "2", "memory": f"{PROXY_MEMORY_GIB[0]}Gi"},

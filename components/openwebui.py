@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
 from components.ops_commands import checked_endpoint
-from components.pod_template import container_security, scanner_exceptions
+from components.pod_template import container_security, scanner_exceptions, secret_env
 from components.retention import kept, kept_annotations
 from components.secrets import secret_tag_annotation
 from config_model import OpenWebUi
@@ -50,8 +50,7 @@ def deployment_spec(args: OpenWebUiArgs) -> dict:
             "image": args.image,
             "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
             "env": [{"name": "OPENAI_API_BASE_URLS", "value": checked_endpoint(args.endpoint)},
-                    {"name": "OPENAI_API_KEYS",
-                     "valueFrom": {"secretKeyRef": {"name": args.api_key_secret, "key": "api-key"}}},
+                    secret_env("OPENAI_API_KEYS", args.api_key_secret),
                     {"name": "ENABLE_OLLAMA_API", "value": "false"}],
             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
             "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10},

@@ -20,7 +20,7 @@ from components.base import Component, job_metadata, labels, metadata
 from components.combined import rollout_timeouts, served_model_selector
 from components.engines import max_model_len, smoke_settings, tokenizer_mode
 from components.ops_commands import Engines, SmokeRoute, load_test_plan, smoke_args, warmup_args
-from components.pod_template import SCRIPTS_MOUNT, container_security, cpu_job_pod, revision_path
+from components.pod_template import API_KEY_ENTRY, SCRIPTS_MOUNT, container_security, cpu_job_pod, revision_path
 from components.retention import kept, kept_annotations
 from components.topologies import topology_of
 from config_model import GpuPool, Operations, ServedModel, derived
@@ -131,7 +131,7 @@ def job_pod(args: OperationsArgs, name: str, image: Any, command: list[str], cpu
         "command": command[:1],
         "args": command[1:],
         # The API key is a file from the Secret, never an environment variable of the pod.
-        "env": [{"name": "OPENAI_API_KEY_FILE", "value": f"{KEY_DIR}/api-key"},
+        "env": [{"name": "OPENAI_API_KEY_FILE", "value": f"{KEY_DIR}/{API_KEY_ENTRY}"},
                 {"name": "HOME", "value": "/tmp"}, {"name": "HF_HOME", "value": "/tmp/huggingface"},
                 {"name": "VLLM_NO_USAGE_STATS", "value": "1"}, {"name": "PYTHONUNBUFFERED", "value": "1"}],
         "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}},
@@ -142,7 +142,7 @@ def job_pod(args: OperationsArgs, name: str, image: Any, command: list[str], cpu
     }
     volumes = [{"name": "scripts", "configMap": {"name": args.scripts_config_map, "defaultMode": 0o555}},
                {"name": "api-key", "secret": {"secretName": args.api_key_secret, "defaultMode": 0o440,
-                                              "items": [{"key": "api-key", "path": "api-key"}]}},
+                                              "items": [{"key": API_KEY_ENTRY, "path": API_KEY_ENTRY}]}},
                {"name": "tmp", "emptyDir": {"sizeLimit": "4Gi"}},
                *(extra_volumes or [])]
     return cpu_job_pod(args.gpu_pool, [container], volumes, image_pull_secrets=args.image_pull_secrets,

@@ -282,15 +282,24 @@ def shm_size(res: EngineResources, engines: list[EngineContainer]) -> int:
     return res.shm + sum(e.offload_shm_gib for e in engines) * GIB
 
 
+# The shared key's entry in its Secret (components/secrets.py API_KEY_SECRET; the ops Jobs mount it as a
+# file of this name).
+API_KEY_ENTRY = "api-key"
+
+
+def secret_env(var: str, secret_name: str, key: str = API_KEY_ENTRY) -> dict:
+    """A container variable read from a Secret entry at container start: the one way a key reaches a
+    container's environment (field report 3.2: never in YAML, images or Git)."""
+    return {"name": var, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": key}}}
+
+
 def _engine_container(spec: EnginePodSpec, engine: EngineContainer, model_mount: dict, share: int) -> tuple[dict, str]:
     pool = spec.gpu_pool
     cache_key = compile_cache_key(spec.image_digest, pool.gpu_architecture, spec.cuda_version, pool.driver_version,
                                   engine.command, engine.args, engine.env)
     env = [{"name": k, "value": v} for k, v in sorted({**cache_env(), **engine.env, **dict(engine.key_env)}.items())]
-    env.append({"name": engine.api_key_env,
-                "valueFrom": {"secretKeyRef": {"name": spec.api_key_secret, "key": "api-key"}}})
-    env += [{"name": var, "valueFrom": {"secretKeyRef": {"name": spec.consumer_keys_secret, "key": key}}}
-            for var, key in engine.key_refs]
+    env.append(secret_env(engine.api_key_env, spec.api_key_secret))
+    env += [secret_env(var, spec.consumer_keys_secret, key) for var, key in engine.key_refs]
     gpu, res = str(engine.gpus), spec.resources
     memory_request, memory_limit = engine_memory(res, engine.offload_memory_gib, share)
     requests = {"cpu": cpu_text(share_of(res.cpu_request, share, MILLI)), "memory": memory_text(memory_request),

@@ -12,6 +12,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, metadata
+from components.pod_template import API_KEY_ENTRY
 from config_model.consumers import key_env_name
 
 API_KEY_SECRET = "llm-serving-api-key"
@@ -100,7 +101,7 @@ class ServingSecrets(Component):
         super().__init__("llm-serving:secrets:ServingSecrets", name, opts)
         ns = args.namespace
         self.api_key_tag = args.api_key_tag
-        self.api_key = self._secret(f"{name}-api-key", API_KEY_SECRET, ns, {"api-key": args.api_key}, tag=args.api_key_tag)
+        self.api_key = self._secret(f"{name}-api-key", API_KEY_SECRET, ns, {API_KEY_ENTRY: args.api_key}, tag=args.api_key_tag)
         if args.object_store_access_key_id is not None and args.object_store_secret_access_key is not None:
             # An AWS shared-credentials file: the sync Job mounts it instead of taking keys as env vars.
             credentials = pulumi.Output.all(args.object_store_access_key_id, args.object_store_secret_access_key).apply(

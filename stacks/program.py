@@ -29,6 +29,7 @@ from components.openwebui import OpenWebUiApp, OpenWebUiArgs
 from components.operations import BenchResults, ModelOperations, OperationsArgs
 from components.ops_commands import gateway_endpoint
 from components.platform import ClusterPrerequisites
+from components.pod_template import API_KEY_ENTRY
 from components.prepull import ImagePrePull, ImagePrePullArgs, prepull_pools
 from components.prepull import engine_image_keys as prepull_image_keys
 from components.providers import make_providers
@@ -87,7 +88,7 @@ def read_secrets(cfg: StackConfig) -> StackSecrets:
     tokens = {x.name: consumer_token(x.name, secrets[x.name]) for x in cfg.consumers}
     return StackSecrets(
         api_key=c.require_secret("apiKey"),
-        api_key_tag=content_tag(pulumi.get_stack(), API_KEY_SECRET, {"api-key": c.require("apiKey")}),
+        api_key_tag=content_tag(pulumi.get_stack(), API_KEY_SECRET, {API_KEY_ENTRY: c.require("apiKey")}),
         kubeconfig=c.get_secret("kubeconfig"),
         object_store_access_key_id=c.get_secret("objectStoreAccessKeyId"),
         object_store_secret_access_key=c.get_secret("objectStoreSecretAccessKey"),
