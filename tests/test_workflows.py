@@ -49,6 +49,19 @@ def test_ci_runs_the_readme_commands_and_publishes_the_plans():
     assert "tools/fetch_crds.sh" in runs
 
 
+def test_every_job_that_renders_has_go_for_the_module_crds():
+    """The EnvoyPatchPolicy CRD is read from Envoy Gateway's Go module (apivalidation/module_crds.py):
+    the jobs that test or render set Go up before, and the changes job downloads it before either render."""
+    ci = steps(load("ci.yml"))
+    uses = [s.get("uses", "") for s in ci]
+    test = next(i for i, s in enumerate(ci) if "make test" in s.get("run", ""))
+    assert any(u.startswith("actions/setup-go@") for u in uses[:test])
+    changes = load("preview.yml")["jobs"]["changes"]["steps"]
+    base = next(i for i, s in enumerate(changes) if s.get("id") == "base")
+    assert any(s.get("uses", "").startswith("actions/setup-go@") for s in changes[:base])
+    assert any("module-crds" in s.get("run", "") for s in changes[:base])
+
+
 def run_step(script: str, cwd, **env) -> dict[str, str]:
     """A step's shell as the runner runs it (bash -e), with GITHUB_OUTPUT; the outputs it set."""
     out = cwd / "github_output"
