@@ -123,7 +123,7 @@ def gateway_never_resends_generations(resource_type: str, props: dict) -> list[s
     engine that generates on its health path pollutes every metric, field report 12.4). The Envoy
     routes an EnvoyPatchPolicy adds (components/strategy_limits.py) are held to the same retries."""
     if kind_of(resource_type) == "EnvoyPatchPolicy":
-        return _patched_routes_never_resend(props)
+        return decide(_patched_routes_never_resend, props)
     if kind_of(resource_type) != "BackendTrafficPolicy":
         return []
     spec = mapping(props.get("spec"))

@@ -22,6 +22,7 @@ from components import gateway_policies as gp
 from components import strategy_limits as sl
 from config_model import Gateway
 from policy.routing_rules import gateway_never_resends_generations
+from policy.unknowns import UNKNOWN
 
 EPP = "EnvoyPatchPolicy"
 # A request as the plugin forwards it on the target-pod branch (gateway_req_body.go HandleRequestBody).
@@ -46,7 +47,7 @@ def gateway_routes(served: tuple[str, ...] = ("alpha", "beta")) -> dict:
 def patched(*policies: dict, aibrix_priority: int = aibrix.ORIGINAL_ROUTE_PATCH_PRIORITY) -> tuple[dict, list[str]]:
     rc = gateway_routes()
     errors = eg.apply_route_patches(rc, [(aibrix_priority, [copy.deepcopy(aibrix.ORIGINAL_ROUTE_PATCH)])]
-                                    + [(p["spec"]["priority"], copy.deepcopy(p["spec"]["jsonPatches"])) for p in policies])
+                                    + [eg.priority_and_patches(p) for p in policies])
     return rc, errors
 
 
@@ -158,6 +159,15 @@ def test_the_pack_rule_refuses_a_patched_route_that_resends():
         bad = copy.deepcopy(p)
         bad["spec"]["jsonPatches"][0]["operation"]["value"]["route"]["retry_policy"] = retry
         assert gateway_never_resends_generations(rule, bad), retry
+
+
+def test_the_pack_rule_decides_nothing_on_a_value_unknown_in_preview():
+    """Like every rule, it leaves a value the engine does not know yet to the update (policy/unknowns.py)."""
+    (p,) = patch_policies(routes_objects(LIMITS))
+    rule = "kubernetes:gateway.envoyproxy.io/v1alpha1:EnvoyPatchPolicy"
+    preview = copy.deepcopy(p)
+    preview["spec"]["jsonPatches"][0]["operation"]["value"]["route"]["retry_policy"]["retry_on"] = UNKNOWN
+    assert gateway_never_resends_generations(rule, preview) == []
 
 
 def test_a_custom_timeout_reaches_the_strategy_routes():
