@@ -48,9 +48,10 @@ def crd_index(path: str, kinds: frozenset[str] | None = None) -> dict[tuple[str,
     """The CRDs under `path`, and those of the asked kinds that come from a Go module (module_crds)."""
     index = cel_rules.load_crds(Path(path), kinds)
     for kind in sorted(module_crds.MODULE_CRDS if kinds is None else kinds & module_crds.MODULE_CRDS.keys()):
-        if module_crds.crd_dir(kind).is_dir():
-            index.update({key: schema for key, schema in
-                          cel_rules.load_crds(module_crds.crd_dir(kind), frozenset({kind})).items() if key[1] == kind})
+        directory = module_crds.crd_dir(kind)
+        if directory.is_dir():
+            index.update({key: schema for key, schema in cel_rules.load_crds(directory, frozenset({kind})).items()
+                          if key[1] == kind})
     return index
 
 

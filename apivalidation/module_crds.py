@@ -13,9 +13,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-# kind -> (module, version, directory in the module holding its CRD file)
+# kind -> (module, version, its CRD file in the module). Standard library only: e2e/cluster.py, which
+# applies the same file to the local API server, loads this module by path.
 MODULE_CRDS = {
-    "EnvoyPatchPolicy": ("github.com/envoyproxy/gateway", "v1.2.8", "charts/gateway-helm/crds/generated"),
+    "EnvoyPatchPolicy": ("github.com/envoyproxy/gateway", "v1.2.8",
+                         "charts/gateway-helm/crds/generated/gateway.envoyproxy.io_envoypatchpolicies.yaml"),
 }
 
 
@@ -33,9 +35,14 @@ def _escaped(module_path: str) -> str:
     return "".join(f"!{c.lower()}" if c.isupper() else c for c in module_path)
 
 
+def _module_dir(module_path: str, version: str) -> Path:
+    return module_cache() / f"{_escaped(module_path)}@{version}"
+
+
 def crd_dir(kind: str) -> Path:
-    module_path, version, sub = MODULE_CRDS[kind]
-    return module_cache() / f"{_escaped(module_path)}@{version}" / sub
+    """The directory of the kind's CRD file (the loader picks the file by the kind it names)."""
+    module_path, version, file = MODULE_CRDS[kind]
+    return (_module_dir(module_path, version) / file).parent
 
 
 def download_command(kind: str) -> str:
@@ -57,7 +64,7 @@ def download() -> int:
     import subprocess
     import sys
     for module_path, version, _ in sorted(set(MODULE_CRDS.values())):
-        if not (module_cache() / f"{_escaped(module_path)}@{version}").is_dir():
+        if not _module_dir(module_path, version).is_dir():
             if shutil.which("go") is None:
                 print(f"warning: no go command: {module_path}@{version} (CRDs of {', '.join(MODULE_CRDS)}) not "
                       "downloaded", file=sys.stderr)

@@ -68,6 +68,11 @@ def route_spec(gateway: Gateway, backend: RouteBackend, namespace: str) -> dict:
     }
 
 
+def gateway_labels(name: str, namespace: str) -> dict[str, str]:
+    """Our objects in the gateway's namespace, shared with other stacks: each names the stack's namespace."""
+    return {**labels(name, "gateway"), "llm-serving.io/namespace": namespace}
+
+
 @dataclass(frozen=True)
 class ModelRoutesArgs:
     namespace: str
@@ -106,7 +111,7 @@ class ModelRoutes(Component):
             policies = []
             for b, svc in zip(args.backends, services):
                 route = route_name(b.service_name, ns)
-                route_labels = {**labels(route, "gateway"), "llm-serving.io/namespace": ns}
+                route_labels = gateway_labels(route, ns)
                 http_route = k8s.apiextensions.CustomResource(
                     f"{name}-{b.service_name}-route", api_version="gateway.networking.k8s.io/v1", kind="HTTPRoute",
                     metadata={"name": route, "namespace": gw.namespace, "labels": route_labels},
@@ -124,10 +129,9 @@ class ModelRoutes(Component):
                 # After the route policies: Envoy Gateway puts the local rate limit filter on the
                 # listener only while a route of it has a local limit (local_ratelimit.go patchHCM).
                 k8s.apiextensions.CustomResource(
-                    f"{name}-strategy-limits", api_version=strategy_limits.API_VERSION, kind=strategy_limits.KIND,
+                    f"{name}-strategy-limits", api_version=gateway_policies.API_VERSION, kind=strategy_limits.KIND,
                     metadata={"name": strategy_limits.policy_name(ns), "namespace": gw.namespace,
-                              "labels": {**labels(strategy_limits.policy_name(ns), "gateway"),
-                                         "llm-serving.io/namespace": ns}},
+                              "labels": gateway_labels(strategy_limits.policy_name(ns), ns)},
                     spec=patch, opts=self.child_opts(depends_on=policies))
             if gw.external_endpoint:
                 self.external_endpoint = f"{gw.external_endpoint}/v1"

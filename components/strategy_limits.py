@@ -35,7 +35,7 @@ from components.gateway_policies import NUM_RETRIES, RETRY_TRIGGERS, RateLimits,
 from config_model import derived
 from config_model.operations import Gateway
 
-API_VERSION = "gateway.envoyproxy.io/v1alpha1"
+# Same API group and version as the BackendTrafficPolicies (gateway_policies.API_VERSION).
 KIND = "EnvoyPatchPolicy"
 # Applied after AIBrix's aibrix-epp (priority 0).
 PRIORITY = 1
