@@ -12,6 +12,7 @@ pid files live in .e2e/cluster/; `down` stops every process and removes that sta
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import os
 import re
@@ -333,21 +334,24 @@ def crd_dirs() -> list[Path]:
     return dirs
 
 
-# CRDs ../shared/crds lacks, each read from the Go module of the release the cluster runs (never copied
-# here): the module the wrapper pins (e2e/tools/<wrapper>, the one egctl is built from) and the file in it.
-MODULE_CRDS = (("envoy-gateway", "github.com/envoyproxy/gateway",
-                "charts/gateway-helm/crds/generated/gateway.envoyproxy.io_envoypatchpolicies.yaml"),)
+def go_module_dir(module: str, wrapper: str | None = None) -> Path:
+    """Where the go command has a module (downloading it first): `module` at the version the wrapper
+    e2e/tools/<wrapper> requires, or `module` given as path@version."""
+    cwd = ROOT / "e2e" / "tools" / wrapper if wrapper else ROOT
+    done = subprocess.run(["go", "mod", "download", "-json", module], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+    if done.returncode != 0:
+        raise Failure(f"go mod download -json {module} in {rel(cwd)} failed: {done.stderr.strip()}")
+    return Path(json.loads(done.stdout)["Dir"])
 
 
 def module_crd_files() -> list[Path]:
-    files = []
-    for wrapper, module, path in MODULE_CRDS:
-        done = subprocess.run(["go", "mod", "download", "-json", module], cwd=ROOT / "e2e" / "tools" / wrapper,
-                              capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            raise Failure(f"go mod download -json {module} in e2e/tools/{wrapper} failed: {done.stderr.strip()}")
-        files.append(Path(json.loads(done.stdout)["Dir"]) / path)
-    return files
+    """CRDs ../shared/crds lacks, from the Go module of the release the cluster runs, as the render reads
+    them (apivalidation/module_crds.py, the one list; standard library only, so loaded here by path)."""
+    spec = importlib.util.spec_from_file_location("module_crds", ROOT / "apivalidation" / "module_crds.py")
+    module_crds = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module_crds)
+    return [go_module_dir(f"{module}@{version}") / file for module, version, file in module_crds.MODULE_CRDS.values()]
 
 
 def crd_files() -> list[Path]:

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cluster import go_module_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(os.environ.get("E2E_BIN", ROOT / ".e2e" / "bin"))
@@ -110,13 +111,6 @@ def gateway_objects(stack: dict) -> list[dict]:
     return ours + backends + [o for o in objs if o["kind"] in ("ReferenceGrant", "Namespace")]
 
 
-def go_module_dir(wrapper: str, module: str) -> Path:
-    out = subprocess.run(["go", "mod", "download", "-json", module], cwd=ROOT / "e2e" / "tools" / wrapper,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    return Path(json.loads(out.stdout)["Dir"])
-
-
 # The kinds egctl v1.2.8 loads (internal/gatewayapi/resource/load.go loadKubernetesYAMLToResources); the
 # Deployments of these files are the controllers', not the translator's business.
 EGCTL_KINDS = {"GatewayClass", "Gateway", "EnvoyProxy", "ClientTrafficPolicy", "EnvoyPatchPolicy", "Service",
@@ -128,7 +122,7 @@ def aibrix_objects() -> tuple[dict, ...]:
     """AIBrix v0.7.0's gateway objects as `kubectl apply -k config/default` makes them: namePrefix
     `aibrix-` and namespace aibrix-system (config/default/kustomization.yaml; the references inside are
     written already prefixed, e.g. gatewayClassName aibrix-eg). config/namespace holds the Namespace."""
-    src = go_module_dir("aibrix", "github.com/vllm-project/aibrix") / "config"
+    src = go_module_dir("github.com/vllm-project/aibrix", wrapper="aibrix") / "config"
     kustomization = yaml.safe_load((src / "default" / "kustomization.yaml").read_text())
     assert (kustomization["namePrefix"], kustomization["namespace"]) == ("aibrix-", GATEWAY_NAMESPACE)
     assert {"../gateway", "../metadata", "../namespace"} <= set(kustomization["resources"])
@@ -420,8 +414,7 @@ def test_the_unit_tests_ports_agree_with_aibrix_and_the_translator(both_objects,
     assert aibrix_epp["spec"].get("priority", 0) == aibrix.ORIGINAL_ROUTE_PATCH_PRIORITY
     unpatched = route_configuration(translate([o for o in both_objects if o["kind"] != "EnvoyPatchPolicy"],
                                               tmp_path, "both-stacks-unpatched"))
-    policies = [(p["spec"].get("priority", 0), copy.deepcopy(p["spec"]["jsonPatches"])) for p in patch_policies(both_objects)]
-    assert eg.apply_route_patches(unpatched, policies) == []
+    assert eg.apply_route_patches(unpatched, [eg.priority_and_patches(p) for p in patch_policies(both_objects)]) == []
     assert [r["name"] for r in unpatched["virtual_hosts"][0]["routes"]] == [r["name"] for r in routes(both)]
 
 
@@ -434,8 +427,7 @@ def test_negative_controls_a_wrong_patch_is_caught(dev_objects, tmp_path):
     our_policy(early)["spec"]["priority"] = -1
     done = run_egctl(early, tmp_path, "priority-minus-one")
     assert done.returncode != 0
-    [error] = [e for e in eg.apply_route_patches(routes_of_aibrix_only(), [
-        (p["spec"].get("priority", 0), copy.deepcopy(p["spec"]["jsonPatches"])) for p in patch_policies(early)])]
+    [error] = eg.apply_route_patches(routes_of_aibrix_only(), [eg.priority_and_patches(p) for p in patch_policies(early)])
     assert error in done.stderr and f"@.name=='{ORIGINAL_ROUTE}'" in error
 
     at_head = copy.deepcopy(dev_objects)

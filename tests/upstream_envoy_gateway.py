@@ -11,6 +11,7 @@ and tests/test_operations.py checks it against the name AIBrix's own scripts use
 
 from __future__ import annotations
 
+import copy
 import re
 
 TAG = "v1.2.8"
@@ -200,6 +201,12 @@ def _add(document: dict, pointer: str, value: object) -> None:
         node.insert(index, value)
     else:
         node[last] = value
+
+
+def priority_and_patches(policy: dict) -> tuple[int, list[dict]]:
+    """What envoypatchpolicy.go takes of an EnvoyPatchPolicy: its priority (default 0) and its patches
+    (a copy: applying them must not change the object)."""
+    return policy["spec"].get("priority", 0), copy.deepcopy(policy["spec"]["jsonPatches"])
 
 
 def apply_route_patches(route_configuration: dict, policies: list[tuple[int, list[dict]]]) -> list[str]:
