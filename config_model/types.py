@@ -89,6 +89,18 @@ def url_text(pattern: str, meaning: str) -> Any:
     return Annotated[text(pattern, meaning), BeforeValidator(_no_userinfo)]
 
 
+# json_schema_extra key of a field whose default is a figure of the field report's one deployment
+# (DeepSeek-V4-Flash on 8 x H20) rather than something derived from what the stack file declares:
+# plan.md's "Defaults this stack inherits" lists every such field a stack leaves unset
+# (config_model/inherited.py).
+FIELD_REPORT = "fieldReport"
+
+
+def field_report(section: str) -> dict[str, str]:
+    """Mark a Field as falling back to the field report: `Field(0.88, json_schema_extra=field_report("5"))`."""
+    return {FIELD_REPORT: section}
+
+
 def stack_key(field_name: str) -> str:
     """snake_case attribute -> camelCase stack-file key, keeping the unit spelled GiB."""
     return re.sub(r"Gib(?=[A-Z]|$)", "GiB", to_camel(field_name))
