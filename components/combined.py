@@ -150,9 +150,18 @@ def rollout_timeouts(model: ServedModel, waves: int | None = None) -> pulumi.Cus
 
 
 def rollout_strategy(model: ServedModel) -> str:
+    """The stack file's models[].rollout.strategy, else: StormService and RoleBasedGroup have no Recreate;
+    a Deployment that never runs more than one pod recreates it, since Recreate creates the new pod only
+    once the old one has stopped (kubernetes pkg/controller/deployment/recreate.go rolloutRecreate waits
+    for oldPodsRunning to be false), so its GPUs are free for it; a RollingUpdate would create the new
+    pod beside the terminating old one, Pending for the GPUs the old pod still holds through its drain.
+    With more pods, or a surge pod, it rolls: one pod at a time (maxUnavailable) while the others serve,
+    where Recreate would take the model fully down."""
     if model.rollout.strategy is not None:
         return model.rollout.strategy
-    return "Recreate" if model.orchestrator == "deployment" else "RollingUpdate"
+    if model.orchestrator != "deployment":
+        return "RollingUpdate"
+    return "RollingUpdate" if model.rollout.max_surge or peak_replicas(model) > 1 else "Recreate"
 
 
 def model_mount(args: CombinedEngineArgs) -> ModelMount:
@@ -213,9 +222,10 @@ def deployment_spec(model: ServedModel, template: dict) -> dict:
     if rollout_strategy(model) == "Recreate":
         strategy: dict = {"type": "Recreate"}
     else:
-        # maxSurge 0: a pod goes down before its replacement starts, so the GPU count never rises.
+        # maxSurge 0 (the default): a pod goes down before its replacement starts, so the GPU count never
+        # rises. maxSurge 1 only where the stack file asks and gpuBudget counts it (stacks/rules/capacity.py).
         strategy = {"type": "RollingUpdate",
-                    "rollingUpdate": {"maxSurge": 0, "maxUnavailable": model.rollout.max_unavailable}}
+                    "rollingUpdate": {"maxSurge": model.rollout.max_surge, "maxUnavailable": model.rollout.max_unavailable}}
     return {"replicas": model.replicas, "selector": {"matchLabels": selector(model)}, "strategy": strategy,
             "progressDeadlineSeconds": rollout_deadline_seconds(model), "revisionHistoryLimit": 5,
             "template": template}

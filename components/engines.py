@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from config_model import ServedModel, Smoke
+from config_model import ServedModel, Smoke, startup
 from policy.engines import Engine, engine_named, engine_offloading_with
 from policy.profiles import Profile, profile_named
 
@@ -45,9 +45,9 @@ def parallel_size(model: ServedModel) -> int:
 
 
 def startup_budget_seconds(model: ServedModel) -> int:
-    if model.startup_budget_seconds is not None:
-        return model.startup_budget_seconds
-    return engine_of(model).DEFAULT_STARTUP_BUDGET_SECONDS
+    """The stack file's, else derived from the profile's measured cold start or the model's size
+    (config_model/startup.py)."""
+    return startup.startup_budget_seconds(model)
 
 
 def max_model_len(model: ServedModel) -> int | None:

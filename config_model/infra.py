@@ -19,7 +19,7 @@ from config_model.names import (
     NonEmptyLabelValue,
     checked,
 )
-from config_model.types import DnsLabel, KubeconfigPath, Model, NonEmpty, stack_key, text, url_text
+from config_model.types import DnsLabel, KubeconfigPath, Model, NonEmpty, field_report, stack_key, text, url_text
 
 
 class Environment(str, Enum):
@@ -79,6 +79,12 @@ class WorkloadIdentity(Model):
         None, description="kind podIdentity: the region of that EKS cluster, when it is not objectStore.region.")
 
 
+# Field report 3.2: one 155.43 GiB download from one COS bucket took about 364 s, about 437 MiB/s
+# (3.67 Gbit/s); a second run in a similar environment took about 326 s. The only storage throughput the
+# report measures.
+FIELD_REPORT_DOWNLOAD_MIB_PER_SECOND = 437
+
+
 class ObjectStore(Model):
     """The bucket that holds the weights (field report 3.2)."""
 
@@ -103,6 +109,12 @@ class ObjectStore(Model):
     kms_key_arn: str | None = Field(None, description="KMS key for server-side encryption; unset uses SSE-S3 (AES256).")
     workload_identity: WorkloadIdentity | None = Field(
         None, description="On AWS, give the sync Job a ServiceAccount with a read-only IAM role (IRSA or EKS Pod Identity) instead of a key: no IAM user, no access key, no credentials Secret. Needs createCredentials false.")
+    download_rate_mibps: float = Field(
+        FIELD_REPORT_DOWNLOAD_MIB_PER_SECOND, gt=0, le=100000, json_schema_extra=field_report("3.2"),
+        description="MiB/s the sync Job downloads from this store, as measured on this cluster (for example a "
+        "first sync's size over its duration); only plan.md's time-to-first-token estimate reads it. Unset: "
+        f"{FIELD_REPORT_DOWNLOAD_MIB_PER_SECOND} MiB/s, the field report's one measured download from one COS "
+        "bucket (3.2), listed in plan.md as inherited.")
 
     @property
     def host(self) -> str | None:

@@ -1,25 +1,24 @@
 """Which settings of a validated stack fall back to a figure of the field report's one deployment
 (DeepSeek-V4-Flash on 8 x H20) instead of something the stack file declared or the program derived from
 it. A field says so with `json_schema_extra=field_report(section)` (config_model/types.py); a value
-worked out elsewhere (a profile's, a catalogue entry's) says so by adding an `Inherited` of its own where
-it is derived. plan.md lists them all under "Defaults this stack inherits".
+worked out elsewhere (a profile's, a catalogue entry's, a derived startup budget) says so by an
+`Inherited` of its own from a function beside where it is derived, listed once in SOURCES. plan.md lists
+them all under "Defaults this stack inherits".
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from pydantic import BaseModel
 
-from config_model.types import FIELD_REPORT, stack_key
+from config_model.startup import startup_budget_inherited
+from config_model.types import FIELD_REPORT, Inherited, stack_key
 
+if TYPE_CHECKING:
+    from config_model.stack import StackConfig
 
-@dataclass(frozen=True)
-class Inherited:
-    path: str        # stack-file path, e.g. models[0].vllm.gpuMemoryUtilization
-    value: Any       # the value it took
-    section: str     # where in the field report the figure comes from
+__all__ = ["SOURCES", "Inherited", "inherited", "marked_defaults"]
 
 
 def marked_defaults(section: BaseModel, at: str = "") -> Iterator[Inherited]:
@@ -27,7 +26,8 @@ def marked_defaults(section: BaseModel, at: str = "") -> Iterator[Inherited]:
     field report's, depth first in declaration order."""
     for name, info in type(section).model_fields.items():
         value = getattr(section, name)
-        path = f"{at}.{stack_key(name)}" if at else stack_key(name)
+        key = info.alias or stack_key(name)
+        path = f"{at}.{key}" if at else key
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         if FIELD_REPORT in extra and name not in section.model_fields_set:
             yield Inherited(path, value, str(extra[FIELD_REPORT]))
@@ -37,3 +37,17 @@ def marked_defaults(section: BaseModel, at: str = "") -> Iterator[Inherited]:
             for i, item in enumerate(value):
                 if isinstance(item, BaseModel):
                     yield from marked_defaults(item, f"{path}[{i}]")
+
+
+# Every source of inherited settings, a function of the validated stack, in the order plan.md lists
+# them. A new source (a profile's figures, the GPU pool's fallback sizing) is one line here; build its
+# Inherited from config_model.types, which imports nothing back.
+SOURCES: tuple[Callable[[StackConfig], Iterable[Inherited]], ...] = (
+    marked_defaults,
+    lambda cfg: startup_budget_inherited(cfg.models),
+)
+
+
+def inherited(cfg: StackConfig) -> list[Inherited]:
+    """Every setting of the stack that fell back to a field-report figure, from every source."""
+    return [item for source in SOURCES for item in source(cfg)]

@@ -10,6 +10,7 @@ from config_model import k8s
 from config_model.infra import Toleration
 from config_model.names import ExtendedResourceName, ModelName, NonEmptyLabelValue, checked
 from config_model.resources import DEFAULT_GPU_RESOURCE, GpuResourceName, ModelResources, NodeSelector
+from config_model.startup import RULE_TEXT
 from config_model.types import LABEL_VALUE, DnsLabel, Model, NonEmpty, key_prefix, stack_key, text
 from policy.profiles import DEFAULT as DEFAULT_PROFILE
 from policy.profiles import NAMES as PROFILE_NAMES
@@ -17,14 +18,22 @@ from policy.profiles import PROFILES, profile_named
 
 
 class Rollout(Model):
-    """How engine pods are replaced. A surge pod would need a full set of GPUs that the budget does
-    not have, so surge is fixed at 0 (field report 11.2 saw the count overshoot)."""
+    """How engine pods are replaced (docs/operations.md, "Rollouts"). By default a rollout never raises
+    the GPU count: a surge pod needs a whole pod's GPUs free beside the old pods. A Deployment may surge
+    when its stack file says so (maxSurge 1) and gpuBudget counts that pod; StormService, RoleBasedGroup
+    and the P/D fleets never do (field report 11.2 saw the fleet controller overshoot)."""
 
     strategy: Literal["Recreate", "RollingUpdate"] | None = Field(
-        None, description="Recreate (Deployment only) or RollingUpdate with maxSurge 0; unset means Recreate for a "
-        "Deployment and RollingUpdate for StormService and RoleBasedGroup, which have no Recreate.")
-    max_unavailable: int = Field(1, ge=1, description="Pods taken down at once by a RollingUpdate.")
-    max_surge: int = Field(0, ge=0, description="Extra pods during a rollout. Must be 0: the engine rollout never raises the GPU count.")
+        None, description="Recreate (Deployment only) or RollingUpdate; unset means, for a Deployment, Recreate when "
+        "it never runs more than one pod (replicas and autoscaling.maxReplicas 1: the old pod's GPUs are free "
+        "before the new pod is created) and RollingUpdate otherwise, so a rollout replaces one pod at a time while "
+        "the others serve; StormService and RoleBasedGroup have no Recreate and always roll.")
+    max_unavailable: int = Field(1, ge=0, description="Pods taken down at once by a RollingUpdate; 0 only with maxSurge 1 "
+                                 "(every pod serves throughout).")
+    max_surge: int = Field(0, ge=0, le=1, description="Extra pods a Deployment's RollingUpdate starts before taking old "
+                           "ones down: 0 (default) or 1, which gpuBudget must have room for (one more pod's GPUs at "
+                           "peak). Opt-in: GPUs within the budget are not necessarily free in the cluster, and a surge "
+                           "pod that cannot schedule holds the rollout until its deadline.")
 
 # `sha256sum` output: what a pinned manifest digest must look like.
 Sha256Hex = text(r"^[0-9a-f]{64}$", "a sha256 digest: 64 lowercase hex digits")
@@ -267,9 +276,9 @@ class ServedModel(Model):
         "amd.com/gpu, gpu.intel.com/i915 or gpu.intel.com/xe, the names the policy pack counts against the GPU budget "
         "(policy/workloads.py GPU_RESOURCES).")
     startup_budget_seconds: int | None = Field(
-        None, ge=60, description="Time from pod start to a port that accepts connections, in seconds; unset means "
-        "1800 for vLLM and 2700 for SGLang. It must cover the measured cold start of the model's profile on its "
-        f"engine in seconds ({_each(lambda p: ', '.join(f'{e} {t}' for e, t in p.COLD_START_ESTIMATE_SECONDS.items()) or None, 'none measured')}; field "
+        None, ge=60, description=f"Time from pod start to a port that accepts connections, in seconds; {RULE_TEXT}. "
+        "It must cover the measured cold start of the model's profile on its engine in seconds "
+        f"({_each(lambda p: ', '.join(f'{e} {t}' for e, t in p.COLD_START_ESTIMATE_SECONDS.items()) or None, 'none measured')}; field "
         "report 6 and 12.2).")
     termination_grace_seconds: int = Field(
         180, ge=10, le=3600, description="Grace period to drain in-flight requests, in seconds; at least the gateway "

@@ -9,6 +9,7 @@ stacks/ composes them.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, StringConstraints
@@ -102,8 +103,20 @@ def field_report(section: str) -> dict[str, str]:
 
 
 def stack_key(field_name: str) -> str:
-    """snake_case attribute -> camelCase stack-file key, keeping the unit spelled GiB."""
-    return re.sub(r"Gib(?=[A-Z]|$)", "GiB", to_camel(field_name))
+    """snake_case attribute -> camelCase stack-file key, keeping the units spelled GiB and MiB (MiBps)."""
+    return re.sub(r"([GM])ib(?=[A-Z]|ps|$)", r"\1iB", to_camel(field_name))
+
+
+@dataclass(frozen=True)
+class Inherited:
+    """A setting that fell back to a figure of the field report's one deployment (config_model/inherited.py
+    gathers them for plan.md). Here, not there, so that a module the gathering lists can build one
+    without importing it back."""
+
+    path: str        # stack-file path, e.g. models[0].vllm.gpuMemoryUtilization
+    value: Any       # the value it took
+    section: str     # where in the field report the figure comes from
+    basis: str = ""  # how the value follows from the figure, when it is not the figure itself
 
 
 class Model(BaseModel):

@@ -35,9 +35,10 @@ def unavailable_pods(max_unavailable: Any, replicas: Any) -> int:
 
 
 def rollout_waves(pods: Any, max_unavailable: Any, recreate: bool = False) -> int:
-    """Cold starts in a row during an update with maxSurge 0: a RollingUpdate replaces N pods k at a
-    time (k = maxUnavailable as pods), ceil(N / k) waves, each a full cold start; Recreate restarts
-    them all at once, one wave."""
+    """Cold starts in a row during an update: a RollingUpdate replaces N pods k at a time (k =
+    maxUnavailable as pods, at least one), ceil(N / k) waves, each a full cold start; Recreate restarts
+    them all at once, one wave. A surge pod (maxSurge 1, maxUnavailable 0) also replaces one pod a wave;
+    a surge beside maxUnavailable makes fewer waves than counted here, an upper bound."""
     if recreate:
         return 1
     return max(1, -(-pods // unavailable_pods(max_unavailable, pods)))

@@ -64,7 +64,8 @@ RESOURCE_POLICIES = [
     ResourcePolicy("sync-off-gpu", "The model sync Job stays off GPU nodes.", model_sync_stays_off_gpus),
     ResourcePolicy("daemonsets-no-gpu", "DaemonSets request no GPU and hide the node's GPUs (NVIDIA_VISIBLE_DEVICES=void).",
                    daemonsets_hold_no_gpus),
-    ResourcePolicy("rollout-gpus", "GPU rollouts never add pods and wait for the startup budget.", rollout_never_adds_gpus),
+    ResourcePolicy("rollout-gpus", "GPU rollouts add no pods but a Deployment's one surge pod (which gpu-budget "
+                   "counts) and wait for the startup budget.", rollout_never_adds_gpus),
     ResourcePolicy("custom-resources-awaited", "GPU custom resources carry pulumi.com/waitFor.", custom_workloads_are_awaited),
     ResourcePolicy("no-generative-health", "SGLang runs with /health generation disabled.", no_generative_health_checks),
     ResourcePolicy("no-router-owned-routes", "Watched workloads carry no top-level model label.", no_router_owned_routes),

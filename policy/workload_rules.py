@@ -76,13 +76,22 @@ def daemonsets_hold_no_gpus(resource_type: str, props: dict) -> list[str]:
     return each_container(resource_type, props, check)
 
 
+# Surge pods a GPU Deployment's rollout may start (models[].rollout.maxSurge, opt-in): the Deployment
+# controller never exceeds maxSurge, and gpu-budget counts it. Other kinds roll without: field report
+# 11.2 saw a controller overshoot its count.
+DEPLOYMENT_SURGE_PODS = 1
+
+
 def rollout_never_adds_gpus(resource_type: str, props: dict) -> list[str]:
-    """A GPU workload of any kind rolls without surge pods; a Deployment also waits at least the
-    startup budget before declaring the rollout stuck."""
+    """A GPU workload rolls without surge pods, but for a Deployment's one surge pod, which the budget
+    counts; a Deployment also waits at least the startup budget before declaring the rollout stuck."""
+    allowed = DEPLOYMENT_SURGE_PODS if kind_of(resource_type) == "Deployment" else 0
+
     def surge_check(ref: PodTemplateRef) -> list[str]:
-        if pod_gpus(ref.template) and ref.surge:
+        if pod_gpus(ref.template) and ref.surge > allowed:
+            also = f" (a Deployment may surge {allowed} pod, which gpu-budget counts)" if allowed else ""
             return [f"{name_of(props)}: the rollout at {ref.path or 'the pod'} may start {ref.surge} extra pod(s) of "
-                    f"{pod_gpus(ref.template)} GPUs; use Recreate or maxSurge 0."]
+                    f"{pod_gpus(ref.template)} GPUs{also}; use Recreate or maxSurge 0."]
         return []
 
     def deadline_check(ref: PodTemplateRef) -> list[str]:

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 
-from components.time_to_serving import IMAGE_PULL_SECONDS, SYNC_MIB_PER_SECOND, minutes, time_to_serving
 from components.topologies import TOPOLOGIES
 from config_model.stack import secret_command
 from policy.engines import ENGINES
 from policy.manifests import flag_value
-from policy.profiles import PROFILES, profile_named
 from policy.workloads import gpu_count, pod_templates
 from render import consumers_md
 from render.manifest_facts import (
@@ -19,11 +17,10 @@ from render.manifest_facts import (
     autoscalers,
     engine_memory_rows,
     namespaces_in_words,
-    pod_labels_of_workload,
     served_model_gpus,
-    time_to_serving_inputs,
     workload_rows,
 )
+from render.plan_estimates import inherited_section, rollout_rows, rollout_section, time_to_serving_section
 from render.runtime import Rendered
 from render.serialize import is_kubernetes_object, kubernetes_objects, outputs_json
 from stacks.loader import NAMESPACE
@@ -135,6 +132,7 @@ def _autoscaling_section(rendered: Rendered) -> list[str]:
              "| Workload | Min-max pods | Metric | Target per pod | Cooldown windows (up / down) | GPUs the budget counts |",
              "|---|---|---|---|---|---|"]
     rows = {(r["kind"], r["name"]): r for r in workload_rows(rendered)}
+    cold_starts = {tuple(r["workload"].split(" ", 1)): r["cold"] for r in rollout_rows(rendered)}
     notes = []
     for (kind, namespace, name), pa in sorted(scaled.items()):
         spec, ann = pa["spec"], pa["metadata"].get("annotations") or {}
@@ -146,12 +144,7 @@ def _autoscaling_section(rendered: Rendered) -> list[str]:
                      f"{PA_METRIC_TEXT.get(source['targetMetric'], source['targetMetric'])} | {source['targetValue']} | "
                      f"{windows} | {row['peakGpus'] if row else '?'} |")
         if spec.get("minReplicas", 1) == 0:
-            labels = pod_labels_of_workload(rendered, kind, namespace, name)
-            engine, model = labels.get("model.aibrix.ai/engine"), labels.get("llm-serving.io/model")
-            profile = next((r["profile"] for r in time_to_serving_inputs(rendered) if r["model"] == model), None)
-            estimate = profile_named(profile).COLD_START_ESTIMATE_SECONDS.get(engine) if profile in PROFILES else None
-            wait = (f"about {estimate // 60} min measured for {profile} on {engine}" if estimate is not None
-                    else "a cold start not measured for this model")
+            wait = cold_starts.get((kind, name), "its cold start")
             ns = pa["metadata"]["namespace"]
             # A starting pod reads 0, so with minReplicas 0 AIBrix v0.7.0 scales a bare `kubectl scale`
             # away within a resync; at 0 pods with minReplicas 1 it does not scale by itself.
@@ -163,13 +156,15 @@ def _autoscaling_section(rendered: Rendered) -> list[str]:
                          """'{"spec":{"minReplicas":1}}'`, then """
                          f"`kubectl -n {ns} scale {kind.lower()}/{name} --replicas=1` (the same patch with minReplicas 0 "
                          "lets it scale to zero again), and the first request then waits a full cold start "
-                         f"({wait}, field report 6 and 12.2).")
+                         f"({wait}).")
     if any(kind == "StormService" for kind, _, _ in scaled):
         lines += ["", "An autoscaled StormService runs in replica mode: its spec.replicas counts RoleSets of one engine "
                   "pod each, and an update replaces them RollingUpdate with maxSurge 0, so the GPU count never rises."]
     lines += ["", "The windows never delay a decision in AIBrix v0.7.0 (the scale-up window takes the highest, the "
               "scale-down window the lowest recommendation in it), so they are 0 s. A new pod reads 0 until its cold "
-              "start (12-23 min) ends; on KV-cache usage that holds the autoscaler to at most ceil(serving pods / target) pods."]
+              "start ends; on KV-cache usage that holds the autoscaler to at most ceil(serving pods / target) pods. "
+              "Cold start per workload: " + "; ".join(f"{kind} {name}: {cold_starts.get((kind, name), 'unknown')}"
+                                                      for kind, _, name in sorted(scaled)) + "."]
     return lines + ([""] + notes if notes else [])
 
 
@@ -200,36 +195,6 @@ def _memory_section(rendered: Rendered) -> list[str]:
              "| Workload | KV-cache offload | Memory request | Memory limit | /dev/shm |", "|---|---|---|---|---|"]
     lines += [f"| {r['workload']} | {r['offload']} | {r['request']:g}Gi | {r['limit']:g}Gi | {r['shm']} |"
               for r in engine_memory_rows(rendered)]
-    return lines
-
-
-def _time_to_serving_section(rendered: Rendered) -> list[str]:
-    rows = time_to_serving_inputs(rendered)
-    lines = ["", "## Time to first token after `pulumi up`", "",
-             f"Estimate for a first deployment: the sync Job downloads the model at {SYNC_MIB_PER_SECOND} MiB/s (field "
-             f"report 3.2), the ~14 GB engine image takes {IMAGE_PULL_SECONDS} s to pull (12.2), then the engine's cold "
-             "start (the estimate of the model's profile, policy/profiles/; DeepSeek-V4's measured 23 min on SGLang "
-             "already held the pull, which is taken off; a profile without one gives lower bounds, marked >). "
-             "The engine pods are created when the sync has verified the weights and hold their GPUs from then on. "
-             "With pre-pull (operations.imagePrePull) the image is pulled onto the GPU nodes during the sync. "
-             "GPU-minutes: the model's GPUs x the time from its pods' scheduling to the first token.", "",
-             "| Served model | Engine | GPUs | Model GiB | Sync | Image pull | Cold start | First token, no pre-pull | "
-             "First token, pre-pull | GPU-minutes, no pre-pull | GPU-minutes, pre-pull | This stack |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        if r["sizeGiB"] is None or r["engine"] is None or r.get("profile") is None:
-            continue
-        off = time_to_serving(r["sizeGiB"], r["engine"], r["gpus"], pre_pulled=False, profile=r["profile"])
-        on = time_to_serving(r["sizeGiB"], r["engine"], r["gpus"], pre_pulled=True,
-                             images_per_node=r.get("imagesPerNode") or len(r["images"]), profile=r["profile"])
-        # Unmeasured cold start (profile generic): the times are lower bounds.
-        least = "" if off.measured else "> "
-        cold = minutes(off.cold_start_seconds) if off.measured else f"not measured ({r['profile']})"
-        lines.append(f"| {r['served']} | {r['engine']} | {r['gpus']} | {format(r['sizeGiB'], 'g')} | "
-                     f"{minutes(off.sync_seconds)} | {minutes(on.pull_seconds if r['preloaded'] else off.pull_seconds)} | "
-                     f"{cold} | {least}{minutes(off.first_token_seconds)} | "
-                     f"{least}{minutes(on.first_token_seconds)} | {least}{off.gpu_minutes:.0f} | {least}{on.gpu_minutes:.0f} | "
-                     f"{'pre-pull' if r['preloaded'] else 'no pre-pull'} |")
     return lines
 
 
@@ -284,9 +249,11 @@ def plan_md(rendered: Rendered) -> str:
         images = "<br>".join(f"`{i}`" for i in r["images"])
         lines.append(f"| {r['kind']} | {r['name']} | {r['replicas']} | {r['surge']} | {r['gpusPerPod']} | "
                      f"{r['peakGpus']} | {images} | {r['probes']} | {r['modelMount']} |")
+    lines += rollout_section(rendered)
     lines += _topology_section(rendered)
     lines += _memory_section(rendered)
-    lines += _time_to_serving_section(rendered)
+    lines += time_to_serving_section(rendered)
+    lines += inherited_section(rendered)
     lines += _autoscaling_section(rendered)
     lines += _sync_section(rendered)
     lines += _ab_section(rendered)

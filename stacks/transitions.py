@@ -214,6 +214,7 @@ def install(transition: Transition) -> None:
 def planned_workloads(cfg: StackConfig, models) -> list[Planned]:
     def downtime(m, gpus: int) -> float:
         return time_to_serving(m.size_gib, m.engine, gpus, pre_pulled=cfg.operations.image_pre_pull.enabled,
-                               profile=m.profile).gpu_wait_seconds
+                               profile=m.profile,
+                               download_mib_per_second=cfg.object_store.download_rate_mibps).gpu_wait_seconds
     return [Planned(cfg.namespace, w.name, w.peak_gpus, downtime(m, w.peak_gpus)) for m in models
             for w in gpu_workloads(m)]

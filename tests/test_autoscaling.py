@@ -221,7 +221,7 @@ def test_scale_to_zero_needs_the_stack_to_opt_in_and_the_plan_says_what_the_firs
     plan = output.plan_md(runtime.render(scaled_to_zero_prod()))
     assert "| Deployment deepseek-v4-flash | 0-2 |" in plan
     assert ("**deepseek-v4-flash scales to zero.** With no pod the gateway refuses its requests" in plan
-            and "the first request then waits a full cold start (about 12 min measured for deepseek-v4 on vllm" in plan)
+            and "the first request then waits a full cold start (about 12 min, measured for profile deepseek-v4 on vllm (field report 6))" in plan)
 
 
 def test_scale_to_zero_is_refused_while_jobs_after_each_rollout_need_a_serving_pod():

@@ -264,7 +264,7 @@ FAILING = [
     ("jobs-rerun", "staging", "preview",
      kind("Job", lambda p: p["metadata"]["annotations"].pop("pulumi.com/replaceUnready", None)), "pulumi.com/replaceUnready"),
     ("rollout-gpus", "prod", "up",
-     deployment(lambda p: p["spec"]["strategy"]["rollingUpdate"].update(maxSurge=1)), "extra pod"),
+     deployment(lambda p: p["spec"]["strategy"]["rollingUpdate"].update(maxSurge=2)), "extra pod"),
     ("custom-resources-awaited", "pd", "up",
      kind("RayClusterFleet", lambda p: p["metadata"]["annotations"].pop("pulumi.com/waitFor")), "pulumi.com/waitFor"),
     ("no-generative-health", "sglang", "up",

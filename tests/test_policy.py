@@ -162,10 +162,12 @@ def test_sync_job_on_gpu_is_refused():
     assert len(found) == 3
 
 
-def test_surge_rollout_is_refused():
+def test_surge_rollout_beyond_one_pod_is_refused():
     dep = _deployment("prod")
-    dep["spec"]["strategy"]["rollingUpdate"]["maxSurge"] = 1
-    assert any("extra pod" in v for v in _violations("rollout-gpus", dep))
+    dep["spec"]["strategy"]["rollingUpdate"].update(maxSurge=1, maxUnavailable=0)
+    assert _violations("rollout-gpus", dep) == []   # the opt-in surge pod, which gpu-budget counts
+    dep["spec"]["strategy"]["rollingUpdate"]["maxSurge"] = 2
+    assert any("may start 2 extra pod(s)" in v for v in _violations("rollout-gpus", dep))
 
 
 def test_default_surge_percentage_counts_as_a_pod():

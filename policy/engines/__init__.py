@@ -29,7 +29,6 @@ class Engine(Protocol):
     API_KEY_FLAG: str
     UNRENDERED_OWNED_FLAGS: tuple[str, ...]
     EVERY_BRANCH: dict[str, Any]
-    DEFAULT_STARTUP_BUDGET_SECONDS: int
     TENSOR_PARALLEL_FLAGS: tuple[str, ...]
     DATA_PARALLEL_FLAGS: tuple[str, ...]
     IN_FLIGHT_GAUGES: tuple[str, str]

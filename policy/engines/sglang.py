@@ -25,9 +25,6 @@ API_KEY_ENV = "SGLANG_API_KEY"
 # caller from injecting prefill traffic into the engine. The pack refuses an SGLang container without it.
 ENV = {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0"}
 
-# models[].startupBudgetSeconds when unset; the measured cold start of a model is its profile's
-# (policy/profiles/).
-DEFAULT_STARTUP_BUDGET_SECONDS = 45 * 60
 API_KEY_FLAG = "--api-key"     # rendered as `--api-key $(API_KEY_ENV)`
 # ---- several keys (issue 21): SGLang takes one ----
 # ServerArgs.api_key is `Optional[str]` (sglang/srt/server_args.py at 0.5.17, sglang/srt/arg_groups/fields/

@@ -23,9 +23,6 @@ API_KEY_ENV = "VLLM_API_KEY"
 # Environment the engine container must run with besides the caches (none for vLLM).
 ENV: dict[str, str] = {}
 
-# models[].startupBudgetSeconds when unset. The measured cold start of a model is its profile's
-# (policy/profiles/); a startup budget below it kills every cold start.
-DEFAULT_STARTUP_BUDGET_SECONDS = 30 * 60
 # The API key flag, which vLLM takes besides API_KEY_ENV; the program owns it (models[].vllm.extraArgs).
 API_KEY_FLAG = "--api-key"
 # ---- several keys (issue 21: one per consumer beside the shared key) ----

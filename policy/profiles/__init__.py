@@ -35,6 +35,9 @@ class Profile(Protocol):
     DSPARK: bool                             # the checkpoint has a DSpark head speculative decoding may use
     COLD_START_ESTIMATE_SECONDS: dict[str, int]       # per engine, pod creation to Ready; absent: not measured
     COLD_START_INCLUDES_IMAGE_PULL: dict[str, bool]
+    # Per engine: the field report section the cold start was measured in; absent: measured elsewhere (the
+    # module says where). A startup budget derived from a field-report measurement is listed as inherited.
+    COLD_START_FIELD_REPORT: dict[str, str]
     ASSUMED_CONTEXT: dict[str, int]          # per engine: context when the section sets none; absent: unknown
 
 

@@ -38,6 +38,7 @@ DSPARK = True
 # graph capture (12.2); the 23 min include the image pull.
 COLD_START_ESTIMATE_SECONDS = {"vllm": 12 * 60, "sglang": 23 * 60}
 COLD_START_INCLUDES_IMAGE_PULL = {"vllm": False, "sglang": True}
+COLD_START_FIELD_REPORT = {"vllm": "6", "sglang": "12.2"}
 # The context SGLang takes from the checkpoint when --context-length is unset is not recorded in the
 # field report; warm-up then assumes this many tokens.
 ASSUMED_CONTEXT = {"sglang": 131072}

@@ -30,4 +30,5 @@ REASONING_TAGS = None
 DSPARK = False                 # no DSpark head is known of the checkpoint
 COLD_START_ESTIMATE_SECONDS: dict[str, int] = {}
 COLD_START_INCLUDES_IMAGE_PULL: dict[str, bool] = {}
+COLD_START_FIELD_REPORT: dict[str, str] = {}
 ASSUMED_CONTEXT: dict[str, int] = {}

@@ -91,10 +91,25 @@ def each_model(cfg: StackConfig) -> Iterator[Problem]:
                           f"{' per engine, two engines' if topology_of(m).engines_per_pod == 2 else ''})")
 
         yield from _engine_and_orchestrator(cfg, i, m)
-        if m.rollout.max_surge != 0:
-            yield Problem(f"{at}.rollout.maxSurge", m.rollout.max_surge,
-                          "must be 0: a surge pod needs another full set of GPUs, so the engine "
-                          "rollout would raise the GPU count (use Recreate or maxUnavailable)")
+        yield from _rollout(at, m)
+
+
+def _rollout(at: str, m: ServedModel) -> Iterator[Problem]:
+    """A surge pod only on a Deployment's RollingUpdate (its room in gpuBudget: capacity.budget), and a
+    rollout that can make progress (the API server refuses maxSurge and maxUnavailable both 0)."""
+    r = m.rollout
+    if r.max_surge:
+        if m.orchestrator != "deployment":
+            yield Problem(f"{at}.rollout.maxSurge", r.max_surge,
+                          f"must be 0 for orchestrator {m.orchestrator!r}: only a Deployment rolls with a surge pod "
+                          "here; StormService, RoleBasedGroup and the P/D fleets replace pods without one (field "
+                          "report 11.2 saw the fleet controller overshoot)")
+        elif r.strategy == "Recreate":
+            yield Problem(f"{at}.rollout.maxSurge", r.max_surge, "must be 0 with rollout.strategy Recreate, which "
+                          "stops every pod before starting new ones; use RollingUpdate for a surge pod")
+    elif r.max_unavailable == 0:
+        yield Problem(f"{at}.rollout.maxUnavailable", 0, "must be at least 1 with maxSurge 0: the rollout could "
+                      "neither add nor take down a pod (the API server refuses both 0)")
 
 
 def _engine_and_orchestrator(cfg: StackConfig, i: int, m: ServedModel) -> Iterator[Problem]:
