@@ -23,6 +23,7 @@ from components.pod_template import (
     SCRIPTS_MOUNT,
     container_security,
     cpu_job_pod,
+    expected_shards_args,
     pinned_manifest_args,
     revision_path,
 )
@@ -125,7 +126,7 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         "image": args.verify_image,
         "command": ["python3", f"{SCRIPTS_MOUNT}/verify_model.py"],
         # Hashes each file as it lands, on as many threads as the container has cores (its CPU limit).
-        "args": ["--model-dir", dest, "--revision", m.revision, "--expected-shards", str(m.expected_shard_count),
+        "args": ["--model-dir", dest, "--revision", m.revision, *expected_shards_args(m.expected_shard_count),
                  "--marker", READY_MARKER, "--workers", str(max(1, sync.cpu_request)),
                  "--digest-cache", DIGEST_CACHE, "--download-status", STATUS_DIR,
                  "--keep-revisions", str(m.keep_revisions),
