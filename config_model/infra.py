@@ -79,11 +79,46 @@ class WorkloadIdentity(Model):
         None, description="kind podIdentity: the region of that EKS cluster, when it is not objectStore.region.")
 
 
+# Amazon S3 User Guide, "General purpose bucket naming rules"
+# (https://docs.aws.amazon.com/AmazonS3/latest/userguide/general-purpose-bucket-names.html): besides
+# the pattern below (3-63 characters of a-z, 0-9, '.' and '-', a letter or digit at both ends), the
+# names S3 refuses. A reserved prefix or suffix names what AWS keeps it for. Checked for every store:
+# a name AWS refuses is one no bucket on AWS can have, and S3-compatible stores refuse the IP form and
+# '..' too (both are no host name for virtual-hosted addressing).
+BUCKET_PREFIXES = {
+    "xn--": "reserved for internationalized (punycode) host names",
+    "sthree-": "reserved by S3 (sthree- and sthree-configurator)",
+    "amzn-s3-demo-": "reserved by S3 for its documentation's examples",
+}
+BUCKET_SUFFIXES = {
+    "-s3alias": "reserved for access point aliases",
+    "--ol-s3": "reserved for Object Lambda Access Point aliases",
+    ".mrap": "reserved for Multi-Region Access Points",
+    "--x-s3": "reserved for directory buckets",
+    "--table-s3": "reserved for S3 Tables buckets",
+}
+BUCKET_RULES = "S3 general purpose bucket naming rules"
+
+
+def _bucket_rules(name: str) -> list[str]:
+    errs = []
+    if re.fullmatch(r"[0-9]{1,3}(\.[0-9]{1,3}){3}", name):
+        errs.append(f"must not be formatted as an IP address ({BUCKET_RULES})")
+    if ".." in name:
+        errs.append(f"must not contain two adjacent periods '..' ({BUCKET_RULES})")
+    errs += [f"must not start with '{p}': {why} ({BUCKET_RULES})" for p, why in BUCKET_PREFIXES.items() if name.startswith(p)]
+    errs += [f"must not end with '{x}': {why} ({BUCKET_RULES})" for x, why in BUCKET_SUFFIXES.items() if name.endswith(x)]
+    return errs
+
+
 class ObjectStore(Model):
     """The bucket that holds the weights (field report 3.2)."""
 
-    bucket_name: text(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$", "an S3 bucket name: 3-63 lowercase letters, digits, '.' or '-'") = Field(
-        ..., description="Bucket name (S3 naming rules).")
+    bucket_name: checked(_bucket_rules, base=text(
+        r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$", "an S3 bucket name: 3-63 lowercase letters, digits, '.' or '-'")) = Field(
+        ..., description="Bucket name (S3 general purpose bucket naming rules): 3-63 lowercase letters, digits, '.' or "
+        "'-', a letter or digit at both ends; not an IP address, no '..', not starting with "
+        f"{', '.join(BUCKET_PREFIXES)}, not ending with {', '.join(BUCKET_SUFFIXES)}.")
     create: bool = Field(True, description="Create and manage the bucket; false adopts an existing "
                          "bucket by name without managing it (the usual choice for non-AWS endpoints).")
     region: checked(k8s.kubelet_expansions, base=NonEmpty) = Field(

@@ -227,3 +227,45 @@ def test_a_top_level_text_setting_that_lost_its_spelling_is_refused(tmp_path, ca
     code, lines, _ = render_edited(tmp_path, capsys, "dev", ("llm-serving:namespace: llm-serving-dev",
                                                              "llm-serving:namespace: 473"))
     assert not any("llm-serving:namespace" in line for line in lines)
+
+
+# ---- S3 bucket names (issue 28): each name S3 refuses is refused naming the rule ----
+
+RULES = "(S3 general purpose bucket naming rules)"
+
+
+@pytest.mark.parametrize("name, says", [
+    ("192.168.1.10", f"must not be formatted as an IP address {RULES}"),
+    ("xn--weights", f"must not start with 'xn--': reserved for internationalized (punycode) host names {RULES}"),
+    ("sthree-weights", f"must not start with 'sthree-': reserved by S3 (sthree- and sthree-configurator) {RULES}"),
+    ("sthree-configurator", f"must not start with 'sthree-': reserved by S3 (sthree- and sthree-configurator) {RULES}"),
+    ("amzn-s3-demo-weights", f"must not start with 'amzn-s3-demo-': reserved by S3 for its documentation's examples {RULES}"),
+    ("acme..weights", f"must not contain two adjacent periods '..' {RULES}"),
+    ("weights-s3alias", f"must not end with '-s3alias': reserved for access point aliases {RULES}"),
+    ("weights--ol-s3", f"must not end with '--ol-s3': reserved for Object Lambda Access Point aliases {RULES}"),
+    ("weights--x-s3", f"must not end with '--x-s3': reserved for directory buckets {RULES}"),
+    ("weights--table-s3", f"must not end with '--table-s3': reserved for S3 Tables buckets {RULES}"),
+    ("weights.mrap", f"must not end with '.mrap': reserved for Multi-Region Access Points {RULES}"),
+    ("xn--weights-s3alias", f"must not start with 'xn--': reserved for internationalized (punycode) host names {RULES}; "
+                            f"must not end with '-s3alias': reserved for access point aliases {RULES}"),
+])
+def test_a_bucket_name_s3_refuses_is_refused_naming_the_rule(name, says):
+    from test_config import problems, raw_config
+    raw = raw_config("prod")
+    raw["objectStore"]["bucketName"] = name
+    assert problems(raw, stack="prod") == [f"Pulumi.prod.yaml: llm-serving:objectStore.bucketName = {name!r}: {says}"]
+
+
+@pytest.mark.parametrize("name", ["weights.s3alias.example", "1.2.3.4.5", "xn-weights", "my-sthree-bucket", "weights-x-s3"])
+def test_names_that_only_look_like_a_rule_pass(name):
+    from test_config import raw_config
+    raw = raw_config("prod")
+    raw["objectStore"]["bucketName"] = name
+    assert loader.validate(raw, "prod", SECRETS).object_store.bucket_name == name
+
+
+def test_a_refused_bucket_name_stops_the_render(tmp_path, capsys):
+    code, lines, out = render_edited(tmp_path, capsys, "prod", ("bucketName: example-llm-weights-prod", "bucketName: 192.168.1.10"))
+    assert code == 2 and not out.exists()
+    assert lines == [f"Pulumi.edited.yaml: llm-serving:objectStore.bucketName = '192.168.1.10': must not be formatted as "
+                     f"an IP address {RULES}"]
