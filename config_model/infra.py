@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from enum import Enum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from config_model import k8s
@@ -19,7 +21,7 @@ from config_model.names import (
     NonEmptyLabelValue,
     checked,
 )
-from config_model.types import DnsLabel, KubeconfigPath, Model, NonEmpty, stack_key, text, url_text
+from config_model.types import CREDENTIAL_ERROR, DnsLabel, KubeconfigPath, Model, NonEmpty, stack_key, text, url_text
 
 
 class Environment(str, Enum):
@@ -111,6 +113,35 @@ def _bucket_rules(name: str) -> list[str]:
     return errs
 
 
+# PEM certificates (RFC 7468 section 5): what OpenSSL, behind the AWS CLI's AWS_CA_BUNDLE, reads from
+# a CA bundle file; text between the blocks (a bundle's comments) is ignored as OpenSSL ignores it.
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----([^-]*)-----END \1-----")
+# Plain config may be at most this long: a bundle of a few CAs is a few KiB; ConfigMaps hold 1 MiB.
+CA_BUNDLE_MAX_CHARS = 256 * 1024
+
+
+def _pem_certificates(value: str) -> str:
+    blocks = _PEM_BLOCK.findall(value)
+    if "PRIVATE KEY" in value:
+        # Plain config reaches the stack file and the state unencrypted (stacks/loader.py hides the value).
+        raise PydanticCustomError(CREDENTIAL_ERROR, "must hold only CA certificates, never a private key: plain config "
+                                  "reaches the stack file and the state unencrypted")
+    if not blocks or any(kind != "CERTIFICATE" for kind, _ in blocks):
+        raise PydanticCustomError("ca_bundle", "must be PEM CA certificates: one or more CERTIFICATE blocks, each between "
+                                  "its BEGIN CERTIFICATE and END CERTIFICATE lines (the CA that signed the store's "
+                                  "certificate)")
+    for _, body in blocks:
+        try:
+            base64.b64decode("".join(body.split()), validate=True)
+        except (binascii.Error, ValueError):
+            raise PydanticCustomError("ca_bundle", "has a CERTIFICATE block that is not base64 (a PEM file's body "
+                                      "lines were changed or cut)") from None
+    return value
+
+
+CaBundle = Annotated[str, Field(max_length=CA_BUNDLE_MAX_CHARS), AfterValidator(_pem_certificates)]
+
+
 class ObjectStore(Model):
     """The bucket that holds the weights (field report 3.2)."""
 
@@ -128,6 +159,11 @@ class ObjectStore(Model):
     endpoint: checked(k8s.kubelet_expansions, base=url_text(r"^https://[^\s/]+/?$", "an https:// endpoint without a path")) | None = Field(
         None, description="S3-compatible endpoint (for example Tencent COS), https only. Unset means AWS S3. "
         "With virtual-hosted addressing give the service endpoint; the bucket is prefixed by the client.")
+    ca_bundle: CaBundle | None = Field(
+        None, description="PEM of the CA certificate(s) an S3-compatible store's TLS certificate chains to, when that "
+        "is a private CA (MinIO, Ceph RGW). The stack writes it into the ConfigMap llm-serving-object-store-ca, mounted "
+        "read-only into the sync Job's download container, whose AWS CLI verifies the store against it alone "
+        "(AWS_CA_BUNDLE): TLS is never switched off. Needs an endpoint off AWS; a new bundle re-runs the sync Job.")
     addressing_style: Literal["virtual", "path"] = Field(
         "virtual", description="S3 addressing style. Some S3-compatible stores (COS) refuse path-style "
         "requests with PathStyleDomainForbidden (field report 3.2, 11.1).")

@@ -269,3 +269,37 @@ def test_a_refused_bucket_name_stops_the_render(tmp_path, capsys):
     assert code == 2 and not out.exists()
     assert lines == [f"Pulumi.edited.yaml: llm-serving:objectStore.bucketName = '192.168.1.10': must not be formatted as "
                      f"an IP address {RULES}"]
+
+
+# ---- objectStore.caBundle (issue 28) ----
+
+@pytest.fixture(scope="module")
+def ca_pem(tmp_path_factory) -> str:
+    """A real CA certificate (tests/tls_certs.py), as objectStore.caBundle holds one."""
+    from tls_certs import make_certificates
+    return make_certificates(tmp_path_factory.mktemp("ca"), "minio.example.internal").ca.read_text()
+
+
+def test_a_ca_bundle_is_for_a_store_off_aws_and_must_be_certificates(ca_pem):
+    from test_config import problems, raw_config
+    raw = raw_config("prod")   # AWS S3
+    raw["objectStore"]["caBundle"] = ca_pem
+    assert problems(raw, stack="prod") == [
+        "Pulumi.prod.yaml: llm-serving:objectStore.caBundle = '(set)': is for an S3-compatible store behind a private CA "
+        "(objectStore.endpoint off AWS); AWS S3's certificates chain to public CAs the sync image already trusts"]
+    raw = raw_config("dev")    # COS, an endpoint off AWS
+    raw["objectStore"]["caBundle"] = ca_pem
+    assert loader.validate(raw, "dev", SECRETS).object_store.ca_bundle == ca_pem
+    for bad, says in (
+            ("ca.pem", "must be PEM CA certificates: one or more CERTIFICATE blocks, each between its BEGIN "
+                       "CERTIFICATE and END CERTIFICATE lines (the CA that signed the store's certificate)"),
+            (ca_pem.replace("\n", "\n*", 2), "has a CERTIFICATE block that is not base64 (a PEM file's body lines "
+                                             "were changed or cut)"),
+            (ca_pem + "-----BEGIN PRIVATE KEY-----\nMC4CAQA=\n-----END PRIVATE KEY-----\n",
+             "must hold only CA certificates, never a private key: plain config reaches the stack file and the "
+             "state unencrypted")):
+        raw["objectStore"]["caBundle"] = bad
+        [line] = problems(raw)
+        shown = "'ca.pem'" if bad == "ca.pem" else "(value not shown)"
+        assert line == f"Pulumi.dev.yaml: llm-serving:objectStore.caBundle = {shown}: {says}"
+
