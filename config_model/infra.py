@@ -82,11 +82,15 @@ class WorkloadIdentity(Model):
 
 
 # Amazon S3 User Guide, "General purpose bucket naming rules"
-# (https://docs.aws.amazon.com/AmazonS3/latest/userguide/general-purpose-bucket-names.html): besides
-# the pattern below (3-63 characters of a-z, 0-9, '.' and '-', a letter or digit at both ends), the
-# names S3 refuses. A reserved prefix or suffix names what AWS keeps it for. Checked for every store:
-# a name AWS refuses is one no bucket on AWS can have, and S3-compatible stores refuse the IP form and
-# '..' too (both are no host name for virtual-hosted addressing).
+# (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html, also reached as
+# https://docs.aws.amazon.com/console/s3/bucket-naming): besides the pattern below (3-63 characters of
+# a-z, 0-9, '.' and '-', a letter or digit at both ends), the names S3 refuses: IP form, '..', the
+# prefixes xn--, sthree- (sthree-configurator), amzn-s3-demo-, the suffixes -s3alias, --ol-s3, .mrap,
+# --x-s3 and --table-s3. The last two are also what "Directory bucket naming rules" (every directory
+# bucket ends in --x-s3) and "Amazon S3 table bucket ... naming rules" (reserved suffixes: -s3alias,
+# --ol-s3, --x-s3, --table-s3) reserve. A reserved prefix or suffix names what AWS keeps it for.
+# Checked for every store: a name AWS refuses is one no bucket on AWS can have, and S3-compatible
+# stores refuse the IP form and '..' too (neither is a host name for virtual-hosted addressing).
 BUCKET_PREFIXES = {
     "xn--": "reserved for internationalized (punycode) host names",
     "sthree-": "reserved by S3 (sthree- and sthree-configurator)",
