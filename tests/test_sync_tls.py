@@ -18,8 +18,9 @@ from urllib.parse import urlsplit
 
 import pytest
 import test_sync_real as real
+import upstream_aws_cli
 from conftest import PROJECT_DIR
-from s3_server import LocalS3
+from s3_server import AWS, LocalS3
 from tls_certs import make_certificates
 
 from components.sync_job import CA_CONFIG_MAP, CA_DIR, CA_KEY
@@ -131,3 +132,11 @@ def test_without_the_bundle_or_with_another_ca_the_handshake_fails_and_nothing_i
     assert "CERTIFICATE_VERIFY_FAILED" in sync.stderr and "refusing to sync" in sync.stderr
     assert s3.front.tls_failures, "the front door saw no refused handshake"
     assert not any(pod.model_dir().glob("*.safetensors"))
+
+
+def test_the_installed_cli_reads_aws_ca_bundle_as_the_verify_of_its_clients():
+    """What components/sync_job.py relies on, in the CLI this file runs (tests/upstream_aws_cli.py CA_BUNDLE)."""
+    site = next((AWS.parent.parent / "lib").glob("python3*/site-packages"))
+    for path, text in upstream_aws_cli.CA_BUNDLE:
+        lines = {x.strip() for x in (site / "awscli" / "botocore" / path).read_text(encoding="utf-8").splitlines()}
+        assert text in lines, f"awscli/botocore/{path} no longer has: {text}"
