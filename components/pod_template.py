@@ -40,7 +40,7 @@ class ModelMount:
     mount_path: str            # model root inside the container, e.g. /models
     directory: str             # the model's directory under the root
     revision: str
-    expected_shard_count: int
+    expected_shard_count: int | None     # None: as many as the checkpoint's index names (model_files.py)
     manifest_sha256: str | None = None   # models[].manifestSha256: the gate refuses a marker recording another
 
     @property
@@ -235,6 +235,12 @@ def pinned_manifest_args(digest: str | None) -> list[str]:
     return ["--manifest-sha256", digest] if digest else []
 
 
+def expected_shards_args(count: int | None) -> list[str]:
+    """The shard count the stack gives; none: the verifier and the gate take the checkpoint's index's
+    count, or one for a single model.safetensors (components/scripts/model_files.py weight_files)."""
+    return ["--expected-shards", str(count)] if count is not None else []
+
+
 def model_gate_container(spec: EnginePodSpec, model_volume_mount: dict) -> dict:
     """Init container that checks, never downloads: the ready marker of the sync Job must name the
     expected revision and manifest digest, every verified file must keep its size and every shard must
@@ -246,7 +252,7 @@ def model_gate_container(spec: EnginePodSpec, model_volume_mount: dict) -> dict:
         "image": spec.image,
         "command": ["python3", f"{SCRIPTS_MOUNT}/model_gate.py"],
         "args": ["--model-dir", m.model_path, "--revision", m.revision,
-                 "--expected-shards", str(m.expected_shard_count), "--marker", READY_MARKER,
+                 *expected_shards_args(m.expected_shard_count), "--marker", READY_MARKER,
                  *pinned_manifest_args(m.manifest_sha256)],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
                       "limits": {"cpu": "1", "memory": "512Mi"}},

@@ -16,13 +16,14 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.base import Component, job_metadata, labels
+from components.base import Component, job_metadata, labels, metadata
 from components.pod_template import (
     DIGEST_CACHE,
     READY_MARKER,
     SCRIPTS_MOUNT,
     container_security,
     cpu_job_pod,
+    expected_shards_args,
     pinned_manifest_args,
     revision_path,
 )
@@ -49,6 +50,17 @@ ANN_MODEL_PROFILE = "llm-serving.io/model-profile"
 STATUS_DIR = f"{WORK_DIR}/download-status"
 # Kubernetes awaits a Job to completion; beyond activeDeadlineSeconds it has failed anyway.
 AWAIT_MARGIN_SECONDS = 300
+# objectStore.caBundle: a ConfigMap of the stack (the CA is public; its content is plain config, so
+# preview checks it and its digest re-runs the Job), mounted read-only into the download container.
+# The AWS CLI verifies the store against that file alone: AWS_CA_BUNDLE is botocore's ca_bundle, the
+# `verify` of every client the CLI makes, the classic and the CRT transfer client alike (awscli 1.46.2
+# awscli/botocore/configprovider.py and session.py create_client, run by tests/test_sync_tls.py; v2 at
+# tests/upstream_aws_cli.py V2_COMMIT: the same configprovider.py entry, session.py, and
+# customizations/s3/factory.py _resolve_verify for the CRT client). Never --no-verify-ssl (field report 3.2).
+CA_CONFIG_MAP = "llm-serving-object-store-ca"
+CA_KEY = "ca.pem"
+CA_DIR = "/etc/llm-serving/object-store-ca"
+ANN_CA_BUNDLE = "llm-serving.io/object-store-ca-sha256"
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,8 @@ class ModelSyncArgs:
     service_account: str | None = None
     role_arn: Any = None
     pod_identity: bool = False
+    # The ConfigMap holding objectStore.caBundle (ObjectStoreCa), None without one.
+    ca_config_map: str | None = None
 
 
 def job_name(model: ServedModel) -> str:
@@ -111,6 +125,12 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
     credentials_mounts, credentials_volumes = credentials(args, env)
     if store.endpoint:
         env["ENDPOINT_URL"] = store.endpoint.rstrip("/")
+    ca_mounts, ca_volumes = [], []
+    if args.ca_config_map is not None:
+        env["AWS_CA_BUNDLE"] = f"{CA_DIR}/{CA_KEY}"
+        ca_mounts = [{"name": "object-store-ca", "mountPath": CA_DIR, "readOnly": True}]
+        ca_volumes = [{"name": "object-store-ca", "configMap": {"name": args.ca_config_map, "defaultMode": 0o444,
+                                                                 "items": [{"key": CA_KEY, "path": CA_KEY}]}}]
     download = {
         "name": "download",
         "image": args.sync_image,
@@ -118,14 +138,14 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
         "resources": resources,
         "securityContext": container_security(non_root=True),
-        "volumeMounts": mounts + credentials_mounts,
+        "volumeMounts": mounts + credentials_mounts + ca_mounts,
     }
     verify = {
         "name": "verify",
         "image": args.verify_image,
         "command": ["python3", f"{SCRIPTS_MOUNT}/verify_model.py"],
         # Hashes each file as it lands, on as many threads as the container has cores (its CPU limit).
-        "args": ["--model-dir", dest, "--revision", m.revision, "--expected-shards", str(m.expected_shard_count),
+        "args": ["--model-dir", dest, "--revision", m.revision, *expected_shards_args(m.expected_shard_count),
                  "--marker", READY_MARKER, "--workers", str(max(1, sync.cpu_request)),
                  "--digest-cache", DIGEST_CACHE, "--download-status", STATUS_DIR,
                  "--keep-revisions", str(m.keep_revisions),
@@ -144,6 +164,7 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         {"name": "work", "emptyDir": {"sizeLimit": "1Gi"}},
         {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
         *credentials_volumes,
+        *ca_volumes,
     ], image_pull_secrets=args.image_pull_secrets, model_label_keys=args.model_label_keys)
     if args.service_account:
         # Its token is the projected volume above (IRSA) or the Pod Identity webhook's; the API token
@@ -184,11 +205,31 @@ def credentials(args: ModelSyncArgs, env: dict[str, Any]) -> tuple[list[dict], l
 
 
 def pod_annotations(args: ModelSyncArgs) -> dict[str, Any]:
+    # A new CA bundle replaces the Job, which then proves it on the bucket, as rotated credentials do.
+    ca = {ANN_CA_BUNDLE: ca_digest(args.store.ca_bundle)} if args.store.ca_bundle is not None else {}
     if args.credentials_secret is not None:
-        return {secret_tag_annotation(args.credentials_secret): args.credentials_tag}
+        return {secret_tag_annotation(args.credentials_secret): args.credentials_tag, **ca}
     # The IRSA webhook's opt-out. EKS documents none for Pod Identity, whose variables then reach the
     # verifier too, which never calls AWS (the role only reads the model prefixes anyway).
-    return {} if args.pod_identity else {IRSA_SKIP_CONTAINERS: "verify"}
+    return ca if args.pod_identity else {IRSA_SKIP_CONTAINERS: "verify", **ca}
+
+
+def ca_digest(pem: str) -> str:
+    return "sha256:" + hashlib.sha256(pem.encode()).hexdigest()
+
+
+class ObjectStoreCa(Component):
+    """The ConfigMap of objectStore.caBundle, which every sync Job's download container mounts."""
+
+    config_map_name: str
+
+    def __init__(self, name: str, namespace: str, pem: str, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:jobs:ObjectStoreCa", name, opts)
+        self.config_map_name = CA_CONFIG_MAP
+        self.config_map = k8s.core.v1.ConfigMap(
+            f"{name}-configmap", metadata=metadata(CA_CONFIG_MAP, namespace, "object-store-ca"),
+            data={CA_KEY: pem}, opts=self.child_opts())
+        self.register_outputs({"configMapName": self.config_map_name})
 
 
 class ModelSyncJob(Component):

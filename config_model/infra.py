@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from enum import Enum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from config_model import k8s
@@ -19,7 +21,17 @@ from config_model.names import (
     NonEmptyLabelValue,
     checked,
 )
-from config_model.types import DnsLabel, KubeconfigPath, Model, NonEmpty, field_report, stack_key, text, url_text
+from config_model.types import (
+    CREDENTIAL_ERROR,
+    DnsLabel,
+    KubeconfigPath,
+    Model,
+    NonEmpty,
+    field_report,
+    stack_key,
+    text,
+    url_text,
+)
 
 
 class Environment(str, Enum):
@@ -84,12 +96,79 @@ class WorkloadIdentity(Model):
 # report measures.
 FIELD_REPORT_DOWNLOAD_MIB_PER_SECOND = 437
 
+# Amazon S3 User Guide, "General purpose bucket naming rules"
+# (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html, also reached as
+# https://docs.aws.amazon.com/console/s3/bucket-naming): besides the pattern below (3-63 characters of
+# a-z, 0-9, '.' and '-', a letter or digit at both ends), the names S3 refuses: IP form, '..', the
+# prefixes xn--, sthree- (sthree-configurator), amzn-s3-demo-, the suffixes -s3alias, --ol-s3, .mrap,
+# --x-s3 and --table-s3. The last two are also what "Directory bucket naming rules" (every directory
+# bucket ends in --x-s3) and "Amazon S3 table bucket ... naming rules" (reserved suffixes: -s3alias,
+# --ol-s3, --x-s3, --table-s3) reserve. A reserved prefix or suffix names what AWS keeps it for.
+# Checked for every store: a name AWS refuses is one no bucket on AWS can have, and S3-compatible
+# stores refuse the IP form and '..' too (neither is a host name for virtual-hosted addressing).
+BUCKET_PREFIXES = {
+    "xn--": "reserved for internationalized (punycode) host names",
+    "sthree-": "reserved by S3 (sthree- and sthree-configurator)",
+    "amzn-s3-demo-": "reserved by S3 for its documentation's examples",
+}
+BUCKET_SUFFIXES = {
+    "-s3alias": "reserved for access point aliases",
+    "--ol-s3": "reserved for Object Lambda Access Point aliases",
+    ".mrap": "reserved for Multi-Region Access Points",
+    "--x-s3": "reserved for directory buckets",
+    "--table-s3": "reserved for S3 Tables buckets",
+}
+BUCKET_RULES = "S3 general purpose bucket naming rules"
+
+
+def _bucket_rules(name: str) -> list[str]:
+    errs = []
+    if re.fullmatch(r"[0-9]{1,3}(\.[0-9]{1,3}){3}", name):
+        errs.append(f"must not be formatted as an IP address ({BUCKET_RULES})")
+    if ".." in name:
+        errs.append(f"must not contain two adjacent periods '..' ({BUCKET_RULES})")
+    errs += [f"must not start with '{p}': {why} ({BUCKET_RULES})" for p, why in BUCKET_PREFIXES.items() if name.startswith(p)]
+    errs += [f"must not end with '{x}': {why} ({BUCKET_RULES})" for x, why in BUCKET_SUFFIXES.items() if name.endswith(x)]
+    return errs
+
+
+# PEM certificates (RFC 7468 section 5): what OpenSSL, behind the AWS CLI's AWS_CA_BUNDLE, reads from
+# a CA bundle file; text between the blocks (a bundle's comments) is ignored as OpenSSL ignores it.
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----([^-]*)-----END \1-----")
+# Plain config may be at most this long: a bundle of a few CAs is a few KiB; ConfigMaps hold 1 MiB.
+CA_BUNDLE_MAX_CHARS = 256 * 1024
+
+
+def _pem_certificates(value: str) -> str:
+    blocks = _PEM_BLOCK.findall(value)
+    if "PRIVATE KEY" in value:
+        # Plain config reaches the stack file and the state unencrypted (stacks/loader.py hides the value).
+        raise PydanticCustomError(CREDENTIAL_ERROR, "must hold only CA certificates, never a private key: plain config "
+                                  "reaches the stack file and the state unencrypted")
+    if not blocks or any(kind != "CERTIFICATE" for kind, _ in blocks):
+        raise PydanticCustomError("ca_bundle", "must be PEM CA certificates: one or more CERTIFICATE blocks, each between "
+                                  "its BEGIN CERTIFICATE and END CERTIFICATE lines (the CA that signed the store's "
+                                  "certificate)")
+    for _, body in blocks:
+        try:
+            base64.b64decode("".join(body.split()), validate=True)
+        except (binascii.Error, ValueError):
+            raise PydanticCustomError("ca_bundle", "has a CERTIFICATE block that is not base64 (a PEM file's body "
+                                      "lines were changed or cut)") from None
+    return value
+
+
+CaBundle = Annotated[str, Field(max_length=CA_BUNDLE_MAX_CHARS), AfterValidator(_pem_certificates)]
+
 
 class ObjectStore(Model):
     """The bucket that holds the weights (field report 3.2)."""
 
-    bucket_name: text(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$", "an S3 bucket name: 3-63 lowercase letters, digits, '.' or '-'") = Field(
-        ..., description="Bucket name (S3 naming rules).")
+    bucket_name: checked(_bucket_rules, base=text(
+        r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$", "an S3 bucket name: 3-63 lowercase letters, digits, '.' or '-'")) = Field(
+        ..., description="Bucket name (S3 general purpose bucket naming rules): 3-63 lowercase letters, digits, '.' or "
+        "'-', a letter or digit at both ends; not an IP address, no '..', not starting with "
+        f"{', '.join(BUCKET_PREFIXES)}, not ending with {', '.join(BUCKET_SUFFIXES)}.")
     create: bool = Field(True, description="Create and manage the bucket; false adopts an existing "
                          "bucket by name without managing it (the usual choice for non-AWS endpoints).")
     region: checked(k8s.kubelet_expansions, base=NonEmpty) = Field(
@@ -99,6 +178,11 @@ class ObjectStore(Model):
     endpoint: checked(k8s.kubelet_expansions, base=url_text(r"^https://[^\s/]+/?$", "an https:// endpoint without a path")) | None = Field(
         None, description="S3-compatible endpoint (for example Tencent COS), https only. Unset means AWS S3. "
         "With virtual-hosted addressing give the service endpoint; the bucket is prefixed by the client.")
+    ca_bundle: CaBundle | None = Field(
+        None, description="PEM of the CA certificate(s) an S3-compatible store's TLS certificate chains to, when that "
+        "is a private CA (MinIO, Ceph RGW). The stack writes it into the ConfigMap llm-serving-object-store-ca, mounted "
+        "read-only into the sync Job's download container, whose AWS CLI verifies the store against it alone "
+        "(AWS_CA_BUNDLE): TLS is never switched off. Needs an endpoint off AWS; a new bundle re-runs the sync Job.")
     addressing_style: Literal["virtual", "path"] = Field(
         "virtual", description="S3 addressing style. Some S3-compatible stores (COS) refuse path-style "
         "requests with PathStyleDomainForbidden (field report 3.2, 11.1).")

@@ -243,8 +243,9 @@ class ServedModel(Model):
         "digest cache are removed once the bucket's listing shows the new revision, before its download fills "
         "the volume; a revision any model of the stack serves is always kept.")
     expected_shard_count: int | None = Field(
-        None, ge=1, description="Safetensors shards the weight index must name; unset: the "
-        f"profile's ({_each(lambda p: p.EXPECTED_SHARD_COUNT, 'required')}).")
+        None, ge=1, description="Safetensors shards the checkpoint's model.safetensors.index.json must name (a "
+        "single model.safetensors without an index is 1); unset: the profile's "
+        f"({_each(lambda p: p.EXPECTED_SHARD_COUNT, 'as many as the index names')}).")
     size_gib: float | None = Field(
         None, gt=0, le=100000, description="Size of the model's files in GiB; unset: the "
         f"profile's ({_each(lambda p: p.SIZE_GIB, 'required')}). plan.md's time to first token syncs "
@@ -307,7 +308,8 @@ class ServedModel(Model):
     @classmethod
     def _profile_checkpoint(cls, data: Any) -> Any:
         """expectedShardCount and sizeGiB left out: the profile's. A profile without them (generic) leaves
-        them unset, which stacks/rules/models.py refuses naming the field."""
+        them unset: the shard count is then the checkpoint index's, and stacks/rules/models.py refuses an
+        unset sizeGiB naming the field."""
         if not isinstance(data, dict) or data.get("profile", DEFAULT_PROFILE) not in PROFILE_NAMES:
             return data
         profile = profile_named(data.get("profile", DEFAULT_PROFILE))

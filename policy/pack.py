@@ -280,6 +280,8 @@ STACK_CHECKS: dict[str, tuple[str, Callable[[list[StackResource], dict[str, Any]
     "pd-rolesets": ("P/D rolesets are complete and their sides match.",
                     lambda rs, f: stack_rules.pd_rolesets_are_complete_and_matched(rs)),
     "model-writers": ("Only the sync Job writes a model claim.", lambda rs, f: stack_rules.only_sync_jobs_write_models(rs)),
+    "sync-off-gpu-stack": ("Every Job excludes, with DoesNotExist, each node label key a GPU pod of the stack selects.",
+                           lambda rs, f: resource_rules.jobs_avoid_every_gpu_pool([(r.type, r.props) for r in rs])),
     "await-timeouts": ("GPU workloads are awaited at least their progress deadline or startup budget.",
                        lambda rs, f: stack_rules.await_timeouts_cover_rollout(rs)),
     "reference-grants": ("Cross-namespace route backends have a ReferenceGrant.",

@@ -35,6 +35,7 @@ from policy.workload_rules import (  # noqa: F401  (policy.rules re-exports ever
     NVIDIA_VISIBLE_DEVICES,
     custom_workloads_are_awaited,
     daemonsets_hold_no_gpus,
+    jobs_avoid_every_gpu_pool,
     jobs_rerun_when_unready,
     model_sync_stays_off_gpus,
     rollout_never_adds_gpus,

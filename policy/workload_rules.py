@@ -33,9 +33,8 @@ def model_sync_stays_off_gpus(resource_type: str, props: dict) -> list[str]:
         return []
 
     def affinity_check(ref: PodTemplateRef) -> list[str]:
-        spec = ref.template.get("spec") or {}
-        terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+        # Which keys it must exclude depends on the stack's GPU pods: jobs_avoid_every_gpu_pool.
+        terms = _required_terms(ref.template)
         if not terms or not all(any(e.get("operator") == "DoesNotExist" for e in t.get("matchExpressions") or []) for t in terms):
             return [f"{name_of(props)}: the Job needs a required node affinity that excludes GPU nodes (DoesNotExist on the GPU pool labels)."]
         return []
@@ -49,6 +48,51 @@ def model_sync_stays_off_gpus(resource_type: str, props: dict) -> list[str]:
     for ref in templates(resource_type, props):
         for check in (gpu_check, affinity_check, toleration_check):
             out += decide(check, ref)
+    return out
+
+
+def _required_terms(template: dict) -> list[dict]:
+    spec = template.get("spec") or {}
+    return list((((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+
+
+def jobs_avoid_every_gpu_pool(manifests: list[tuple[str, dict]]) -> list[str]:
+    """Every Job of the stack is kept off the nodes of every GPU pod the stack runs: each term of its
+    required node affinity (terms are ORed: any one lets a node in) has DoesNotExist on every label
+    key a GPU pod's nodeSelector requires, the GPU pool's and each model's own pool's alike. The
+    per-resource sync-off-gpu sees a Job alone and only that some DoesNotExist is there; a model
+    whose node pool is labelled by another key than the GPU pool's would take a Job the GPU pool's
+    keys do not keep out."""
+    pools: dict[str, str] = {}    # label key -> the first GPU workload whose pods select on it
+
+    def gpu_keys(resource_type: str, props: dict, ref: PodTemplateRef) -> list[tuple[str, str]]:
+        if not pod_gpus(ref.template):
+            return []
+        selector = (ref.template.get("spec") or {}).get("nodeSelector") or {}
+        return [(key, name_of(props)) for key in selector]
+
+    for resource_type, props in manifests:
+        if kind_of(resource_type) == "Job":
+            continue
+        for ref in templates(resource_type, props):
+            for key, owner in decide(gpu_keys, resource_type, props, ref):
+                pools.setdefault(key, owner)
+
+    def check(props: dict, ref: PodTemplateRef) -> list[str]:
+        out = []
+        for term in _required_terms(ref.template) or [{}]:
+            excluded = {e.get("key") for e in term.get("matchExpressions") or [] if e.get("operator") == "DoesNotExist"}
+            out += [f"{name_of(props)}: its node affinity lets in nodes labelled {key}, which {owner}'s GPU pods "
+                    f"select; add {{key: {key}, operator: DoesNotExist}} to every nodeSelectorTerm."
+                    for key, owner in sorted(pools.items()) if key not in excluded]
+        return list(dict.fromkeys(out))
+
+    out = []
+    for resource_type, props in manifests:
+        if kind_of(resource_type) == "Job":
+            for ref in templates(resource_type, props):
+                out += decide(check, props, ref)
     return out
 
 

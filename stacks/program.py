@@ -38,7 +38,7 @@ from components.rollout import engine_templates, rollout_key
 from components.scripts import ModelScripts
 from components.secrets import API_KEY_SECRET, CONSUMER_KEYS_SECRET, SecretsArgs, ServingSecrets, content_tag
 from components.storage import ModelStore, ModelStoreArgs
-from components.sync_job import ModelSyncArgs, ModelSyncJob
+from components.sync_job import ModelSyncArgs, ModelSyncJob, ObjectStoreCa
 from components.sync_job import job_name as sync_job_name
 from components.topologies import roleset_name, topology_of
 from components.topologies.base import FLEET_IMAGE_KEY
@@ -278,8 +278,10 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     backends: list[RouteBackend] = []
     rolled_out: list[tuple[ServedModel, list[pulumi.Resource], str]] = []
     syncs: dict[str, ModelSyncJob] = {}
+    ca = (ObjectStoreCa("object-store-ca", ns, cfg.object_store.ca_bundle, opts)
+          if cfg.object_store.ca_bundle is not None else None)
     sync_opts = pulumi.ResourceOptions.merge(
-        opts, pulumi.ResourceOptions(depends_on=[volume, scripts, serving_secrets, store, images]))
+        opts, pulumi.ResourceOptions(depends_on=[volume, scripts, serving_secrets, store, images, *([ca] if ca else [])]))
     workload_images: dict[str, dict[str, pulumi.Input[str]]] = {}
     for m in engine_models(cfg):
         if m.directory not in syncs:
@@ -294,7 +296,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
                 scripts_config_map=scripts.config_map_name,
                 sync_image=images.references["modelSync"], verify_image=images.references["modelVerify"],
                 image_pull_secrets=pull_secrets, service_account=store.service_account, role_arn=store.role_arn,
-                pod_identity=store.pod_identity,
+                pod_identity=store.pod_identity, ca_config_map=ca.config_map_name if ca else None,
                 revisions_in_use=tuple(sorted({o.revision for o in engine_models(cfg) if o.directory == m.directory}))),
                 sync_opts)
             workload_images[exports.sync_workload_key(m.directory)] = {

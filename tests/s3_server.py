@@ -10,7 +10,10 @@ a small HTTP proxy on loopback plays the store's front door:
 - it can slow every response down or die (close every connection unanswered), to interrupt a sync,
   or hold back half of one object until told, so a download cannot finish before the test looks;
 - it can cap the bandwidth of object payloads, so a benchmark's download is network-bound as a real
-  one is, instead of competing with the hashing for this machine's CPUs.
+  one is, instead of competing with the hashing for this machine's CPUs;
+- with a TLS context (serve_tls) it also answers HTTPS: the CLI, given HTTPS_PROXY, asks for a tunnel
+  to `<bucket>.<endpoint host>:443` (CONNECT), and the front door ends TLS itself with the server
+  certificate of that context, as a store behind a private CA does (tests/test_sync_tls.py).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import http.client
 import os
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -60,6 +64,8 @@ class CosFrontDoor(ThreadingHTTPServer):
         self.held = threading.Event()      # set once that GET arrived
         self.released = threading.Event()
         self.refused_path_style = 0
+        self.tls: ssl.SSLContext | None = None   # serve_tls: CONNECT tunnels end in TLS here
+        self.tls_failures: list[str] = []         # handshakes that failed (the client refused the certificate)
         self.lock = threading.Lock()
 
     @property
@@ -82,6 +88,15 @@ class CosFrontDoor(ThreadingHTTPServer):
 
     def release(self) -> None:
         self.released.set()
+
+    def serve_tls(self, cert_file: str, key_file: str) -> None:
+        """Answer CONNECT with a TLS server of this certificate; None again with stop_tls()."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert_file, key_file)
+        self.tls, self.tls_failures = context, []
+
+    def stop_tls(self) -> None:
+        self.tls = None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -156,6 +171,33 @@ class _Handler(BaseHTTPRequestHandler):
                 srv.gets += 1
 
     do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _proxy
+
+    def do_CONNECT(self) -> None:
+        """An HTTPS request through the proxy: the tunnel ends here, in TLS with the front door's
+        certificate, and the requests inside it are handled as any other (their Host names the bucket)."""
+        srv: CosFrontDoor = self.server
+        if srv.tls is None:
+            self.send_error(405, "this front door serves no TLS")
+            return
+        self.send_response(200, "Connection established")
+        self.end_headers()
+        self.wfile.flush()
+        self.connection.settimeout(30)   # bounded: a stuck client never holds a thread for long
+        try:
+            tunnel = srv.tls.wrap_socket(self.connection, server_side=True)
+        except (ssl.SSLError, OSError) as err:
+            with srv.lock:
+                srv.tls_failures.append(f"{type(err).__name__}: {err}")
+            self.close_connection = True
+            return
+        try:
+            _Handler(tunnel, self.client_address, srv)
+        finally:
+            self.close_connection = True
+            try:
+                tunnel.close()
+            except OSError:
+                pass
 
 
 class LocalS3:

@@ -227,3 +227,79 @@ def test_a_top_level_text_setting_that_lost_its_spelling_is_refused(tmp_path, ca
     code, lines, _ = render_edited(tmp_path, capsys, "dev", ("llm-serving:namespace: llm-serving-dev",
                                                              "llm-serving:namespace: 473"))
     assert not any("llm-serving:namespace" in line for line in lines)
+
+
+# ---- S3 bucket names (issue 28): each name S3 refuses is refused naming the rule ----
+
+RULES = "(S3 general purpose bucket naming rules)"
+
+
+@pytest.mark.parametrize("name, says", [
+    ("192.168.1.10", f"must not be formatted as an IP address {RULES}"),
+    ("xn--weights", f"must not start with 'xn--': reserved for internationalized (punycode) host names {RULES}"),
+    ("sthree-weights", f"must not start with 'sthree-': reserved by S3 (sthree- and sthree-configurator) {RULES}"),
+    ("sthree-configurator", f"must not start with 'sthree-': reserved by S3 (sthree- and sthree-configurator) {RULES}"),
+    ("amzn-s3-demo-weights", f"must not start with 'amzn-s3-demo-': reserved by S3 for its documentation's examples {RULES}"),
+    ("acme..weights", f"must not contain two adjacent periods '..' {RULES}"),
+    ("weights-s3alias", f"must not end with '-s3alias': reserved for access point aliases {RULES}"),
+    ("weights--ol-s3", f"must not end with '--ol-s3': reserved for Object Lambda Access Point aliases {RULES}"),
+    ("weights--x-s3", f"must not end with '--x-s3': reserved for directory buckets {RULES}"),
+    ("weights--table-s3", f"must not end with '--table-s3': reserved for S3 Tables buckets {RULES}"),
+    ("weights.mrap", f"must not end with '.mrap': reserved for Multi-Region Access Points {RULES}"),
+    ("xn--weights-s3alias", f"must not start with 'xn--': reserved for internationalized (punycode) host names {RULES}; "
+                            f"must not end with '-s3alias': reserved for access point aliases {RULES}"),
+])
+def test_a_bucket_name_s3_refuses_is_refused_naming_the_rule(name, says):
+    from test_config import problems, raw_config
+    raw = raw_config("prod")
+    raw["objectStore"]["bucketName"] = name
+    assert problems(raw, stack="prod") == [f"Pulumi.prod.yaml: llm-serving:objectStore.bucketName = {name!r}: {says}"]
+
+
+@pytest.mark.parametrize("name", ["weights.s3alias.example", "1.2.3.4.5", "xn-weights", "my-sthree-bucket", "weights-x-s3"])
+def test_names_that_only_look_like_a_rule_pass(name):
+    from test_config import raw_config
+    raw = raw_config("prod")
+    raw["objectStore"]["bucketName"] = name
+    assert loader.validate(raw, "prod", SECRETS).object_store.bucket_name == name
+
+
+def test_a_refused_bucket_name_stops_the_render(tmp_path, capsys):
+    code, lines, out = render_edited(tmp_path, capsys, "prod", ("bucketName: example-llm-weights-prod", "bucketName: 192.168.1.10"))
+    assert code == 2 and not out.exists()
+    assert lines == [f"Pulumi.edited.yaml: llm-serving:objectStore.bucketName = '192.168.1.10': must not be formatted as "
+                     f"an IP address {RULES}"]
+
+
+# ---- objectStore.caBundle (issue 28) ----
+
+@pytest.fixture(scope="module")
+def ca_pem(tmp_path_factory) -> str:
+    """A real CA certificate (tests/tls_certs.py), as objectStore.caBundle holds one."""
+    from tls_certs import make_certificates
+    return make_certificates(tmp_path_factory.mktemp("ca"), "minio.example.internal").ca.read_text()
+
+
+def test_a_ca_bundle_is_for_a_store_off_aws_and_must_be_certificates(ca_pem):
+    from test_config import problems, raw_config
+    raw = raw_config("prod")   # AWS S3
+    raw["objectStore"]["caBundle"] = ca_pem
+    assert problems(raw, stack="prod") == [
+        "Pulumi.prod.yaml: llm-serving:objectStore.caBundle = '(set)': is for an S3-compatible store behind a private CA "
+        "(objectStore.endpoint off AWS); AWS S3's certificates chain to public CAs the sync image already trusts"]
+    raw = raw_config("dev")    # COS, an endpoint off AWS
+    raw["objectStore"]["caBundle"] = ca_pem
+    assert loader.validate(raw, "dev", SECRETS).object_store.ca_bundle == ca_pem
+    for bad, says in (
+            ("ca.pem", "must be PEM CA certificates: one or more CERTIFICATE blocks, each between its BEGIN "
+                       "CERTIFICATE and END CERTIFICATE lines (the CA that signed the store's certificate)"),
+            (ca_pem.replace("\n", "\n*", 2), "has a CERTIFICATE block that is not base64 (a PEM file's body lines "
+                                             "were changed or cut)"),
+            (ca_pem + "-----BEGIN PRIVATE KEY-----\nMC4CAQA=\n-----END PRIVATE KEY-----\n",
+             "must hold only CA certificates, never a private key: plain config reaches the stack file and the "
+             "state unencrypted")):
+        raw["objectStore"]["caBundle"] = bad
+        [line] = problems(raw)
+        shown = "'ca.pem'" if bad == "ca.pem" else "(value not shown)"
+        assert line == f"Pulumi.dev.yaml: llm-serving:objectStore.caBundle = {shown}: {says}"
+

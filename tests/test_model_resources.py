@@ -112,6 +112,40 @@ def test_the_pre_pull_runs_on_every_pool_the_image_serves_on_and_cpu_jobs_avoid_
             "nvidia.com/gpu.product", *L40S}
 
 
+# A node pool labelled by a key the GPU pool's selector does not use (a mutation audit found that
+# dropping the models' keys from the sync Job passed: the L40S pool above shares gpuPool's key).
+OWN_POOL = {"example.com/gpu-pool": "l40s"}
+
+
+def own_pool_jobs() -> list[dict]:
+    sf = variant_file("own-pool", models=[big(), small(nodeSelector=OWN_POOL)], gpuBudget=8)
+    return [o for o in k8s_objects(render(sf)) if o["kind"] == "Job"]
+
+
+def excluded_keys(job: dict) -> set[str]:
+    (term,) = job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    return {e["key"] for e in term["matchExpressions"] if e["operator"] == "DoesNotExist"}
+
+
+def test_the_sync_job_avoids_a_model_pool_whose_key_the_gpu_pool_does_not_use():
+    jobs = own_pool_jobs()
+    syncs = [j for j in jobs if j["metadata"]["name"].startswith("sync-")]
+    assert len(syncs) == 2   # one per model directory
+    pool_keys = set(dev_pool_selector())
+    assert not set(OWN_POOL) & pool_keys
+    for job in syncs:
+        assert excluded_keys(job) == pool_keys | set(OWN_POOL), job["metadata"]["name"]
+    # Every other CPU Job of the stack avoids it too (smoke, warm-up, image mirror).
+    for job in jobs:
+        assert excluded_keys(job) >= pool_keys | set(OWN_POOL), job["metadata"]["name"]
+
+
+def dev_pool_selector() -> dict:
+    dev = raw_config()["gpuPool"] if "gpuPool" in raw_config() else {}
+    return dev.get("nodeSelector", {"nvidia.com/gpu.product": "NVIDIA-H20"})
+
+
 def test_a_stack_without_per_model_values_keeps_the_pool_defaults():
     """Field report 2.1 through gpuPool: 64/320Gi request, 128/512Gi limit, 128Gi /dev/shm."""
     pod = engine_pod(k8s_objects(render(variant_file())), "deepseek-v4-flash")

@@ -40,14 +40,17 @@ def record_required(directory: str, files: tuple[str, ...]) -> None:
     REQUIRED["path"].write_text(json.dumps(data))
 
 
-def make_model(root: Path, shards: int = 3, checksums: bool = True, required: tuple[str, ...] = deepseek_v4.REQUIRED_FILES) -> Path:
+def make_model(root: Path, shards: int = 3, checksums: bool = True, required: tuple[str, ...] = deepseek_v4.REQUIRED_FILES,
+               single: bool = False) -> Path:
+    """A checkpoint of `shards` shards and their index, or (single) one model.safetensors and no index."""
     record_required(root.parent.name, required)
     root.mkdir(parents=True, exist_ok=True)
-    names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
+    names = ["model.safetensors"] if single else [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
     for n in names:
         (root / n).write_bytes(os.urandom(64))
-    (root / "model.safetensors.index.json").write_text(json.dumps(
-        {"weight_map": {f"layer.{i}.w": n for i, n in enumerate(names + names)}}))
+    if not single:
+        (root / "model.safetensors.index.json").write_text(json.dumps(
+            {"weight_map": {f"layer.{i}.w": n for i, n in enumerate(names + names)}}))
     for f in (*(f for f in required if f != "model.safetensors.index.json"), "tokenizer.json"):
         (root / f).write_text("{}")
     if checksums:
@@ -144,6 +147,85 @@ def test_missing_required_file_is_named(tmp_path, capsys, name):
     (model / name).unlink()
     assert verify(model) == 1
     assert f"missing {name}" in capsys.readouterr().err
+
+
+# ---- single-file and sharded checkpoints (issue 28) ----
+
+def verify_counting(model: Path, shards: int | None = None) -> int:
+    """The verifier as the sync Job runs it for a stack file that gives no count (or `shards`)."""
+    count = ["--expected-shards", str(shards)] if shards is not None else []
+    return verify_model.main(["--model-dir", str(model), "--revision", "r1", *count, "--marker", MARKER,
+                              "--workers", "2", "--required-files", str(REQUIRED["path"])])
+
+
+def gate_counting(model: Path, shards: int | None = None) -> int:
+    count = ["--expected-shards", str(shards)] if shards is not None else []
+    return model_gate.main(["--model-dir", str(model), "--revision", "r1", *count, "--marker", MARKER,
+                            "--required-files", str(REQUIRED["path"])])
+
+
+def test_a_single_file_checkpoint_passes_the_generic_profile_without_a_count(tmp_path):
+    model = make_model(tmp_path / "small" / "r1", single=True, required=generic.REQUIRED_FILES)
+    assert not (model / "model.safetensors.index.json").exists()
+    assert verify_counting(model) == 0 and gate_counting(model) == 0
+    assert json.loads((model / MARKER).read_text())["shards"] == 1
+    assert verify_counting(model, shards=1) == 0 and gate_counting(model, shards=1) == 0
+
+
+def test_a_sharded_checkpoint_without_a_count_takes_the_index_s(tmp_path):
+    model = make_model(tmp_path / "qwen" / "r1", shards=5, required=generic.REQUIRED_FILES)
+    assert verify_counting(model) == 0 and gate_counting(model) == 0
+    assert json.loads((model / MARKER).read_text())["shards"] == 5
+
+
+def test_an_index_naming_a_missing_shard_fails_naming_it_with_or_without_a_count(tmp_path, capsys):
+    model = make_model(tmp_path / "qwen" / "r1", shards=4, required=generic.REQUIRED_FILES)
+    (model / "model-00003-of-00004.safetensors").unlink()
+    for shards in (None, 4):
+        assert verify_counting(model, shards) == 1
+        assert "missing shard model-00003-of-00004.safetensors" in capsys.readouterr().err
+    assert not (model / MARKER).exists() and gate_counting(model) == 1
+
+
+@pytest.mark.parametrize("single, given, says", [
+    (False, 4, "weight index names 3 shards, expected 4"),
+    (True, 2, "checkpoint is a single model.safetensors without model.safetensors.index.json, expected 2 shards"),
+])
+def test_a_count_the_checkpoint_does_not_have_fails(tmp_path, capsys, single, given, says):
+    model = make_model(tmp_path / "qwen" / "r1", shards=3, single=single, required=generic.REQUIRED_FILES)
+    assert verify_counting(model, given) == 1
+    assert says in capsys.readouterr().err
+    assert verify_counting(model) == 0 and gate_counting(model, given) == 1
+    assert says in capsys.readouterr().err
+
+
+def test_deepseek_never_passes_on_a_single_file(tmp_path, capsys):
+    """Its profile lists the index among the required files: a single model.safetensors is refused
+    as before, by the count the profile gives and by the missing index."""
+    model = make_model(tmp_path / "deepseek" / "r1", single=True)
+    assert verify(model, shards=48) == 1
+    err = capsys.readouterr().err
+    assert "missing model.safetensors.index.json" in err
+    assert "checkpoint is a single model.safetensors without model.safetensors.index.json, expected 48 shards" in err
+
+
+def test_no_weights_at_all_and_a_single_file_missing_from_the_manifest_are_named(tmp_path, capsys):
+    model = make_model(tmp_path / "small" / "r1", single=True, required=generic.REQUIRED_FILES)
+    manifest = model / "SHA256SUMS"
+    manifest.write_text("".join(l + "\n" for l in manifest.read_text().splitlines() if "model.safetensors" not in l))
+    assert verify_counting(model) == 1
+    assert "shard model.safetensors has no entry in SHA256SUMS" in capsys.readouterr().err
+    (model / "model.safetensors").unlink()
+    assert verify_counting(model) == 1
+    assert ("missing weights: neither model.safetensors.index.json nor a single model.safetensors"
+            in capsys.readouterr().err)
+
+
+def test_an_index_of_another_shape_is_named_not_a_traceback(tmp_path, capsys):
+    model = make_model(tmp_path / "qwen" / "r1", required=generic.REQUIRED_FILES)
+    (model / "model.safetensors.index.json").write_text('{"weight_map": ["model-00001-of-00003.safetensors"]}')
+    assert verify_counting(model) == 1
+    assert "unreadable model.safetensors.index.json: its weight_map is not an object" in capsys.readouterr().err
 
 
 def test_the_required_files_are_the_profile_s(tmp_path, capsys):
@@ -387,7 +469,8 @@ def test_sync_gives_up_after_the_configured_attempts(tmp_path):
     ("", ["s3://b/models/m/ lists no objects"]),
     ("                           PRE models/\n", ["s3://b/models/m/ lists no objects"]),
     ("2026-07-31 10:00:00 5368709120 model-00001-of-00048.safetensors\n2026-07-31 10:00:00 567 config.json\n",
-     ["s3://b/models/m/ has no model.safetensors.index.json", "s3://b/models/m/ has no SHA256SUMS"]),
+     ["s3://b/models/m/ has no weights (model.safetensors.index.json or model.safetensors)",
+      "s3://b/models/m/ has no SHA256SUMS"]),
 ])
 def test_sync_never_deletes_for_a_listing_that_is_not_a_model(tmp_path, listing, says):
     """A typo'd or emptied prefix with --delete would wipe the verified model (issue 12)."""
@@ -398,6 +481,15 @@ def test_sync_never_deletes_for_a_listing_that_is_not_a_model(tmp_path, listing,
     for line in says:
         assert line in proc.stderr
     assert ("has no config.json" in proc.stderr) is False
+
+
+def test_sync_takes_a_single_file_checkpoint_for_a_model(tmp_path):
+    """A small model's prefix lists model.safetensors and no index: a model, synced like any other."""
+    listing = ("2026-07-31 10:00:00 1234 SHA256SUMS\n2026-07-31 10:00:00 567 config.json\n"
+               "2026-07-31 10:00:00 16106127360 model.safetensors\n")
+    proc, calls, _ = run_sync(tmp_path, succeed_on=1, listing=listing)
+    assert proc.returncode == 0, proc.stderr
+    assert any(" sync " in f" {c} " and "--dryrun" not in c for c in calls)
 
 
 def test_pruning_keeps_the_newest_verified_revisions_what_the_stack_serves_and_what_is_not_ours(tmp_path, capsys):

@@ -301,6 +301,11 @@ FAILING = [
      deployment(lambda p: pod_spec(p)["volumes"].append(
          {"name": "weights", "persistentVolumeClaim": {"claimName": sync_claim_of(pod_spec(p))}}), outputs=True),
      "only the sync Job may write"),
+    # A GPU pod selecting a node label key no Job's affinity excludes (a model's own pool): the Jobs
+    # still pass sync-off-gpu, which sees each Job alone.
+    ("sync-off-gpu-stack", "dev", "up",
+     deployment(lambda p: pod_spec(p)["nodeSelector"].update({"example.com/gpu-pool": "h20"}), outputs=True),
+     "lets in nodes labelled example.com/gpu-pool"),
     ("await-timeouts", "dev", "up",
      of_type("kubernetes:apps/v1:Deployment", lambda r: r.options.update(customTimeouts={"create": 600.0})), "create timeout"),
     ("reference-grants", "dev", "up", without(lambda r: r.type.endswith(":ReferenceGrant")), "no ReferenceGrant"),

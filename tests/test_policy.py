@@ -162,6 +162,39 @@ def test_sync_job_on_gpu_is_refused():
     assert len(found) == 3
 
 
+def test_jobs_must_exclude_every_node_label_key_a_gpu_pod_selects():
+    """The stack view of sync-off-gpu: which keys. A Job excluding only the GPU pool's key passes the
+    per-resource rule but not this one once a GPU pod selects its own pool by another key."""
+    from policy.resource_rules import jobs_avoid_every_gpu_pool
+    job, dep = _job(), _deployment("prod")
+    pool_keys = set(pod_templates("Deployment", dep)[0].template["spec"]["nodeSelector"])
+    excluded = {e["key"] for t in job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] for e in t["matchExpressions"]}
+    assert pool_keys and pool_keys <= excluded
+    manifests = [("kubernetes:batch/v1:Job", job), ("kubernetes:apps/v1:Deployment", dep)]
+    assert jobs_avoid_every_gpu_pool(manifests) == []
+    own = copy.deepcopy(dep)
+    pod_templates("Deployment", own)[0].template["spec"]["nodeSelector"] = {"example.com/gpu-pool": "l40s"}
+    manifests.append(("kubernetes:apps/v1:Deployment", own))
+    assert _violations("sync-off-gpu", job) == []          # the old rule: some DoesNotExist is there
+    assert jobs_avoid_every_gpu_pool(manifests) == [
+        f"Job {job['metadata']['namespace']}/{job['metadata']['name']}: its node affinity lets in nodes labelled "
+        f"example.com/gpu-pool, which Deployment {own['metadata']['namespace']}/{own['metadata']['name']}'s GPU pods "
+        "select; add {key: example.com/gpu-pool, operator: DoesNotExist} to every nodeSelectorTerm."]
+    # A second term without it is a way in too (terms are ORed); a pod without GPUs selects no GPU pool.
+    terms = job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    terms["nodeSelectorTerms"][0]["matchExpressions"].append({"key": "example.com/gpu-pool", "operator": "DoesNotExist"})
+    assert jobs_avoid_every_gpu_pool(manifests) == []
+    terms["nodeSelectorTerms"].append({"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]})
+    assert len(jobs_avoid_every_gpu_pool(manifests)) == 2   # both GPU pool keys, through the second term
+    del terms["nodeSelectorTerms"][1]
+    for c in pod_templates("Deployment", own)[0].template["spec"]["containers"]:
+        for part in ("requests", "limits"):
+            (c.get("resources") or {}).get(part, {}).pop("nvidia.com/gpu", None)
+    own["spec"]["template"]["spec"]["nodeSelector"]["example.com/cpu-pool"] = "x"
+    assert jobs_avoid_every_gpu_pool(manifests) == []
+
+
 def test_surge_rollout_beyond_one_pod_is_refused():
     dep = _deployment("prod")
     dep["spec"]["strategy"]["rollingUpdate"].update(maxSurge=1, maxUnavailable=0)

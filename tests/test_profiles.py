@@ -36,7 +36,9 @@ def test_each_profile_module_has_every_fact(name):
         section = Vllm if e.SECTION == "vllm" else Sglang
         assert set(p.ENGINE_DEFAULTS[e.NAME]) <= set(section.model_fields), (name, e.NAME)
     assert set(p.COLD_START_ESTIMATE_SECONDS) == set(p.COLD_START_INCLUDES_IMAGE_PULL)
-    assert "model.safetensors.index.json" in p.REQUIRED_FILES, "the shard rule counts the index's shards"
+    # A profile that knows its shard count knows a sharded checkpoint: its index is required, so a
+    # single model.safetensors never passes for it (components/scripts/model_files.py weight_files).
+    assert p.EXPECTED_SHARD_COUNT is None or "model.safetensors.index.json" in p.REQUIRED_FILES
 
 
 def test_an_unknown_profile_names_the_field_and_the_profiles():
@@ -84,15 +86,18 @@ def test_an_empty_parser_is_still_refused_with_a_hint_of_the_field():
     assert line.startswith("Pulumi.dev.yaml: llm-serving:models[0].vllm.reasoningParser = '': ")
 
 
-@pytest.mark.parametrize("field", ["expectedShardCount", "sizeGiB"])
-def test_generic_needs_the_checkpoint_facts_deepseek_s_profile_knows(field):
+def test_generic_needs_the_size_deepseek_s_profile_knows_and_takes_the_shard_count_from_the_index():
     raw = raw_config()
     m = raw["models"][0]
     m.update(copy.deepcopy(GENERIC_72B))
-    m.pop(field)
+    m.pop("sizeGiB")
     m.pop("startupBudgetSeconds")
-    assert problems(raw) == [f"Pulumi.dev.yaml: llm-serving:models[0].{field} = (unset): is required for profile "
+    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].sizeGiB = (unset): is required for profile "
                              "'generic': it knows no checkpoint of this model"]
+    m["sizeGiB"] = 136
+    m.pop("expectedShardCount")
+    [accepted] = loader.validate(raw, "dev", SECRETS).models
+    assert accepted.expected_shard_count is None
 
 
 # ---- the stack: two generic models, nothing of DeepSeek's ----

@@ -52,15 +52,18 @@ if not AWS.exists():
 
 # ---- the fake model ----
 
-def fake_model(root: Path, shards: int = SHARDS, seed: str = "a", shard_bytes: int = SHARD_BYTES) -> Path:
-    """48 small shards, their index, config, tokenizer and a SHA256SUMS over every other file."""
+def fake_model(root: Path, shards: int = SHARDS, seed: str = "a", shard_bytes: int = SHARD_BYTES,
+               single: bool = False) -> Path:
+    """48 small shards, their index, config, tokenizer and a SHA256SUMS over every other file; or
+    (single) one model.safetensors and no index, as a checkpoint under ~10 GB ships."""
     root.mkdir(parents=True, exist_ok=True)
-    names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
+    names = ["model.safetensors"] if single else [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
     for n in names:
         (root / n).write_bytes(hashlib.sha256(f"{seed}/{n}".encode()).digest() * (shard_bytes // 32))
-    (root / "model.safetensors.index.json").write_text(json.dumps(
-        {"metadata": {"total_size": shards * shard_bytes},
-         "weight_map": {f"model.layers.{i}.weight": n for i, n in enumerate(names)}}, sort_keys=True))
+    if not single:
+        (root / "model.safetensors.index.json").write_text(json.dumps(
+            {"metadata": {"total_size": shards * shard_bytes},
+             "weight_map": {f"model.layers.{i}.weight": n for i, n in enumerate(names)}}, sort_keys=True))
     for f in ("config.json", "generation_config.json", "tokenizer_config.json"):
         (root / f).write_text(json.dumps({"seed": seed}))
     (root / "tokenizer.json").write_text(json.dumps({"model": {"type": "BPE"}, "seed": seed}))
@@ -471,12 +474,14 @@ def test_the_fake_model_is_what_the_real_checks_accept(tmp_path):
 
 # ---- the issue's cases (12 items 1, 3, 4): revision directories and listing checks ----
 
-def render_variant(**model_fields: str):
-    """The dev stack with its first model's fields changed, rendered like any stack."""
+def render_variant(drop: tuple[str, ...] = (), **model_fields):
+    """The dev stack with its first model's fields changed (those in `drop` left out), rendered like any stack."""
     from render import runtime, stackfile
     sf = stackfile.read(PROJECT_DIR, "dev")
     models = json.loads(sf.config["llm-serving:models"])
     models[0].update(model_fields)
+    for name in drop:
+        models[0].pop(name, None)
     sf.config["llm-serving:models"] = json.dumps(models)
     return rendered_model_pipeline(runtime.render(sf))
 
@@ -556,3 +561,56 @@ def test_a_verified_model_survives_an_empty_or_mistyped_prefix_and_a_new_revisio
         ["operator-notes", bumped.model_dir().name, latest.model_dir().name])
     assert digest_tree(bumped.model_dir()) == digest_tree(new) and bumped.run_gate().returncode == 0
     assert latest.run_gate().returncode == 0 and pod.run_gate().returncode == 1
+
+
+# ---- checkpoints of any shape (issue 28): a generic model whose stack file gives no shard count ----
+
+GENERIC = {"profile": "generic", "sizeGiB": 16}
+
+
+@pytest.fixture(scope="module")
+def generic_pipeline():
+    """The dev stack's model as a generic one without expectedShardCount: the verifier and the gate
+    take the count from the checkpoint."""
+    pipeline = render_variant(drop=("expectedShardCount",), **GENERIC)
+    assert "--expected-shards" not in pipeline[1].args and "--expected-shards" not in pipeline[2].args
+    return pipeline
+
+
+def synced(pod: Pod, model: Path) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    """Upload `model`, run the rendered download, then the verify container and the gate."""
+    put_model(pod.s3, *bucket_of(pod), model)
+    sync = pod.sync()
+    assert sync.returncode == 0, sync.stderr
+    return pod.run_verify(), pod.run_gate()
+
+
+def test_a_single_file_checkpoint_syncs_verifies_and_passes_the_gate(s3, generic_pipeline, tmp_path):
+    pod = new_pod(s3, generic_pipeline, tmp_path / "pod")
+    model = fake_model(tmp_path / "upload", single=True)
+    assert sorted(p.name for p in model.iterdir() if "safetensors" in p.name) == ["model.safetensors"]
+    verify, gate = synced(pod, model)
+    assert verify.returncode == 0, verify.stderr
+    assert gate.returncode == 0, gate.stderr
+    assert json.loads(marker(pod).read_text())["shards"] == 1
+    assert digest_tree(pod.model_dir()) == digest_tree(model)
+
+
+def test_a_sharded_checkpoint_takes_its_count_from_the_index_and_names_a_missing_shard(s3, generic_pipeline, tmp_path):
+    pod = new_pod(s3, generic_pipeline, tmp_path / "pod")
+    verify, gate = synced(pod, fake_model(tmp_path / "complete", shards=7))
+    assert verify.returncode == 0 and gate.returncode == 0, verify.stderr + gate.stderr
+    assert json.loads(marker(pod).read_text())["shards"] == 7
+    # The next upload's index names a shard the bucket does not hold (the manifest lists it too).
+    broken = fake_model(tmp_path / "broken", shards=7, seed="b")
+    (broken / "model-00004-of-00007.safetensors").unlink()
+    verify, gate = synced(pod, broken)
+    assert verify.returncode == 1 and "missing shard model-00004-of-00007.safetensors" in verify.stderr
+    assert not marker(pod).exists() and gate.returncode == 1
+
+
+def test_a_count_the_stack_file_gives_must_match_the_index(s3, tmp_path):
+    pod = new_pod(s3, render_variant(expectedShardCount=6, **GENERIC), tmp_path / "pod")
+    verify, gate = synced(pod, fake_model(tmp_path / "upload", shards=7))
+    assert verify.returncode == 1 and "weight index names 7 shards, expected 6" in verify.stderr
+    assert not marker(pod).exists() and gate.returncode == 1

@@ -91,6 +91,18 @@ CONTAINER_PROVIDER = (
                        "        instance_metadata_provider,\n    ]"),
     ("utils.py", "'169.254.170.23',"),
 )
+# objectStore.caBundle (components/sync_job.py): AWS_CA_BUNDLE is the session's ca_bundle, which
+# becomes the `verify` of every client the CLI creates. RUN: these lines of awscli 1.46.2's own botocore
+# (awscli/botocore/), checked against the installed files and run over TLS by tests/test_sync_tls.py.
+# READ (v2, the pod's image, at V2_COMMIT): the same configprovider.py entry and session.py
+# create_client line, and awscli/customizations/s3/factory.py _create_crt_client passing
+# 'verify': self._resolve_verify(params) (verify_ssl, else ca_bundle, else DEFAULT_CA_BUNDLE) to the
+# CRT transfer client, so either transfer client verifies against the bundle.
+CA_BUNDLE = (
+    ("configprovider.py", "'ca_bundle': ('ca_bundle', 'AWS_CA_BUNDLE', None, None),"),
+    ("session.py", "verify = self.get_config_variable('ca_bundle')"),
+)
+
 # Where the agent listens (EKS User Guide, "Understand how EKS Pod Identity works").
 POD_IDENTITY_AGENT_URI = "http://169.254.170.23/v1/credentials"
 
@@ -134,7 +146,8 @@ PORTED_FROM = (
     {"repo": "aws/aws-cli", "release": V2_TAG, "commit": V2_COMMIT, "not_deployed": _V2_UNNAMED,
      "files": ("docker/Dockerfile", "awscli/s3transfer/download.py", "awscli/s3transfer/utils.py",
                "awscli/s3transfer/compat.py", "awscli/s3transfer/crt.py", "awscli/customizations/s3/factory.py",
-               "awscli/customizations/s3/subscribers.py", "awscli/customizations/s3/s3handler.py")},
+               "awscli/customizations/s3/subscribers.py", "awscli/customizations/s3/s3handler.py",
+               "awscli/botocore/configprovider.py", "awscli/botocore/session.py")},
     {"repo": "aws/aws-cli", "release": None, "commit": "037f1c8a218f", "not_deployed": _V2_UNNAMED,
      "untagged": "the v2-style results.py read at a commit, not at V2_TAG",
      "files": ("awscli/customizations/s3/results.py",)},

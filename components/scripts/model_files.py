@@ -12,6 +12,9 @@ import os
 import sys
 
 INDEX_FILE = "model.safetensors.index.json"
+# A checkpoint small enough for one file ships it under this name and no index (transformers
+# SAFE_WEIGHTS_NAME beside SAFE_WEIGHTS_INDEX_NAME; most models under ~10 GB).
+SINGLE_FILE = "model.safetensors"
 # The files a complete checkpoint of each model directory holds besides its shards and tokenizer
 # payload, as its model's profile names them (policy/profiles/ REQUIRED_FILES): {directory: [file]},
 # written by the program into the scripts ConfigMap beside this file (components/scripts.py), so the
@@ -36,38 +39,58 @@ def required_files(model_dir: str, path: str = DEFAULT_REQUIRED_FILES_PATH) -> l
     return data.get(os.path.basename(os.path.dirname(os.path.normpath(model_dir))))
 
 
-def missing_files(model_dir: str, expected_shards: int, data_path: str = DEFAULT_REQUIRED_FILES_PATH) -> list[str]:
+def missing_files(model_dir: str, expected_shards: int | None,
+                  data_path: str = DEFAULT_REQUIRED_FILES_PATH) -> list[str]:
     """Everything that makes model_dir incomplete, as human-readable lines; empty when complete."""
     required = required_files(model_dir, data_path)
     if required is None:
         return [f"no required files recorded for {model_dir} in {data_path} (the scripts ConfigMap's "
                 f"{REQUIRED_FILES_DATA}, written from the model's profile)"]
-    problems = []
-    # The weight index always: the shard rule counts the shards it names.
-    for name in dict.fromkeys((*required, INDEX_FILE)):
-        if not os.path.isfile(os.path.join(model_dir, name)):
-            problems.append(f"missing {name}")
+    # A profile whose checkpoint is sharded lists the index among them (deepseek-v4): then a single
+    # file never passes for it.
+    problems = [f"missing {name}" for name in dict.fromkeys(required)
+                if not os.path.isfile(os.path.join(model_dir, name))]
     if not any(os.path.isfile(os.path.join(model_dir, n)) for n in TOKENIZER_PAYLOADS):
         problems.append("missing tokenizer (" + " or ".join(TOKENIZER_PAYLOADS) + ")")
+    return problems + weight_files(model_dir, expected_shards)[1]
+
+
+def weight_files(model_dir: str, expected_shards: int | None) -> tuple[list[str], list[str]]:
+    """(the weight files, what is wrong with them). Sharded: the index and every shard its weight_map
+    names, as many as expected_shards when the stack gives a count (unset: the index's count).
+    Otherwise the single model.safetensors, which is one shard."""
     index_path = os.path.join(model_dir, INDEX_FILE)
-    if not os.path.isfile(index_path):
-        return problems
-    shards = shard_names(index_path)
-    if len(shards) != expected_shards:
-        problems.append(f"weight index names {len(shards)} shards, expected {expected_shards}")
+    if os.path.isfile(index_path):
+        try:
+            shards = shard_names(index_path)
+        except (OSError, ValueError) as err:
+            return [], [f"unreadable {INDEX_FILE}: {err}"]
+        problems = [] if shards else [f"{INDEX_FILE} names no shards in its weight_map"]
+        if expected_shards is not None and len(shards) != expected_shards:
+            problems.append(f"weight index names {len(shards)} shards, expected {expected_shards}")
+    elif os.path.isfile(os.path.join(model_dir, SINGLE_FILE)):
+        shards, problems = [SINGLE_FILE], []
+        if expected_shards is not None and expected_shards != 1:
+            problems.append(f"checkpoint is a single {SINGLE_FILE} without {INDEX_FILE}, expected {expected_shards} shards")
+    else:
+        return [], [f"missing weights: neither {INDEX_FILE} nor a single {SINGLE_FILE}"]
     for shard in shards:
         path = os.path.join(model_dir, shard)
         if not os.path.isfile(path):
             problems.append(f"missing shard {shard}")
         elif os.path.getsize(path) == 0:
             problems.append(f"empty shard {shard}")
-    return problems
+    return shards, problems
 
 
 def shard_names(index_path: str) -> list[str]:
+    """The files the index's weight_map names; ValueError for an index of another shape."""
     with open(index_path, encoding="utf-8") as f:
         index = json.load(f)
-    return sorted(set(index.get("weight_map", {}).values()))
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise ValueError("its weight_map is not an object of tensor name -> file name")
+    return sorted(set(weight_map.values()))
 
 
 def model_arguments(description: str) -> argparse.ArgumentParser:
@@ -75,7 +98,8 @@ def model_arguments(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--model-dir", required=True)
     p.add_argument("--revision", required=True)
-    p.add_argument("--expected-shards", type=int, required=True)
+    p.add_argument("--expected-shards", type=int, default=None,
+                   help=f"shards the {INDEX_FILE} must name; unset: as many as it names ({SINGLE_FILE} alone is one)")
     p.add_argument("--marker", required=True)
     p.add_argument("--manifest-sha256", default="",
                    help=f"the pinned sha256 of {CHECKSUM_FILE}; empty accepts any manifest")

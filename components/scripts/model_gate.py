@@ -23,7 +23,7 @@ from model_files import (  # noqa: E402
 )
 
 
-def gate_problems(model_dir: str, revision: str, expected_shards: int, marker: str, pinned: str = "",
+def gate_problems(model_dir: str, revision: str, expected_shards: int | None, marker: str, pinned: str = "",
                   required_files: str = DEFAULT_REQUIRED_FILES_PATH) -> list[str]:
     marker_path = os.path.join(model_dir, marker)
     if not os.path.isfile(marker_path):

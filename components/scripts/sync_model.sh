@@ -52,9 +52,12 @@ listing_problems() {
     echo "s3://$BUCKET/$PREFIX/ lists no objects (wrong prefix, empty bucket or no access)"
     return
   fi
-  for required in model.safetensors.index.json config.json SHA256SUMS; do
+  for required in config.json SHA256SUMS; do
     printf '%s\n' "$names" | grep -qxF "$required" || echo "s3://$BUCKET/$PREFIX/ has no $required"
   done
+  # Weights: a sharded checkpoint's index, or a small one's single file (model_files.py weight_files).
+  printf '%s\n' "$names" | grep -qxF -e model.safetensors.index.json -e model.safetensors ||
+    echo "s3://$BUCKET/$PREFIX/ has no weights (model.safetensors.index.json or model.safetensors)"
 }
 
 # The marker is never fetched: only verification writes it (a bucket may hold one when someone

@@ -1,6 +1,7 @@
 """Verify a synced model directory and write its ready marker (sync Job, beside the download).
 
-Checks, in order: required files and every shard the weight index names (and their count), then
+Checks, in order: required files and the weights (every shard the weight index names, as many as
+expected when the stack gives a count, or the single model.safetensors), then
 the sha256 of every file in the checksum manifest stored with the model. Only a directory that
 passes all of them gets the marker naming the revision; serving pods gate on that marker.
 Exit code 1 with one line per problem otherwise.
@@ -28,12 +29,11 @@ from typing import Callable
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_files import (  # noqa: E402
     CHECKSUM_FILE,
-    INDEX_FILE,
     file_sha256,
     missing_files,
     model_arguments,
     report_problems,
-    shard_names,
+    weight_files,
 )
 
 # The download container's side of the handshake (components/scripts/sync_model.sh): a FIFO it
@@ -189,11 +189,10 @@ def checksum_problems(model_dir: str, workers: int, pinned: str = "", cache_file
     manifest, problems = manifest_problems(model_dir, pinned)
     if problems:
         return problems
-    index_path = os.path.join(model_dir, INDEX_FILE)
-    if os.path.isfile(index_path):
-        for shard in shard_names(index_path):
-            if os.path.normpath(shard) not in manifest:
-                problems.append(f"shard {shard} has no entry in {CHECKSUM_FILE}")
+    # Every weight file, the shards the index names or the single model.safetensors, is hashed.
+    for shard in weight_files(model_dir, None)[0]:
+        if os.path.normpath(shard) not in manifest:
+            problems.append(f"shard {shard} has no entry in {CHECKSUM_FILE}")
     present = sorted(n for n in manifest if os.path.isfile(os.path.join(model_dir, n)))
     problems += [f"missing {n} (listed in {CHECKSUM_FILE})" for n in sorted(set(manifest) - set(present))]
     digests = digests or Digests(model_dir, workers, cache_file)
@@ -436,8 +435,9 @@ def main(argv: list[str] | None = None) -> int:
         elif os.path.isfile(os.path.join(a.model_dir, a.marker)):
             print(f"the ready marker of {a.model_dir} stays: no file it vouches for changed", file=sys.stderr)
         return 1
-    write_marker(a.model_dir, a.marker, a.revision, a.expected_shards)
-    print(f"model at {a.model_dir} verified: revision {a.revision}, {a.expected_shards} shards")
+    shards = len(weight_files(a.model_dir, a.expected_shards)[0])
+    write_marker(a.model_dir, a.marker, a.revision, shards)
+    print(f"model at {a.model_dir} verified: revision {a.revision}, {shards} shards")
     if a.keep_revisions:
         prune()   # without a concurrent download (or what appeared since): nothing older stays
     return 0

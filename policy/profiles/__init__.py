@@ -25,8 +25,8 @@ class Profile(Protocol):
     # Per engine (policy/engines NAME): field of its settings section (model_dump name) -> the value an
     # unset field takes. None renders no flag (False for a switch).
     ENGINE_DEFAULTS: dict[str, dict[str, Any]]
-    REQUIRED_FILES: tuple[str, ...]          # besides the weights and a tokenizer payload
-    EXPECTED_SHARD_COUNT: int | None         # None: models[].expectedShardCount is required
+    REQUIRED_FILES: tuple[str, ...]          # besides the weights and a tokenizer payload; the index if sharded
+    EXPECTED_SHARD_COUNT: int | None         # None: models[].expectedShardCount, else the index's count
     SIZE_GIB: float | None                   # None: models[].sizeGiB is required
     SMOKE_PROMPT: str
     SMOKE_EXPECTED_TEXT: str

@@ -1,7 +1,7 @@
 """Any other model: no model-specific flag. The engine takes tokenizer mode, parsers, block size and
 context length from the checkpoint and its own defaults, and code from the checkpoint is not run,
-unless the stack file sets them. Nothing of it is measured, so the stack file names the shard count
-and size, and no cold start is assumed."""
+unless the stack file sets them. Nothing of it is measured, so the stack file names the size, the
+shard count comes from the checkpoint's index (or the stack file), and no cold start is assumed."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ ENGINE_DEFAULTS = {
                "swa_full_tokens_ratio": None, "trust_remote_code": False},
 }
 
-# What transformers needs to load a sharded safetensors checkpoint and its tokenizer.
-REQUIRED_FILES = ("config.json", "tokenizer_config.json", "model.safetensors.index.json")
-EXPECTED_SHARD_COUNT = None
+# What transformers needs besides the weights to load a checkpoint and its tokenizer. The weights are
+# either a sharded checkpoint's model.safetensors.index.json and the shards it names, or a single
+# model.safetensors (components/scripts/model_files.py weight_files).
+REQUIRED_FILES = ("config.json", "tokenizer_config.json")
+EXPECTED_SHARD_COUNT = None    # the checkpoint's index says, unless models[].expectedShardCount does
 SIZE_GIB = None
 
 # A deterministic answer an instruction-tuned model gives at temperature 0; set

@@ -58,10 +58,10 @@ def each_model(cfg: StackConfig) -> Iterator[Problem]:
                 yield Problem(f"{at}.{field}", mine, f"must equal models[{first}].{field} {theirs!r}: "
                               f"both models use directory {m.directory!r}")
 
-        for field, value in (("expectedShardCount", m.expected_shard_count), ("sizeGiB", m.size_gib)):
-            if value is None:
-                yield Problem(f"{at}.{field}", None, f"is required for profile {m.profile!r}: it knows no checkpoint "
-                              "of this model")
+        # expectedShardCount may stay unset: the verifier and the gate count the index's shards.
+        if m.size_gib is None:
+            yield Problem(f"{at}.sizeGiB", None, f"is required for profile {m.profile!r}: it knows no checkpoint "
+                          "of this model")
 
         size, engine = parallel_size(m), engine_of(m)
         if speculative_decoding(m) and not profile_of(m).DSPARK:

@@ -72,6 +72,11 @@ def object_store(cfg: StackConfig) -> Iterator[Problem]:
         # S3-compatible stores name their regions their own way (Tencent COS ap-shanghai, a Ceph RGW
         # zonegroup such as default, MinIO any text): nothing of AWS's naming is checked for them.
         return
+    if store.ca_bundle is not None:
+        # The bundle replaces the CLI's trust store for every call (botocore ca_bundle): AWS's hosts
+        # would then fail verification, and they chain to public CAs the image trusts anyway.
+        yield Problem("objectStore.caBundle", "(set)", "is for an S3-compatible store behind a private CA (objectStore."
+                      "endpoint off AWS); AWS S3's certificates chain to public CAs the sync image already trusts")
     if not re.fullmatch(AWS_REGION, store.region):
         yield Problem("objectStore.region", store.region, "must be an AWS region name such as us-east-1 or eu-west-1 "
                       "(<area>-<direction>-<number>, e.g. cn-north-1, us-gov-west-1), as the bucket is on AWS S3"
