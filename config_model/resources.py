@@ -166,7 +166,9 @@ class PoolPod:
 def pool_pod(pool: GpuPool, gpus: int, reserved_gib: int = 0, reserved_cpu: int = 0) -> PoolPod:
     """gpuPool's engine pod of `gpus` GPUs. `reserved_gib` and `reserved_cpu`: what the pod holds besides the
     engines' own memory (KV offload, sidecars) and CPU (sidecars), which its share of the node leaves room for."""
-    share = min(gpus, pool.gpus_per_node) / pool.gpus_per_node
+    # A pod of more GPUs than a node holds is refused (stacks/rules/models.py); it is sized as a whole node.
+    gpus = min(gpus, pool.gpus_per_node)
+    share = gpus / pool.gpus_per_node
     derived: dict[str, int] = {}
     if pool.node_cpu is not None:
         cpu = max(1, int((pool.node_cpu - NODE_RESERVED_CPU) * share) - reserved_cpu)
@@ -183,6 +185,10 @@ def pool_pod(pool: GpuPool, gpus: int, reserved_gib: int = 0, reserved_cpu: int 
             values[field], sources[field] = derived[field], "node"
         else:
             values[field], sources[field] = whole * gpus // FIELD_REPORT_POD_GPUS, "fieldReport"
+    # A request worked out from the node stays within a limit the stack set itself.
+    for request, limit in (("cpu_request", "cpu_limit"), ("memory_request_gib", "memory_limit_gib")):
+        if sources[request] == "node" and sources[limit] == "gpuPool":
+            values[request] = min(values[request], values[limit])
     # The /dev/shm quarter of a memory the stack set itself.
     if sources["shm_size_gib"] == "node" and sources["memory_limit_gib"] == "gpuPool":
         values["shm_size_gib"] = _shm(values["memory_limit_gib"], gpus)

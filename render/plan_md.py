@@ -13,7 +13,7 @@ from policy.engines import ENGINES
 from policy.manifests import flag_value
 from policy.profiles import PROFILES, profile_named
 from policy.workloads import gpu_count, pod_templates
-from render import consumers_md
+from render import consumers_md, gpu_budget_md
 from render.manifest_facts import (
     ab_pairs,
     autoscalers,
@@ -286,6 +286,7 @@ def plan_md(rendered: Rendered) -> str:
                      f"{r['peakGpus']} | {images} | {r['probes']} | {r['modelMount']} |")
     lines += _topology_section(rendered)
     lines += _memory_section(rendered)
+    lines += gpu_budget_md.section(rendered.config)
     lines += _time_to_serving_section(rendered)
     lines += _autoscaling_section(rendered)
     lines += _sync_section(rendered)

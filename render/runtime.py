@@ -256,6 +256,9 @@ class Rendered:
     registered: list[Recorded] = field(default_factory=list)
     root: Recorded | None = None
     preview: bool = False
+    # The validated stack config the program ran with (config_model.StackConfig), for what plan.md states of
+    # the config rather than of the objects (the per-GPU memory budget).
+    config: Any = None
 
 
 def _start(stack: str, config: dict[str, str], secret_keys: list[str], aws_region: str = "us-east-1",
@@ -338,4 +341,5 @@ def render(stack_file: StackFile, preview: bool = False, previous: dict[str, dic
         missing += [f"{consumer_keys.SECRET_KEY}.{n}" for n in absent if consumer_keys.SECRET_KEY not in missing]
     rendered = record(stack_file.stack, program.run, config, secret_keys, cfg.object_store.region, preview, previous)
     rendered.missing_secrets = missing
+    rendered.config = cfg
     return rendered
