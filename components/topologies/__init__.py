@@ -16,10 +16,21 @@ from components.pod_template import engine_memory
 from components.topologies import combined, hybrid, pd, pd_same_pod
 from components.topologies.base import GpuWorkload, Topology, peak_replicas, roleset_name
 from config_model import GpuPool, ServedModel
-from config_model.resources import GIB, MILLI, EngineResources, PoolPod, engine_resources, gib_number, pool_pod
+from config_model.inherited import Inherited
+from config_model.resources import (
+    GIB,
+    MILLI,
+    EngineResources,
+    PoolPod,
+    engine_resources,
+    gib_number,
+    inherited_pod_sizes,
+    pool_pod,
+)
 
-__all__ = ["TOPOLOGIES", "GpuWorkload", "Topology", "gpu_workloads", "gpus_per_pod", "peak_replicas", "pod_base",
-           "pod_memory_limit_gib", "pod_resources", "roleset_name", "sidecar_cpu_milli", "topology_of"]
+__all__ = ["TOPOLOGIES", "GpuWorkload", "Topology", "gpu_workloads", "gpus_per_pod", "inherited_pod_sizes_of",
+           "peak_replicas", "pod_base", "pod_memory_limit_gib", "pod_resources", "roleset_name", "sidecar_cpu_milli",
+           "topology_of"]
 
 TOPOLOGIES: dict[str, Topology] = {t.name: t for t in (combined.TOPOLOGY, pd.TOPOLOGY, pd_same_pod.TOPOLOGY,
                                                         hybrid.TOPOLOGY)}
@@ -53,6 +64,12 @@ def pod_base(pool: GpuPool, model: ServedModel) -> PoolPod:
 def _reserved(model: ServedModel) -> tuple[int, int]:
     t = topology_of(model)
     return int(t.engines_per_pod * offload_memory_gib(model) + t.sidecar_memory_gib), t.sidecar_cpu
+
+
+def inherited_pod_sizes_of(pool: GpuPool, models: list[ServedModel]) -> list[Inherited]:
+    """The engine pod sizes of these models that fell back to field report 2.1 (no node allocatable and no value
+    of the stack's own), for plan.md's "Defaults this stack inherits" (config_model/resources.py)."""
+    return inherited_pod_sizes(pool, [(m, gpus_per_pod(m)) for m in models])
 
 
 def sidecar_cpu_milli(model: ServedModel) -> int:
