@@ -40,9 +40,8 @@ from components.pod_template import (
 )
 from components.routing import ANN_MODEL_CONFIG, metric_port_labels, model_config, routing_strategy
 from components.secrets import ConsumerKeys, secret_tag_annotation
-from components.topologies import gpus_per_pod, peak_replicas
+from components.topologies import gpus_per_pod, peak_replicas, pod_resources
 from config_model import CompileCache, GpuPool, ServedModel
-from config_model.resources import engine_resources
 from policy.gpu_accounting import rollout_waves
 
 ANN_AB_BASELINE = "llm-serving.io/ab-baseline"
@@ -188,7 +187,7 @@ def engine_pod_spec(args: CombinedEngineArgs, name: str, engines: list[EngineCon
         name=name, labels={**labels(name, "engine"), **served_model_selector(m), **extra_labels},
         image=args.image.reference, image_digest=args.image_digest, cuda_version=args.image_cuda_version,
         engines=engines, parallel_size=parallel_size(m), gpu_pool=args.gpu_pool,
-        resources=engine_resources(args.gpu_pool, m), model=model_mount(args),
+        resources=pod_resources(args.gpu_pool, m), model=model_mount(args),
         compile_cache=args.compile_cache, startup_budget_seconds=startup_budget_seconds(m),
         termination_grace_seconds=m.termination_grace_seconds, api_key_secret=args.api_key_secret,
         scripts_config_map=args.scripts_config_map, annotations=annotations,

@@ -59,7 +59,7 @@ from components.routing import ANN_MODEL_CONFIG
 from components.routing import model_config as routing_model_config
 from components.topologies import roleset_name, topology_of
 from components.topologies.pd import PD_STRATEGY
-from components.topologies.pd_same_pod import PROXY_MEMORY_GIB
+from components.topologies.pd_same_pod import PROXY_CPU, PROXY_MEMORY_GIB
 from config_model import ServedModel, derived
 from policy.engines import vllm
 from policy.gpu_accounting import rollout_waves
@@ -254,8 +254,8 @@ def same_pod_template(base: CombinedEngineArgs) -> dict:
                 *(secret_env(var, base.consumer_keys.secret, key) for var, key in consumer_refs)],
         "ports": [{"name": "proxy", "containerPort": sp.proxy_port, "protocol": "TCP"}],
         "volumeMounts": [{"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True}],
-        "resources": {"requests": {"cpu": "2", "memory": f"{PROXY_MEMORY_GIB[0]}Gi"},
-                      "limits": {"cpu": "4", "memory": f"{PROXY_MEMORY_GIB[1]}Gi"}},
+        "resources": {"requests": {"cpu": str(PROXY_CPU[0]), "memory": f"{PROXY_MEMORY_GIB[0]}Gi"},
+                      "limits": {"cpu": str(PROXY_CPU[1]), "memory": f"{PROXY_MEMORY_GIB[1]}Gi"}},
         "startupProbe": tcp_probe("proxy", startup_failure_threshold(startup_budget_seconds(m))),
         "readinessProbe": tcp_probe("proxy", 3),
         "livenessProbe": tcp_probe("proxy", 4, period=15, timeout=5),

@@ -188,7 +188,7 @@ GPU_NODE_LABEL = "nvidia.com/gpu.present"
 def off_gpu_affinity(pool: GpuPool, model_label_keys: tuple[str, ...] = ()) -> dict:
     """For CPU Jobs: nodes lacking the GPU pool's selector labels and the label keys of every model's
     own node pool (models[].nodeSelector), so never a GPU node."""
-    keys = sorted({*pool.node_selector, *model_label_keys}) or [GPU_NODE_LABEL]
+    keys = sorted({*(pool.node_selector or {}), *model_label_keys}) or [GPU_NODE_LABEL]
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": k, "operator": "DoesNotExist"} for k in keys]}]}}}
 

@@ -27,9 +27,9 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
 from components.pod_template import GPU_NODE_LABEL, container_security, job_pod_security, scanner_exceptions
-from components.topologies import topology_of
+from components.topologies import pod_resources, topology_of
 from config_model import GpuPool, ImageRef, ServedModel
-from config_model.resources import EngineResources, engine_resources, node_pool_key
+from config_model.resources import EngineResources, node_pool_key
 
 COMPONENT = "image-prepull"
 # A GPU-less container of an image that sets NVIDIA_VISIBLE_DEVICES=all (the CUDA base images do)
@@ -44,7 +44,8 @@ IDLE_COMMAND = ["python3", "-S", "-B", "-c",
                 "s.signal(s.SIGTERM, s.default_int_handler); s.sigwait({s.SIGTERM})"]
 # Each GPU node runs one such pod per DaemonSet beside its engine pods: stacks/rules/capacity.py node_memory counts it.
 MEMORY_MIB = 32
-RESOURCES = {"cpu": "10m", "memory": f"{MEMORY_MIB}Mi"}
+CPU_MILLI = 10
+RESOURCES = {"cpu": f"{CPU_MILLI}m", "memory": f"{MEMORY_MIB}Mi"}
 # pulumi-kubernetes awaits a DaemonSet until every scheduled pod is ready (tests/upstream_pulumi_kubernetes.py):
 # one GPU node that is NotReady, full or slow to pull would fail `pulumi up` for an optimisation the
 # engine pods do without. The engines' own awaiters report what matters.
@@ -82,10 +83,10 @@ def prepull_pools(models: list[ServedModel], named: dict[str, ImageRef],
     canonical: dict[str, str] = {}
     for key in engine_image_keys(models, named):
         canonical[f"{named[key].upstream}@{named[key].digest}"] = key
-    gpu_pool_key = node_pool_key(pool.node_selector, pool.tolerations)
+    gpu_pool_key = node_pool_key(pool.node_selector or {}, pool.tolerations)
     found: dict[str, dict[tuple, EngineResources]] = {}
     for m in models:
-        res = engine_resources(pool, m)
+        res = pod_resources(pool, m)
         for key in topology_of(m).image_keys(m):
             if key in named:
                 image = canonical[f"{named[key].upstream}@{named[key].digest}"]
@@ -119,7 +120,7 @@ def prepull_pod_spec(image: Any, pool: GpuPool | EngineResources,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 5,
         "securityContext": job_pod_security(),
-        "nodeSelector": dict(sorted(pool.node_selector.items())),
+        "nodeSelector": dict(sorted((pool.node_selector or {}).items())),
         "tolerations": [t.model_dump(exclude_none=True) for t in pool.tolerations],
         "containers": [{
             "name": "hold",

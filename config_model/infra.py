@@ -6,9 +6,9 @@ import base64
 import binascii
 import re
 from enum import Enum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from config_model import k8s
@@ -32,6 +32,7 @@ from config_model.types import (
     text,
     url_text,
 )
+from policy import gpus
 
 
 class Environment(str, Enum):
@@ -269,30 +270,99 @@ class Toleration(Model):
 
 
 class GpuPool(Model):
-    """The GPU nodes serving pods run on; defaults are field report 2.1 (8 x H20 96 GB)."""
+    """The GPU nodes serving pods run on: what hardware they are (gpuType, policy/gpus.py), where they are
+    (nodeSelector, tolerations) and what one node holds (gpusPerNode, nodeCpu, nodeMemoryGiB). The engine
+    pods' CPU, memory and /dev/shm follow from it (config_model/resources.py pool_pod)."""
 
-    node_selector: dict[GpuNodeLabelKey, NonEmptyLabelValue] = Field(
-        default_factory=lambda: {"nvidia.com/gpu.product": "NVIDIA-H20"},
-        description="Node labels a GPU node must carry. Their keys also keep the sync Job off GPU nodes.")
+    gpu_type: text(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$", "a GPU type name such as H20 or H100-80GB") | None = Field(
+        None, description="The pool's GPU, one of the catalogue (policy/gpus.py): " + gpus.listing() + ". It gives the "
+        "GPU memory the memory-fit rule counts, gpuArchitecture and the default nodeSelector. Unset: the catalogue "
+        "entry whose product label nodeSelector names (nvidia.com/gpu.product); a type the catalogue lacks needs "
+        "gpuMemoryGiB, gpuArchitecture and nodeSelector.")
+    gpu_memory_gib: float | None = Field(
+        None, gt=0, le=4096, description="Memory of one GPU in GiB as the card reports it (nvidia-smi memory.total / "
+        "1024); unset: gpuType's. Required for a gpuType the catalogue lacks.")
+    node_selector: dict[GpuNodeLabelKey, NonEmptyLabelValue] | None = Field(
+        None, description="Node labels a GPU node must carry; unset: {nvidia.com/gpu.product: <gpuType's product "
+        "label>} (GPU Feature Discovery's label; the catalogue entry says which variant, SXM or PCIe, it is). Their "
+        "keys also keep the sync Job off GPU nodes.")
     tolerations: list[Toleration] = Field(
         default_factory=lambda: [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
         description="Tolerations for the GPU node taints.")
     gpus_per_node: int = Field(8, ge=1, le=16, description="GPUs on one node of the pool.")
-    gpu_architecture: text(r"^sm[0-9]{2,3}a?$", "a CUDA architecture such as 'sm90'") = Field(
-        "sm90", description="CUDA architecture of the pool (H20 is Hopper, sm90); part of the JIT cache key.")
+    gpu_architecture: text(r"^sm[0-9]{2,3}a?$", "a CUDA architecture such as 'sm90'") | None = Field(
+        None, description="CUDA architecture of the pool; part of the JIT cache key. Unset: gpuType's (H20, H100 "
+        "and H200 sm90, A100 sm80, L40S and L4 sm89, B200 sm100).")
     driver_version: text(r"^[0-9][0-9.]*$", "an NVIDIA driver version such as '570.133.20' (quoted)") | None = Field(
         None, description="NVIDIA driver on the pool's nodes; part of the JIT cache key (field report 12.2).")
-    cpu_request: int = Field(64, ge=1, description="CPU cores requested per engine pod (field report 2.1).")
-    cpu_limit: int = Field(128, ge=1, description="CPU core limit per engine pod.")
-    memory_request_gib: int = Field(320, ge=1, description="Memory requested per engine pod in GiB.")
-    memory_limit_gib: int = Field(512, ge=1, description="Memory limit per engine pod in GiB.")
-    shm_size_gib: int = Field(128, ge=1, description="Size of /dev/shm (a Memory emptyDir) in GiB; at least 8 GiB per GPU.")
+    node_cpu: int | None = Field(
+        None, ge=1, description="Allocatable CPU cores of one node (kubectl get node -o "
+        "jsonpath='{.status.allocatable.cpu}', less what other DaemonSets request). When set, an engine pod's CPU "
+        "defaults to its share of the node (its GPUs / gpusPerNode of nodeCpu less one core for this stack's pre-pull "
+        "pods), request and limit alike, and the pods one node may hold must fit in it.")
     node_memory_gib: int | None = Field(
         None, ge=1, description="Allocatable memory of one node in GiB (kubectl get node -o "
         "jsonpath='{.status.allocatable.memory}', less what other DaemonSets take; this stack's pre-pull pods are counted). "
-        "The field report does not state it, "
-        "so it has no default; required when a model offloads KV cache, and when set the engine pods that may "
-        "share a node must fit in it with their memory limits.")
+        "When set, an engine pod's memory defaults to its share of the node (its GPUs / gpusPerNode of nodeMemoryGiB "
+        "less 1 GiB for the pre-pull pods, less its KV offload and sidecars), request and limit alike, with a quarter "
+        "of it as /dev/shm; required when a model offloads KV cache, and the engine pods that may share a node must "
+        "fit in it with their memory limits.")
+    cpu_request: int | None = Field(
+        None, ge=1, description="CPU cores requested per engine pod; unset: the pod's share of nodeCpu, or without "
+        "nodeCpu field report 2.1's 8-GPU pod scaled to the pod's GPUs (8 cores per GPU).")
+    cpu_limit: int | None = Field(
+        None, ge=1, description="CPU core limit per engine pod; unset: the request when derived from nodeCpu, else 16 "
+        "cores per GPU (field report 2.1: 128 for 8 GPUs).")
+    memory_request_gib: int | None = Field(
+        None, ge=1, description="Memory requested per engine pod in GiB; unset: the pod's share of nodeMemoryGiB, else "
+        "40 GiB per GPU (field report 2.1: 320 for 8 GPUs).")
+    memory_limit_gib: int | None = Field(
+        None, ge=1, description="Memory limit per engine pod in GiB; unset: the request when derived from "
+        "nodeMemoryGiB, else 64 GiB per GPU (field report 2.1: 512 for 8 GPUs).")
+    shm_size_gib: int | None = Field(
+        None, ge=1, description="Size of /dev/shm (a Memory emptyDir) in GiB, at least 8 GiB per GPU; unset: a quarter "
+        "of the pod's memory limit when derived from nodeMemoryGiB, else 16 GiB per GPU (field report 2.1: 128 for 8 GPUs).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_gpu_type(cls, data: Any) -> Any:
+        """gpuType unset: the catalogue entry the nodeSelector's product label names. A catalogue gpuType
+        fills an unset nodeSelector and gpuArchitecture; anything else is left to stacks/rules/hardware.py,
+        which names the field."""
+        if not isinstance(data, dict):
+            return data
+
+        def given(field: str) -> Any:
+            return data.get(stack_key(field), data.get(field))
+
+        def has(field: str) -> bool:
+            return stack_key(field) in data or field in data
+        selector = given("node_selector")
+        if not has("gpu_type") and isinstance(selector, dict):
+            entry = gpus.by_product(selector.get(gpus.PRODUCT_LABEL))
+            if entry is not None:
+                data = {**data, "gpuType": entry.name}
+        entry = gpus.named(given("gpu_type")) if isinstance(given("gpu_type"), str) else None
+        if entry is None:
+            return data
+        filled = {}
+        if not has("node_selector"):
+            filled["nodeSelector"] = {gpus.PRODUCT_LABEL: entry.product}
+        if not has("gpu_architecture"):
+            filled["gpuArchitecture"] = entry.architecture
+        return {**data, **filled}
+
+    @property
+    def gpu(self) -> gpus.GpuType | None:
+        """The catalogue entry of gpuType, if it names one."""
+        return gpus.named(self.gpu_type)
+
+    @property
+    def memory_per_gpu_gib(self) -> float | None:
+        """One GPU's memory: gpuMemoryGiB, else the catalogue's; None when neither says."""
+        if self.gpu_memory_gib is not None:
+            return self.gpu_memory_gib
+        return self.gpu.memory_gib if self.gpu is not None else None
 
 
 IMAGE_UPSTREAM = text(r"^[a-z0-9][A-Za-z0-9._\-/:]*$",

@@ -9,7 +9,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from config_model import k8s
 from config_model.infra import Toleration
 from config_model.names import ExtendedResourceName, ModelName, NonEmptyLabelValue, checked
-from config_model.resources import DEFAULT_GPU_RESOURCE, GpuResourceName, ModelResources, NodeSelector
+from config_model.resources import DEFAULT_GPU_RESOURCE, GpuResourceName, KvCache, ModelResources, NodeSelector
 from config_model.startup import RULE_TEXT
 from config_model.types import LABEL_VALUE, DnsLabel, Model, NonEmpty, key_prefix, stack_key, text
 from policy.profiles import DEFAULT as DEFAULT_PROFILE
@@ -251,6 +251,10 @@ class ServedModel(Model):
         f"profile's ({_each(lambda p: p.SIZE_GIB, 'required')}). plan.md's time to first token syncs "
         "this much at the measured 437 MiB/s (3.2), and modelVolume.capacityGiB must hold keepRevisions revisions of "
         "it for every directory.")
+    # The KV-cache shape of the checkpoint (config_model/resources.py KvCache), for the memory-fit rule.
+    kv_cache: KvCache | None = Field(
+        None, description="Attention shape of the checkpoint as its config.json names it (layers, kvHeads and headDim, "
+        "or latentDim), for the KV cache the memory-fit rule and plan.md count; unset: the profile's if it knows one.")
     engine: Literal["vllm", "sglang"] = Field("vllm", description="Serving engine.")
     orchestrator: Literal["deployment", "stormservice", "rolebasedgroup", "rayclusterfleet"] = Field(
         "deployment", description="What runs the engine pods: a Deployment, an AIBrix StormService (11.1), an RBG "

@@ -21,6 +21,7 @@ from components.time_to_serving import (
     minutes,
     time_to_serving,
 )
+from components.topologies import inherited_pod_sizes_of
 from config_model.inherited import inherited
 from policy.profiles import PROFILES, profile_named
 from policy.workloads import pod_gpus, pod_templates, rollout_waves
@@ -190,7 +191,10 @@ def inherited_section(rendered: Rendered) -> list[str]:
     """Every setting of the stack that fell back to a field-report figure (config_model/inherited.py)."""
     if rendered.config is None:
         return []
-    items = inherited(rendered.config)
+    cfg = rendered.config
+    # The pod sizes need each model's GPUs per pod, which its topology (components/) knows; every other
+    # source is config_model/inherited.py SOURCES.
+    items = inherited(cfg) + inherited_pod_sizes_of(cfg.gpu_pool, cfg.models)
     lines = ["", "## Defaults this stack inherits", "",
              "Settings the stack file leaves unset whose value is a figure of the field report's one deployment "
              f"(DeepSeek-V4-Flash on 8 x H20, {FIELD_REPORT}) rather than something derived from what this stack "

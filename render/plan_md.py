@@ -11,7 +11,7 @@ from config_model.stack import secret_command
 from policy.engines import ENGINES
 from policy.manifests import flag_value
 from policy.workloads import gpu_count, pod_templates
-from render import consumers_md
+from render import consumers_md, gpu_budget_md
 from render.manifest_facts import (
     ab_pairs,
     autoscalers,
@@ -252,6 +252,7 @@ def plan_md(rendered: Rendered) -> str:
     lines += rollout_section(rendered)
     lines += _topology_section(rendered)
     lines += _memory_section(rendered)
+    lines += gpu_budget_md.section(rendered.config)
     lines += time_to_serving_section(rendered)
     lines += inherited_section(rendered)
     lines += _autoscaling_section(rendered)

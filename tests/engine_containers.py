@@ -44,7 +44,7 @@ def _variants():
                                                  if k != "rollout"}]),
            "vllm-every-flag": variant_file(models=[model(vllm={**model()["vllm"], **every_vllm_flag},
                                                          kvCacheOffload=NATIVE_OFFLOAD)],
-                                           gpuPool={"nodeMemoryGiB": NODE_MEMORY_GIB}),
+                                           gpuPool={"gpuType": "H20", "nodeMemoryGiB": NODE_MEMORY_GIB}),
            "sglang": sglang_stack(),
            "sglang-every-flag": sglang_stack(sglang={"speculativeAlgorithm": "DSPARK", "maxRunningRequests": 64,
                                                      "cudaGraphMaxBs": 32, "contextLength": 131072})}

@@ -169,7 +169,7 @@ def test_secrets_are_masked_and_shaped_for_the_ceph_driver(driver, keys):
 
 def sync_args(model: ServedModel | None = None, **store) -> ModelSyncArgs:
     return ModelSyncArgs(namespace="ns", model=model or served(), store=ObjectStore(bucket_name="weights", **store),
-                         sync=ModelSync(), gpu_pool=GpuPool(), bucket_name="weights", sync_claim_name="model-store-sync",
+                         sync=ModelSync(), gpu_pool=GpuPool(gpu_type="H20"), bucket_name="weights", sync_claim_name="model-store-sync",
                          credentials_secret="creds", credentials_tag="0" * 8, scripts_config_map="scripts",
                          sync_image="aws" + DIGEST, verify_image="py" + DIGEST)
 
@@ -240,7 +240,7 @@ def test_new_revision_is_a_new_job():
 # ---- Combined engine and the pod template ----
 
 def combined_run(model: ServedModel, cache: CompileCache | None = None):
-    args = CombinedEngineArgs(namespace="ns", model=model, gpu_pool=GpuPool(), compile_cache=cache or CompileCache(),
+    args = CombinedEngineArgs(namespace="ns", model=model, gpu_pool=GpuPool(gpu_type="H20"), compile_cache=cache or CompileCache(),
                               image=EngineImage("vllm" + DIGEST, "vllm" + DIGEST), image_digest=DIGEST[1:],
                               image_cuda_version="12.9", model_claim_name="model-store", model_mount_path="/models",
                               api_key_secret="api", api_key_tag="0" * 8, scripts_config_map="scripts")

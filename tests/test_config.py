@@ -51,7 +51,7 @@ def test_parallel_size_must_fit_on_one_node():
     raw = raw_config()
     raw["models"][0]["vllm"]["dataParallelSize"] = 2
     raw["gpuBudget"] = 16
-    raw["gpuPool"] = {"shmSizeGiB": 256, "memoryLimitGiB": 512}
+    raw["gpuPool"] = {"gpuType": "H20", "shmSizeGiB": 256, "memoryLimitGiB": 512}
     assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].vllm.tensorParallelSize = 8: one engine pod "
                              "needs 16 GPUs but gpuPool.gpusPerNode is 8; a pod must fit on one node"]
 
@@ -79,22 +79,26 @@ def test_startup_budget_must_cover_the_cold_start():
 
 def test_shm_must_be_64_gib_for_tp8():
     raw = raw_config()
-    raw["gpuPool"] = {"shmSizeGiB": 32}
+    raw["gpuPool"] = {"gpuType": "H20", "shmSizeGiB": 32}
     assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:gpuPool.shmSizeGiB = 32: must be at least 64 GiB for "
                              "models[0] (deepseek-v4-flash) with 8 GPUs per pod (TP=8)"]
 
 
 def test_shm_must_stay_below_the_memory_limit():
     raw = raw_config()
-    raw["gpuPool"] = {"shmSizeGiB": 128, "memoryLimitGiB": 128, "memoryRequestGiB": 64}
+    raw["gpuPool"] = {"gpuType": "H20", "shmSizeGiB": 128, "memoryLimitGiB": 128, "memoryRequestGiB": 64}
     assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:gpuPool.shmSizeGiB = 128: must be below "
                              "gpuPool.memoryLimitGiB 128: a Memory emptyDir counts against the pod's memory"]
 
 
 def test_requests_must_not_exceed_limits():
     raw = raw_config()
-    raw["gpuPool"] = {"cpuRequest": 200}
-    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:gpuPool.cpuRequest = 200: must not exceed gpuPool.cpuLimit 128"]
+    raw["gpuPool"] = {"gpuType": "H20", "cpuRequest": 200}
+    (line,) = problems(raw)
+    # The limit the stack left unset is named with where it came from.
+    assert line == ("Pulumi.dev.yaml: llm-serving:gpuPool.cpuRequest = 200: must not exceed gpuPool.cpuLimit 128 (unset: "
+                    "field report 2.1's 16 cores per GPU for the 8-GPU pods of models[0] deepseek-v4-flash; declare "
+                    "gpuPool.nodeCpu and nodeMemoryGiB to size pods from the node)")
 
 
 @pytest.mark.parametrize("field,allowed", [
@@ -219,7 +223,7 @@ def test_plaintext_secret_is_refused():
 def test_several_problems_are_reported_together():
     raw = raw_config()
     raw["models"][0]["startupBudgetSeconds"] = 100
-    raw["gpuPool"] = {"shmSizeGiB": 16}
+    raw["gpuPool"] = {"gpuType": "H20", "shmSizeGiB": 16}
     raw["gpuBudget"] = 4
     assert len(problems(raw)) == 3
 

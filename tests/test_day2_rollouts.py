@@ -327,7 +327,7 @@ def _literal_choices(annotation) -> list:
 
 
 # A valid instance of each optional settings model a leaf may be unset in (None in dev).
-SAMPLES = {"Rdma": {"resource_name": "rdma/hca", "count": 1}}
+SAMPLES = {"Rdma": {"resource_name": "rdma/hca", "count": 1}, "KvCache": {"layers": 61, "latent_dim": 576}}
 
 
 def other(value, annotation=None):
@@ -373,8 +373,10 @@ def other(value, annotation=None):
 # Leaves of the settings the pod-template builders take that reach no pod template in any context,
 # each with where it goes instead. Every other leaf must change some context's templates (below).
 NOT_IN_POD_TEMPLATE = {
-    "gpu_pool.gpus_per_node": "the GPU budget and the per-node fit rule",
-    "gpu_pool.node_memory_gib": "the memory fit rule",
+    # gpusPerNode, nodeCpu and nodeMemoryGiB size the engine pod (its share of the node): they reach it.
+    "gpu_pool.gpu_type": "the memory-fit rule (the nodeSelector and gpuArchitecture it fills are leaves of their own)",
+    "gpu_pool.gpu_memory_gib": "the memory-fit rule and plan.md's per-GPU budget",
+    "model.kv_cache": "the memory-fit rule and plan.md's per-GPU budget",
     "model.size_gib": "plan.md's time-to-serving estimate",
     "model.replicas": "the workload's count (case 2)",
     "model.keep_revisions": "the sync Job's pruning",

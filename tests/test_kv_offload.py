@@ -13,7 +13,7 @@ import upstream_vllm as vllm
 from engine_containers import engine_containers, engine_packages
 from test_config import problems, raw_config
 
-from components.topologies import pod_memory_limit_gib
+from components.topologies import pod_base, pod_memory_limit_gib
 from config_model import GpuPool
 from policy.manifests import quantity_gib
 from stacks import loader
@@ -94,8 +94,9 @@ def test_rendered_memory_and_shm_grow_by_the_offload():
         else:
             host = 0
         res = c.container["resources"]
-        assert quantity_gib(res["requests"]["memory"]) == pool.memory_request_gib + host, c.where
-        assert quantity_gib(res["limits"]["memory"]) == pool.memory_limit_gib + host, c.where
+        base = pod_base(pool, m)
+        assert quantity_gib(res["requests"]["memory"]) == base.memory_request_gib + host, c.where
+        assert quantity_gib(res["limits"]["memory"]) == base.memory_limit_gib + host, c.where
         checked.add((where, offload.backend))
     assert {b for _, b in checked} == {"off", "native"}
     assert ("staging", "native") in checked
@@ -121,7 +122,7 @@ def test_dev_shm_and_pod_limit_sum_match_the_node_fit_arithmetic(stack, rendered
                 cfg.gpu_pool, m)
             shm = next(v for v in ref.template["spec"]["volumes"] if v["name"] == "shm")["emptyDir"]
             extra = m.kv_cache_offload.size_gib * m.vllm.data_parallel_size if m.kv_cache_offload.backend == "native" else 0
-            assert shm == {"medium": "Memory", "sizeLimit": f"{cfg.gpu_pool.shm_size_gib + extra}Gi"}
+            assert shm == {"medium": "Memory", "sizeLimit": f"{pod_base(cfg.gpu_pool, m).shm_size_gib + extra}Gi"}
             seen += 1
     assert seen
 
@@ -131,7 +132,9 @@ def test_dev_shm_and_pod_limit_sum_match_the_node_fit_arithmetic(stack, rendered
 def offload(raw: dict, backend: str = "native", size: int = 64, node: int | None = 2048, i: int = 0) -> dict:
     raw["models"][i]["kvCacheOffload"] = {"backend": backend, "sizeGiB": size}
     if node is not None:
-        raw["gpuPool"] = {**raw.get("gpuPool", {}), "nodeMemoryGiB": node}
+        # The field report's pod (2.1), so the offload grows it rather than the node's share shrinking for it.
+        raw["gpuPool"] = {**raw.get("gpuPool", {}), "nodeMemoryGiB": node, "memoryRequestGiB": 320,
+                          "memoryLimitGiB": 512, "shmSizeGiB": 128}
     return raw
 
 
@@ -181,7 +184,7 @@ def test_pods_sharing_a_node_are_counted_together():
 
 def test_node_memory_is_checked_without_offload_too():
     raw = raw_config()
-    raw["gpuPool"] = {"nodeMemoryGiB": 500}
+    raw["gpuPool"] = {"gpuType": "H20", "nodeMemoryGiB": 500, "memoryRequestGiB": 320, "memoryLimitGiB": 512}
     assert problems(raw) == [
         "Pulumi.dev.yaml: llm-serving:gpuPool.memoryLimitGiB = 512: one node of gpuPool.gpusPerNode 8 GPUs may hold "
         "engine pods whose memory limits sum to 512 GiB (deepseek-v4-flash 512 GiB: gpuPool.memoryLimitGiB 512 per "
@@ -252,9 +255,9 @@ def test_offload_on_pd_is_refused_because_vllm_would_drop_nixl():
 
 
 def test_node_memory_field_is_optional_and_positive():
-    assert GpuPool().node_memory_gib is None
+    assert GpuPool(gpu_type="H20").node_memory_gib is None
     raw = raw_config()
-    raw["gpuPool"] = {"nodeMemoryGiB": 0}
+    raw["gpuPool"] = {"gpuType": "H20", "nodeMemoryGiB": 0}
     assert any("gpuPool.nodeMemoryGiB" in line for line in problems(raw))
 
 
@@ -329,7 +332,7 @@ def test_node_fit_refusal_exits_2_and_writes_nothing(tmp_path, capsys):
     from render.__main__ import main as render_main
     dev = (PROJECT_DIR / "Pulumi.dev.yaml").read_text()
     text = dev.replace("      vllm:\n", "      kvCacheOffload:\n        backend: native\n        sizeGiB: 600\n      vllm:\n")
-    text = text.replace("  llm-serving:gpuBudget: 8\n", "  llm-serving:gpuBudget: 8\n  llm-serving:gpuPool:\n    nodeMemoryGiB: 1024\n")
+    text = text.replace("    gpuType: H20\n", "    gpuType: H20\n    nodeMemoryGiB: 1024\n    memoryLimitGiB: 512\n")
     out = tmp_path / "out"
     assert render_main(["--stack", "bad", "--project-dir", str(bad_project(tmp_path, text)), "--out", str(out)]) == 2
     err = capsys.readouterr().err

@@ -15,7 +15,7 @@ from policy_server import PackServer, operation
 from test_config import problems, raw_config
 from variants import model, render, variant_file
 
-from config_model.resources import engine_resources
+from components.topologies import pod_resources
 from policy import pack
 from policy.workloads import containers, gpu_count, pod_templates
 from stacks import loader
@@ -346,7 +346,7 @@ def test_a_yaml_number_is_a_quantity_and_unset_keys_keep_the_pool():
     raw = raw_config()
     raw["models"][0]["resources"] = {"cpu": 48}
     cfg = loader.validate(raw, "dev", SECRETS)
-    res = engine_resources(cfg.gpu_pool, cfg.models[0])
+    res = pod_resources(cfg.gpu_pool, cfg.models[0])
     assert (res.cpu_request, res.cpu_limit) == (48000, 48000)
     assert (res.memory_request, res.memory_limit, res.shm) == (320 * 2**30, 512 * 2**30, 128 * 2**30)
 

@@ -210,12 +210,12 @@ def test_the_node_fit_counts_the_pre_pull_pods_the_rendered_daemonsets_put_on_ea
     sf = pd_stack("hybrid", "stormservice", 32)
     raw = {k.removeprefix("llm-serving:"): loader.decode(k.removeprefix("llm-serving:"), v)
            for k, v in sf.config.items() if k.startswith("llm-serving:") and k not in sf.secret_keys}
-    raw["gpuPool"] = {"nodeMemoryGiB": 512}
+    raw["gpuPool"] = {"gpuType": "H20", "nodeMemoryGiB": 512, "memoryRequestGiB": 320, "memoryLimitGiB": 512}
     (line,) = problems(raw)
     assert line.endswith("memory limits sum to 512 GiB (deepseek-v4-flash 512 GiB: gpuPool.memoryLimitGiB 512 per pod; "
                          "the Memory /dev/shm emptyDir is charged within these limits) and 2 pre-pull DaemonSet pods "
                          "(operations.imagePrePull) with 32Mi each, more than gpuPool.nodeMemoryGiB 512"), line
-    raw["gpuPool"] = {"nodeMemoryGiB": 513}
+    raw["gpuPool"]["nodeMemoryGiB"] = 513
     loader.validate(raw, "dev", {k: True for k in loader.SECRET_KEYS})
 
 

@@ -67,8 +67,9 @@ class Topology:
     fleets: bool = False
     # Engine containers in one pod of the model's own workload, sharing its GPUs and memory.
     engines_per_pod: int = 1
-    # Memory limit of the pod's containers besides the engines, GiB.
+    # Memory limit of the pod's containers besides the engines, GiB, and their CPU request, cores.
     sidecar_memory_gib: int = 0
+    sidecar_cpu: int = 0
     # routing strategy when models[].routingStrategy is unset (components/routing.py).
     routing_strategy: str = "prefix-cache"
     # KV moves between engines over NIXL (the dashboards show its transfers).

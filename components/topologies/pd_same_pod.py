@@ -8,8 +8,9 @@ from components.ops_commands import SmokeRoute
 from components.topologies.base import Topology
 from config_model import ServedModel
 
-# Memory (request, limit) of the proxy container, GiB.
+# Memory (request, limit) of the proxy container, GiB, and its CPU (request, limit), cores.
 PROXY_MEMORY_GIB = (4, 8)
+PROXY_CPU = (2, 4)
 
 
 class PdSamePod(Topology):
@@ -17,6 +18,7 @@ class PdSamePod(Topology):
     same_pod = True
     engines_per_pod = 2
     sidecar_memory_gib = PROXY_MEMORY_GIB[1]
+    sidecar_cpu = PROXY_CPU[0]
     transfers_kv = True
     autoscale_refusal = ("topology pd-same-pod is for functional validation only and cannot scale prefill and decode "
                          "independently (field report 9.5)")

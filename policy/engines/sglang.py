@@ -90,6 +90,8 @@ OFFLOAD_REFUSED = ("is not offered: both pinned SGLang releases (0.5.17, 0.5.23)
                    "to reserve. Set kvCacheOffload.backend 'off'")
 # Field names of its settings section (models[].sglang) the config rules point at.
 CONTEXT_FIELD = "contextLength"
+# The share of GPU memory the static pool (weights and KV cache) may take (policy/memory_fit.py).
+MEMORY_FRACTION_FIELD = "memFractionStatic"
 SPECULATIVE_FIELD = "speculative_algorithm"   # the switch a DSpark A/B pair may differ in (model_dump name)
 # Its JIT and graph capture are most of a 23-minute cold start and must survive the pod (field report
 # 12.2): the compile cache has to be an existing claim.
@@ -127,6 +129,16 @@ def parallel_size_of_argv(argv: list[str]) -> int:
     program renders neither, and this does not model it."""
     return (int(flag_value(argv, *TENSOR_PARALLEL_FLAGS) or 1)
             * int(flag_value(argv, *DATA_PARALLEL_FLAGS) or 1))
+
+
+def memory_fraction(sglang: Any) -> float:
+    """--mem-fraction-static."""
+    return sglang.mem_fraction_static
+
+
+def kv_cache_dtype(sglang: Any) -> str:
+    """--kv-cache-dtype; "auto" (SGLang's default) is the model's dtype."""
+    return getattr(sglang, "kv_cache_dtype", None) or "auto"
 
 
 def max_model_len(sglang: Any) -> int | None:

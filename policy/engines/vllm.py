@@ -93,6 +93,8 @@ OFFLOAD_IN_SHM = True
 OFFLOAD_REFUSED: str | None = None
 # Field names of its settings section (models[].vllm) the config rules point at.
 CONTEXT_FIELD = "maxModelLen"
+# The share of GPU memory the engine may use, weights, activations and KV cache together (policy/memory_fit.py).
+MEMORY_FRACTION_FIELD = "gpuMemoryUtilization"
 SPECULATIVE_FIELD = "speculative_decoding"   # the switch a DSpark A/B pair may differ in (model_dump name)
 PERSISTENT_COMPILE_CACHE: str | None = None  # its compile cache may be per pod
 
@@ -120,6 +122,16 @@ def describe_parallel_size(vllm: Any) -> str:
 def parallel_size_of_argv(argv: list[str]) -> int:
     return (int(flag_value(argv, *TENSOR_PARALLEL_FLAGS) or 1)
             * int(flag_value(argv, *DATA_PARALLEL_FLAGS) or 1))
+
+
+def memory_fraction(vllm: Any) -> float:
+    """--gpu-memory-utilization."""
+    return vllm.gpu_memory_utilization
+
+
+def kv_cache_dtype(vllm: Any) -> str:
+    """--kv-cache-dtype; "auto" is the model's dtype."""
+    return vllm.kv_cache_dtype or "auto"
 
 
 def max_model_len(vllm: Any) -> int | None:

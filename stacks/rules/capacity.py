@@ -8,11 +8,27 @@ from typing import Iterator
 
 from components import autoscaling
 from components.engines import cold_start_estimate_seconds, engine_of, offload_memory_gib
+from components.prepull import CPU_MILLI as PREPULL_CPU_MILLI
 from components.prepull import MEMORY_MIB as PREPULL_MEMORY_MIB
 from components.prepull import prepull_pools
-from components.topologies import gpu_workloads, pod_memory_limit_gib, topology_of
-from config_model import StackConfig
-from config_model.resources import EngineResources, engine_resources, gib_number
+from components.topologies import (
+    gpu_workloads,
+    gpus_per_pod,
+    pod_base,
+    pod_memory_limit_gib,
+    pod_resources,
+    sidecar_cpu_milli,
+    topology_of,
+)
+from config_model import StackConfig, stack_key
+from config_model.resources import (
+    FIELD_REPORT_POD,
+    FIELD_REPORT_POD_GPUS,
+    EngineResources,
+    PoolPod,
+    cpu_text,
+    gib_number,
+)
 from policy.engines import engine_offloading_with
 from policy.gpu_accounting import peak_pods
 from stacks.rules.problem import Problem
@@ -84,18 +100,42 @@ def budget(cfg: StackConfig) -> Iterator[Problem]:
 
 
 def gpu_pool(cfg: StackConfig) -> Iterator[Problem]:
-    pool = cfg.gpu_pool
-    if pool.cpu_request > pool.cpu_limit:
-        yield Problem("gpuPool.cpuRequest", pool.cpu_request, f"must not exceed gpuPool.cpuLimit {pool.cpu_limit}")
-    if pool.memory_request_gib > pool.memory_limit_gib:
-        yield Problem("gpuPool.memoryRequestGiB", pool.memory_request_gib,
-                      f"must not exceed gpuPool.memoryLimitGiB {pool.memory_limit_gib}")
-    if pool.shm_size_gib >= pool.memory_limit_gib:
-        yield Problem("gpuPool.shmSizeGiB", pool.shm_size_gib,
-                      f"must be below gpuPool.memoryLimitGiB {pool.memory_limit_gib}: "
-                      "a Memory emptyDir counts against the pod's memory")
+    """gpuPool's engine pod for each model's GPUs (config_model/resources.py pool_pod): requests not above
+    limits, /dev/shm below the memory limit; a figure the stack did not set is named with where it came from.
+    Each broken pair is reported once, for the first model whose pod breaks it."""
+    pool, seen = cfg.gpu_pool, set()
     for i, m in enumerate(cfg.models):
-        yield from _model_resources(f"models[{i}].resources", m.resources, engine_resources(pool, m))
+        base, gpus = pod_base(pool, m), gpus_per_pod(m)
+        for low, high, what in (("cpu_request", "cpu_limit", "must not exceed"),
+                                ("memory_request_gib", "memory_limit_gib", "must not exceed"),
+                                ("shm_size_gib", "memory_limit_gib", "must be below")):
+            a, b = getattr(base, low), getattr(base, high)
+            if not (a > b if what == "must not exceed" else a >= b) or (low, high) in seen:
+                continue
+            seen.add((low, high))
+            field = low if base.sources[low] == "gpuPool" or base.sources[high] != "gpuPool" else high
+            other = high if field == low else low
+            text = what if field == low else ("must not be below" if what == "must not exceed" else "must be above")
+            reason = ": a Memory emptyDir counts against the pod's memory" if low == "shm_size_gib" else ""
+            yield Problem(f"gpuPool.{stack_key(field)}", getattr(pool, field) if getattr(pool, field) is not None
+                          else getattr(base, field), f"{text} gpuPool.{stack_key(other)} {getattr(base, other)}"
+                          f"{_derived(pool, base, other, gpus, i, m.name)}{reason}")
+    for i, m in enumerate(cfg.models):
+        yield from _model_resources(f"models[{i}].resources", m.resources, pod_resources(pool, m))
+
+
+def _derived(pool, base: PoolPod, field: str, gpus: int, i: int, name: str) -> str:
+    """Where an unset gpuPool pod figure came from, for a message."""
+    source = base.sources[field]
+    if source == "gpuPool":
+        return ""
+    if source == "node":
+        node = "nodeCpu" if field.startswith("cpu") else "nodeMemoryGiB"
+        return (f" (unset: the share of gpuPool.{node} of a pod of {gpus} GPUs of gpuPool.gpusPerNode "
+                f"{pool.gpus_per_node}, models[{i}] {name})")
+    per_gpu = FIELD_REPORT_POD[field] // FIELD_REPORT_POD_GPUS
+    return (f" (unset: field report 2.1's {per_gpu} {'cores' if field.startswith('cpu') else 'GiB'} per GPU for the "
+            f"{gpus}-GPU pods of models[{i}] {name}; declare gpuPool.nodeCpu and nodeMemoryGiB to size pods from the node)")
 
 
 def _model_resources(at: str, r, res: EngineResources) -> Iterator[Problem]:
@@ -153,16 +193,17 @@ def _shared_node(a: dict[str, str], b: dict[str, str]) -> bool:
     return all(b.get(k, v) == v for k, v in a.items())
 
 
-def node_memory(cfg: StackConfig) -> Iterator[Problem]:
-    """The engine pods that may land on one node, GPUs allowing, must fit its memory with their limits.
+def node_fit(cfg: StackConfig) -> Iterator[Problem]:
+    """The engine pods that may land on one node, GPUs allowing, must fit its memory with their limits
+    (gpuPool.nodeMemoryGiB) and its CPU with their requests, what the scheduler counts (gpuPool.nodeCpu).
     Bounded by each workload's pods at peak (rollout surge and overshoot included). Pods of models whose
     node selectors one node may match both (no key with two values) and whose GPUs are one resource may
-    share a node: per model, its node is filled with every such model's pods, gpuPool.gpusPerNode and
-    gpuPool.nodeMemoryGiB describing every GPU node of the stack."""
+    share a node: per model, its node is filled with every such model's pods, gpuPool.gpusPerNode,
+    nodeCpu and nodeMemoryGiB describing every GPU node of the stack."""
     pool = cfg.gpu_pool
-    if pool.node_memory_gib is None:
+    if pool.node_memory_gib is None and pool.node_cpu is None:
         return
-    res = [engine_resources(pool, m) for m in cfg.models]
+    res = [pod_resources(pool, m) for m in cfg.models]
     prepulls = ([r for pools in prepull_pools(cfg.models, cfg.images.named(), pool).values() for _, r in pools]
                 if cfg.operations.image_pre_pull.enabled else [])
     judged: set[tuple[int, ...]] = set()
@@ -174,32 +215,57 @@ def node_memory(cfg: StackConfig) -> Iterator[Problem]:
         judged.add(group)
         # The pre-pull DaemonSets put a pod of their own on every node of their pool, beside the engine pods.
         prepull = sum(1 for r in prepulls if _shared_node(r.node_selector, anchor.node_selector))
-        problems = list(_node_fill(cfg, group, prepull))
+        problems = [*(_node_fill(cfg, group, prepull) if pool.node_memory_gib is not None else ()),
+                    *(_node_cpu(cfg, group, prepull, res) if pool.node_cpu is not None else ())]
         if problems:
             yield from problems
             return
 
 
-def _node_fill(cfg: StackConfig, group: tuple[int, ...], prepull: int) -> Iterator[Problem]:
+def _best_fill(cfg: StackConfig, group: tuple[int, ...], measure) -> tuple[float, tuple[int, ...]]:
+    """The most of `measure` (per model's pod) one node of gpusPerNode GPUs may hold: a bounded knapsack
+    over GPUs (at most 16 per node), each workload bounded by its pods at peak."""
     pool = cfg.gpu_pool
-    # Best fill of one node by memory: a bounded knapsack over GPUs (at most 16 per node).
     best: list[tuple[float, tuple[int, ...]]] = [(0, ())] * (pool.gpus_per_node + 1)
     for i in group:
         m = cfg.models[i]
-        memory = pod_memory_limit_gib(pool, m)
+        amount = measure(i)
         for w in gpu_workloads(m):
             for _ in range(min(peak_pods(w.pods, w.extra_pods), pool.gpus_per_node // max(w.gpus_per_pod, 1))):
                 for gpus in range(pool.gpus_per_node, w.gpus_per_pod - 1, -1):
                     held, pods = best[gpus - w.gpus_per_pod]
-                    if held + memory > best[gpus][0]:
-                        best[gpus] = (held + memory, (*pods, i))
-    need, pods = max(best)
+                    if held + amount > best[gpus][0]:
+                        best[gpus] = (held + amount, (*pods, i))
+    return max(best)
+
+
+def _node_cpu(cfg: StackConfig, group: tuple[int, ...], prepull: int, res: list[EngineResources]) -> Iterator[Problem]:
+    pool = cfg.gpu_pool
+    need, pods = _best_fill(cfg, group, lambda i: res[i].cpu_request + sidecar_cpu_milli(cfg.models[i]))
+    if need + prepull * PREPULL_CPU_MILLI <= pool.node_cpu * 1000:
+        return
+    own = [i for i in dict.fromkeys(pods) if cfg.models[i].resources.cpu]
+    base = pod_base(pool, cfg.models[pods[0]])
+    path, value = ((f"models[{own[0]}].resources.cpu", cfg.models[own[0]].resources.cpu) if own
+                   else ("gpuPool.cpuRequest", pool.cpu_request if pool.cpu_request is not None else base.cpu_request))
+    parts = ", ".join(f"{cfg.models[i].name} {cpu_text(res[i].cpu_request + sidecar_cpu_milli(cfg.models[i]))}"
+                      for i in pods)
+    yield Problem(path, value, f"one node of gpuPool.gpusPerNode {pool.gpus_per_node} GPUs may hold engine pods whose "
+                  f"CPU requests sum to {cpu_text(int(need))} cores ({parts})"
+                  + (f" and {prepull} pre-pull pod{'s' if prepull > 1 else ''} of {PREPULL_CPU_MILLI}m" if prepull else "")
+                  + f", more than gpuPool.nodeCpu {pool.node_cpu}: the scheduler would leave GPUs of the node idle")
+
+
+def _node_fill(cfg: StackConfig, group: tuple[int, ...], prepull: int) -> Iterator[Problem]:
+    pool = cfg.gpu_pool
+    need, pods = _best_fill(cfg, group, lambda i: pod_memory_limit_gib(pool, cfg.models[i]))
     if need + prepull * PREPULL_MEMORY_MIB / 1024 <= pool.node_memory_gib:
         return
     need = gib_number(round(need * 2**30))
     offloading = [i for i in dict.fromkeys(pods) if offload_memory_gib(cfg.models[i])]
     own = [i for i in dict.fromkeys(pods) if cfg.models[i].resources.memory or cfg.models[i].resources.memory_limit]
     parts = ", ".join(f"{cfg.models[i].name} {pod_memory_limit_gib(pool, cfg.models[i])} GiB" for i in pods)
+    limit = pod_base(pool, cfg.models[pods[0]]).memory_limit_gib
     if offloading:
         path, value = (f"models[{offloading[0]}].kvCacheOffload.sizeGiB", cfg.models[offloading[0]].kv_cache_offload.size_gib)
     elif own:
@@ -207,8 +273,8 @@ def _node_fill(cfg: StackConfig, group: tuple[int, ...], prepull: int) -> Iterat
         path, value = ((f"models[{own[0]}].resources.memoryLimit", r.memory_limit) if r.memory_limit
                        else (f"models[{own[0]}].resources.memory", r.memory))
     else:
-        path, value = ("gpuPool.memoryLimitGiB", pool.memory_limit_gib)
-    per_pod = (f"gpuPool.memoryLimitGiB {pool.memory_limit_gib} per pod" if not own
+        path, value = ("gpuPool.memoryLimitGiB", pool.memory_limit_gib if pool.memory_limit_gib is not None else limit)
+    per_pod = (f"gpuPool.memoryLimitGiB {limit} per pod" if not own
                else "each model's memory limit per pod (models[].resources, else gpuPool.memoryLimitGiB)")
     yield Problem(path, value, f"one node of gpuPool.gpusPerNode {pool.gpus_per_node} GPUs may hold engine pods whose "
                   f"memory limits sum to {need} GiB ({parts}: {per_pod}"

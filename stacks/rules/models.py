@@ -17,9 +17,9 @@ from components.engines import (
 )
 from components.gateway import service_name
 from components.operations import engines_service
-from components.topologies import TOPOLOGIES, gpus_per_pod, topology_of
+from components.topologies import TOPOLOGIES, gpus_per_pod, pod_resources, topology_of
 from config_model import ServedModel, StackConfig, k8s, stack_key
-from config_model.resources import GIB, engine_resources
+from config_model.resources import GIB
 from policy.engines import ENGINES
 from policy.manifests import SHM_GIB_PER_GPU
 from stacks.rules.problem import Problem
@@ -83,7 +83,7 @@ def each_model(cfg: StackConfig) -> Iterator[Problem]:
                           f"{m.profile!r}, field report); a shorter budget kills every cold start")
 
         need_shm = SHM_GIB_PER_GPU * gpus_per_pod(m)
-        if engine_resources(cfg.gpu_pool, m).shm < need_shm * GIB:
+        if pod_resources(cfg.gpu_pool, m).shm < need_shm * GIB:
             yield Problem(*((f"{at}.resources.shm", m.resources.shm) if m.resources.shm is not None
                             else ("gpuPool.shmSizeGiB", cfg.gpu_pool.shm_size_gib)),
                           f"must be at least {need_shm} GiB for {at} ({m.name}) with "
