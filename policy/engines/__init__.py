@@ -10,6 +10,7 @@ with the same facts the program renders them from.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Protocol
 
 from policy.engines import sglang, vllm
@@ -47,6 +48,7 @@ class Engine(Protocol):
     PERSISTENT_COMPILE_CACHE: str | None
     MULTI_KEY_REFUSED: str | None
     MULTI_KEY_ENV: dict[str, str]
+    REGISTERED_NAMES: dict[str, dict[str, frozenset[str]]]
 
     def section(self, model: Any) -> Any: ...
     def cache_env(self, mount: str) -> dict[str, str]: ...
@@ -55,6 +57,8 @@ class Engine(Protocol):
     def parallel_size_of_argv(self, argv: list[str]) -> int: ...
     def max_model_len(self, section: Any) -> int | None: ...
     def tokenizer_mode(self, section: Any) -> str: ...
+    def gpu_memory_fraction(self, section: Any) -> float | None: ...
+    def kv_cache_dtype(self, section: Any) -> str: ...
     def speculative_decoding(self, section: Any) -> bool: ...
     def with_speculative_decoding(self, section: Any, on: bool) -> Any: ...
     def serve_args(self, model_path: str, served_model_name: str, port: int, section: Any) -> list[str]: ...
@@ -80,6 +84,15 @@ def engine_named(name: str) -> Engine:
 def engine_offloading_with(backend: str) -> Engine | None:
     """The engine whose KV offload models[].kvCacheOffload.backend names, if any."""
     return next((e for e in ENGINES if e.OFFLOAD_BACKEND == backend), None)
+
+
+def release_of_image(upstream: str) -> str | None:
+    """The engine release an image's tag names: `vllm/vllm-openai:v0.26.0-cu129` -> 0.26.0,
+    `lmsysorg/sglang:v0.5.23-cu130` -> 0.5.23; None for a tag without one (or no tag)."""
+    last = upstream.rpartition("/")[2]
+    tag = last.rpartition(":")[2] if ":" in last else ""
+    found = re.match(r"v?(\d+\.\d+\.\d+)(?![\d.])", tag)
+    return found[1] if found else None
 
 
 def _runs(word: str, command: str) -> bool:
