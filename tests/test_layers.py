@@ -64,7 +64,8 @@ def test_stacks_holds_only_loading_rules_and_composition():
                                                      "transitions.py", "consumer_keys.py"}
     assert {p.name for p in (stacks / "rules").glob("*.py")} == {"__init__.py", "problem.py", "models.py",
                                                                  "capacity.py", "storage.py", "operations.py",
-                                                                 "network.py", "passthrough.py", "consumers.py"}
+                                                                 "network.py", "passthrough.py", "consumers.py",
+                                                                 "parsers.py"}
 
 
 def test_the_walk_sees_nested_and_dotted_imports(tmp_path):
