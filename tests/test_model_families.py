@@ -308,7 +308,7 @@ def test_the_memory_share_an_unset_engine_takes_is_the_engine_s_own():
     raw["modelVolume"]["capacityGiB"] = 1000
     v, s = validated(raw).models
     engines = {e.NAME: e for e in ENGINES}
-    assert engines["vllm"].gpu_memory_fraction(v.vllm) == 0.92 and engines["vllm"].kv_cache_dtype(v.vllm) == "auto"
-    assert engines["sglang"].gpu_memory_fraction(s.sglang) is None and engines["sglang"].kv_cache_dtype(s.sglang) == "auto"
+    assert engines["vllm"].memory_fraction(v.vllm) == 0.92 and engines["vllm"].kv_cache_dtype(v.vllm) == "auto"
+    assert engines["sglang"].memory_fraction(s.sglang) is None and engines["sglang"].kv_cache_dtype(s.sglang) == "auto"
     ds = validated(raw_config()).models[0]
-    assert engines["vllm"].gpu_memory_fraction(ds.vllm) == 0.88 and engines["vllm"].kv_cache_dtype(ds.vllm) == "fp8"
+    assert engines["vllm"].memory_fraction(ds.vllm) == 0.88 and engines["vllm"].kv_cache_dtype(ds.vllm) == "fp8"

@@ -163,7 +163,7 @@ def max_model_len(sglang: Any) -> int | None:
     return sglang.context_length
 
 
-def gpu_memory_fraction(sglang: Any) -> float | None:
+def memory_fraction(sglang: Any) -> float | None:
     """Share of each GPU's memory for weights and KV pool: --mem-fraction-static, or None when unset, as
     SGLang then computes it at start from the GPU's memory, chunked-prefill size and CUDA-graph batch
     sizes (_handle_gpu_memory_settings: sglang/srt/server_args.py at 0.5.17,

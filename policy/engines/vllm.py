@@ -167,7 +167,7 @@ DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 DEFAULT_KV_CACHE_DTYPE = "auto"      # the model's own dtype
 
 
-def gpu_memory_fraction(vllm: Any) -> float | None:
+def memory_fraction(vllm: Any) -> float | None:
     """Share of each GPU's memory the engine takes for weights, KV cache and activations."""
     return vllm.gpu_memory_utilization if vllm.gpu_memory_utilization is not None else DEFAULT_GPU_MEMORY_UTILIZATION
 
