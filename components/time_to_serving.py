@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from config_model.infra import FIELD_REPORT_DOWNLOAD_MIB_PER_SECOND
+from config_model.object_store import FIELD_REPORT_DOWNLOAD_MIB_PER_SECOND
 from policy.profiles import profile_named
 
 # The download rate when objectStore.downloadRateMiBps is unset: field report 3.2, one 155.43 GiB

@@ -7,7 +7,6 @@ without a cycle.
 """
 
 from config_model.infra import (
-    AWS_REGION,
     CephFsVolume,
     Cluster,
     CompileCache,
@@ -21,12 +20,11 @@ from config_model.infra import (
     ModelSync,
     ModelVolume,
     NfsVolume,
-    ObjectStore,
     RayImageRef,
     RegistryMirror,
     Toleration,
-    WorkloadIdentity,
 )
+from config_model.object_store import AWS_REGION, ObjectStore, WorkloadIdentity
 from config_model.operations import (
     AIBRIX_PATHS,
     Dashboards,

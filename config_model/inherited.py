@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from pydantic import BaseModel
 
+from config_model.profile_defaults import profile_inherited
 from config_model.startup import startup_budget_inherited
 from config_model.types import FIELD_REPORT, Inherited, stack_key
 
@@ -44,6 +45,7 @@ def marked_defaults(section: BaseModel, at: str = "") -> Iterator[Inherited]:
 # Inherited from config_model.types, which imports nothing back.
 SOURCES: tuple[Callable[[StackConfig], Iterable[Inherited]], ...] = (
     marked_defaults,
+    lambda cfg: profile_inherited(cfg.models),
     lambda cfg: startup_budget_inherited(cfg.models),
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from config_model import k8s
 from config_model.infra import Toleration
@@ -12,9 +13,9 @@ from config_model.names import ExtendedResourceName, ModelName, NonEmptyLabelVal
 from config_model.resources import DEFAULT_GPU_RESOURCE, GpuResourceName, KvCache, ModelResources, NodeSelector
 from config_model.startup import RULE_TEXT
 from config_model.types import LABEL_VALUE, DnsLabel, Model, NonEmpty, key_prefix, stack_key, text
-from policy.profiles import DEFAULT as DEFAULT_PROFILE
+from policy.profiles import FIELD as PROFILE_FIELD
 from policy.profiles import NAMES as PROFILE_NAMES
-from policy.profiles import PROFILES, profile_named
+from policy.profiles import PROFILES, choose, profile_named
 
 
 class Rollout(Model):
@@ -55,25 +56,33 @@ def _each(fact: Any, none: str = "none") -> str:
 
 
 _OFF = "null or 'off' renders no flag (the engine's own default)."
+# The names policy/engines/ REGISTERED_NAMES holds per pinned release (stacks/rules/parsers.py).
+_NAMED = "A name the engine release of the image's tag does not register is refused."
 _EXTRA = ("Further `{engine}` arguments, appended as written (e.g. {example}). Flags the program renders or owns "
           "(model path, served name, host, port, parallel sizes, API key and every flag it sets from this section, in "
           "any spelling, abbreviated or --no-) are refused: set their fields instead.")
 
 
 class Vllm(Model):
-    """vLLM engine arguments; defaults are the validated command of field report section 5."""
+    """vLLM engine arguments. Model-specific ones left unset take the model's profile's (policy/profiles/;
+    deepseek-v4's are the validated command of field report section 5), else vLLM's own."""
 
     tensor_parallel_size: int = Field(8, ge=1, le=16, description="--tensor-parallel-size.")
     data_parallel_size: int = Field(1, ge=1, le=16, description="--data-parallel-size (1 omits the flag).")
-    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"] = Field("fp8", description="--kv-cache-dtype.")
+    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"] | None = Field(
+        None, description=f"--kv-cache-dtype; {_profiles('vllm', 'kv_cache_dtype')}; none renders no flag (vLLM's auto: "
+        "the model's dtype).")
     block_size: int | None = Field(None, ge=1, le=256, description=f"--block-size; {_profiles('vllm', 'block_size')}.")
-    gpu_memory_utilization: float = Field(0.88, gt=0, le=0.95, description="--gpu-memory-utilization; at 0.88 the report saw about 93 GiB used per H20 card, little headroom (section 1).")
+    gpu_memory_utilization: float | None = Field(
+        None, gt=0, le=0.95, description=f"--gpu-memory-utilization; {_profiles('vllm', 'gpu_memory_utilization')}; "
+        "none renders no flag (vLLM's 0.92 at 0.26.0 and 0.33.0). At 0.88 the report saw about 93 GiB used per H20 "
+        "card, little headroom (section 1).")
     max_model_len: int | None = Field(None, ge=1024, description=f"--max-model-len in tokens; {_profiles('vllm', 'max_model_len')}.")
     max_num_seqs: int = Field(64, ge=1, le=1024, description="--max-num-seqs, set explicitly so CUDA Graphs are not captured for unused shapes (section 5).")
-    tokenizer_mode: Arg | None = Field(None, description=f"--tokenizer-mode; {_profiles('vllm', 'tokenizer_mode')}. {_OFF}")
+    tokenizer_mode: Arg | None = Field(None, description=f"--tokenizer-mode; {_profiles('vllm', 'tokenizer_mode')}. {_OFF} {_NAMED}")
     tool_call_parser: Arg | None = Field(None, description="--tool-call-parser, with --enable-auto-tool-choice; "
-                                         f"{_profiles('vllm', 'tool_call_parser')}. {_OFF}")
-    reasoning_parser: Arg | None = Field(None, description=f"--reasoning-parser; {_profiles('vllm', 'reasoning_parser')}. {_OFF}")
+                                         f"{_profiles('vllm', 'tool_call_parser')}. {_OFF} {_NAMED}")
+    reasoning_parser: Arg | None = Field(None, description=f"--reasoning-parser; {_profiles('vllm', 'reasoning_parser')}. {_OFF} {_NAMED}")
     trust_remote_code: bool | None = Field(None, description=f"--trust-remote-code; {_profiles('vllm', 'trust_remote_code')}.")
     enable_prefix_caching: bool = Field(True, description="--enable-prefix-caching.")
     speculative_decoding: Literal["off", "dspark"] = Field(
@@ -85,18 +94,23 @@ class Vllm(Model):
 
 
 class Sglang(Model):
-    """SGLang server arguments; defaults are the validated H20 command of field report 12.1.
+    """SGLang server arguments. Model-specific ones left unset take the model's profile's (deepseek-v4's
+    are the validated H20 command of field report 12.1), else SGLang's own.
     SGLang spells the parsers differently from vLLM (deepseek-v4, deepseekv4): kept as SGLang spells them."""
 
     tensor_parallel_size: int = Field(8, ge=1, le=16, description="--tensor-parallel-size (the declared alias of --tp-size).")
     moe_runner_backend: Arg | None = Field(None, description="--moe-runner-backend (marlin is the MXFP4 path on Hopper/H20; FlashInfer MXFP4 is for Blackwell); "
                                           f"{_profiles('sglang', 'moe_runner_backend')}. {_OFF}")
     speculative_algorithm: Literal["off", "DSPARK"] = Field("off", description="--speculative-algorithm; DSPARK uses the checkpoint's built-in DSpark head.")
-    mem_fraction_static: float = Field(0.82, gt=0, le=0.95, description="--mem-fraction-static.")
-    chunked_prefill_size: int = Field(4096, ge=-1, description="--chunked-prefill-size in tokens (-1 disables).")
+    mem_fraction_static: float | None = Field(
+        None, gt=0, le=0.95, description=f"--mem-fraction-static; {_profiles('sglang', 'mem_fraction_static')}; none "
+        "renders no flag (SGLang computes it from the GPU's memory at start).")
+    chunked_prefill_size: int | None = Field(
+        None, ge=-1, description=f"--chunked-prefill-size in tokens (-1 disables); {_profiles('sglang', 'chunked_prefill_size')}; "
+        "none renders no flag (SGLang sizes it from the GPU's memory at start).")
     swa_full_tokens_ratio: float | None = Field(None, gt=0, le=1, description=f"--swa-full-tokens-ratio; {_profiles('sglang', 'swa_full_tokens_ratio')}. null renders no flag.")
-    reasoning_parser: Arg | None = Field(None, description=f"--reasoning-parser (SGLang spelling); {_profiles('sglang', 'reasoning_parser')}. {_OFF}")
-    tool_call_parser: Arg | None = Field(None, description=f"--tool-call-parser (SGLang spelling); {_profiles('sglang', 'tool_call_parser')}. {_OFF}")
+    reasoning_parser: Arg | None = Field(None, description=f"--reasoning-parser (SGLang spelling); {_profiles('sglang', 'reasoning_parser')}. {_OFF} {_NAMED}")
+    tool_call_parser: Arg | None = Field(None, description=f"--tool-call-parser (SGLang spelling); {_profiles('sglang', 'tool_call_parser')}. {_OFF} {_NAMED}")
     trust_remote_code: bool | None = Field(None, description=f"--trust-remote-code; {_profiles('sglang', 'trust_remote_code')}.")
     max_running_requests: int | None = Field(None, ge=1, description="--max-running-requests; lower it with cudaGraphMaxBs to capture fewer graph shapes (section 12.2), re-benchmark after.")
     cuda_graph_max_bs: int | None = Field(None, ge=1, description="--cuda-graph-max-bs-decode (0.5.23 refuses the ambiguous --cuda-graph-max-bs).")
@@ -214,11 +228,6 @@ class ServedModel(Model):
 
     name: ModelName = Field(..., description="Kubernetes name of the model's workloads and Service (<name>-api): a "
                             "DNS-1035 label, short enough for the names derived from it (config_model/derived.py).")
-    profile: Literal[PROFILE_NAMES] = Field(
-        DEFAULT_PROFILE, description="Model family (policy/profiles/): the values of every model-specific setting the "
-        "stack file leaves unset (parsers, tokenizer mode, block size, context, trust-remote-code, the files a "
-        "complete checkpoint holds, shard count and size, the smoke test, the measured cold start). "
-        f"{_each(lambda p: p.DESCRIPTION)}.")
     served_model_name: text(LABEL_VALUE, "a Kubernetes label value: 1-63 letters, digits, '.', '_' or '-', alphanumeric at both ends") = Field(
         ..., description="--served-model-name; what clients put in `model`. It is also the AIBrix "
         "label model.aibrix.ai/name, so it must be a valid label value.")
@@ -226,6 +235,14 @@ class ServedModel(Model):
         ..., description="Directory of the weights under the model root; each revision lives in "
         "`<directory>/<revision>/`, so a sync of the next revision never touches the files running pods read, "
         "and a rollback finds its files still there.")
+    # After directory and servedModelName, which choose it when it is left out (_profile_chosen).
+    profile: Literal[PROFILE_NAMES] | None = Field(
+        None, validate_default=True, description="Model family (policy/profiles/): the values of every model-specific setting the "
+        "stack file leaves unset (parsers, tokenizer mode, block size, context, trust-remote-code, memory settings, "
+        "the files a complete checkpoint holds, shard count and size, the smoke test, the measured cold start). "
+        f"{_each(lambda p: p.DESCRIPTION)}. Left out, it is chosen from `directory` and `servedModelName` where "
+        "exactly one family's name pattern matches them (policy/profiles/ NAME_PATTERN, listed in docs/models.md), and "
+        "is required otherwise.")
     object_prefix: checked(k8s.kubelet_expansions, base=key_prefix(text(
             r"^[^/\s][^\s]*[^/\s]$|^[^/\s]$", "a non-empty key prefix without spaces or leading/trailing '/'"))) = Field(
         ..., description="Key prefix of the weights in the bucket, without leading or trailing slash.")
@@ -311,24 +328,47 @@ class ServedModel(Model):
     @model_validator(mode="before")
     @classmethod
     def _profile_checkpoint(cls, data: Any) -> Any:
-        """expectedShardCount and sizeGiB left out: the profile's. A profile without them (generic) leaves
-        them unset: the shard count is then the checkpoint index's, and stacks/rules/models.py refuses an
-        unset sizeGiB naming the field."""
-        if not isinstance(data, dict) or data.get("profile", DEFAULT_PROFILE) not in PROFILE_NAMES:
+        """expectedShardCount and sizeGiB left out: the profile's (declared or chosen by name). A profile
+        without them (generic) leaves them unset: the shard count is then the checkpoint index's, and
+        stacks/rules/models.py refuses an unset sizeGiB naming the field."""
+        if not isinstance(data, dict):
             return data
-        profile = profile_named(data.get("profile", DEFAULT_PROFILE))
+        name = data.get(PROFILE_FIELD)
+        if PROFILE_FIELD not in data:
+            served = data.get(stack_key("served_model_name"), data.get("served_model_name", ""))
+            name = choose(str(data.get("directory", "")), str(served)).name
+        if name not in PROFILE_NAMES:
+            return data
+        profile = profile_named(name)
         known = {"expected_shard_count": profile.EXPECTED_SHARD_COUNT, "size_gib": profile.SIZE_GIB}
         filled = {stack_key(k): v for k, v in known.items()
                   if v is not None and k not in data and stack_key(k) not in data}
         return {**data, **filled} if filled else data
 
+    @field_validator("profile", mode="before")
+    @classmethod
+    def _profile_chosen(cls, value: Any, info: ValidationInfo) -> Any:
+        """Left out: the profile the model's directory or served name names (policy/profiles choose),
+        refused naming every profile when none or several do. It stays out of model_fields_set, which
+        says it was chosen, not declared (config_model/profile_defaults.py profile_choice)."""
+        if value is not None or not {"directory", "served_model_name"} <= info.data.keys():
+            return value      # declared, or a name is invalid and refused by itself
+        chosen = choose(info.data["directory"], info.data["served_model_name"])
+        if chosen.name is None:
+            raise PydanticCustomError("profile_required", chosen.why)
+        return chosen.name
+
     @field_validator("vllm", "sglang")
     @classmethod
     def _profile_engine(cls, section: Model, info: ValidationInfo) -> Model:
         """A setting the stack file leaves out takes the profile's value; null or 'off' takes none."""
-        if "profile" not in info.data:
+        if info.data.get("profile") is None:
             return section
         defaults = profile_named(info.data["profile"]).ENGINE_DEFAULTS[info.field_name]
         update = {k: v for k, v in defaults.items() if k not in section.model_fields_set}
         update |= {k: None for k in defaults if k in section.model_fields_set and getattr(section, k) == OFF}
-        return section.model_copy(update=update)
+        filled = section.model_copy(update=update)
+        # What the stack file set stays answerable (config_model/profile_defaults.py profile_inherited).
+        object.__setattr__(filled, "__pydantic_fields_set__", set(section.model_fields_set))
+        return filled
+

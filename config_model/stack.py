@@ -20,8 +20,8 @@ from config_model.infra import (
     Images,
     ModelSync,
     ModelVolume,
-    ObjectStore,
 )
+from config_model.object_store import ObjectStore
 from config_model.operations import Gateway, NetworkPolicy, Operations, Platform
 from config_model.serving import ServedModel
 from config_model.types import DnsLabel, Model

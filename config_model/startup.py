@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from config_model.infra import FIELD_REPORT_DOWNLOAD_MIB_PER_SECOND
+from config_model.object_store import FIELD_REPORT_DOWNLOAD_MIB_PER_SECOND
 from config_model.types import Inherited, stack_key
 from policy.profiles import profile_named
 

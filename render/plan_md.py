@@ -11,7 +11,7 @@ from config_model.stack import secret_command
 from policy.engines import ENGINES
 from policy.manifests import flag_value
 from policy.workloads import gpu_count, pod_templates
-from render import consumers_md, gpu_budget_md
+from render import consumers_md, gpu_budget_md, model_families_md
 from render.manifest_facts import (
     ab_pairs,
     autoscalers,
@@ -250,6 +250,7 @@ def plan_md(rendered: Rendered) -> str:
         lines.append(f"| {r['kind']} | {r['name']} | {r['replicas']} | {r['surge']} | {r['gpusPerPod']} | "
                      f"{r['peakGpus']} | {images} | {r['probes']} | {r['modelMount']} |")
     lines += rollout_section(rendered)
+    lines += model_families_md.plan_section(rendered)
     lines += _topology_section(rendered)
     lines += _memory_section(rendered)
     lines += gpu_budget_md.section(rendered.config)

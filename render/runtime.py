@@ -256,7 +256,8 @@ class Rendered:
     registered: list[Recorded] = field(default_factory=list)
     root: Recorded | None = None
     preview: bool = False
-    # The validated stack config (render() sets it): what plan.md says the stack file left to defaults.
+    # The validated stack config (render() sets it): what plan.md says the stack file left to defaults,
+    # and what the objects do not say, e.g. whether a model's profile was declared or chosen by name.
     config: Any = None
 
 

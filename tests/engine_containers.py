@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import IN_CI, PROJECT_DIR, STACKS, k8s_objects, render_stack
-from variants import consumers_file, dev_config, model, render, sglang_stack, variant_file
+from variants import SGLANG_FIXTURE, consumers_file, dev_config, model, render, sglang_stack, variant_file
 
 from policy.profiles import NAMES as PROFILE_NAMES
 from policy.workloads import containers, gpu_count, pod_templates
@@ -49,6 +49,7 @@ def _variants():
            "sglang-every-flag": sglang_stack(sglang={"speculativeAlgorithm": "DSPARK", "maxRunningRequests": 64,
                                                      "cudaGraphMaxBs": 32, "contextLength": 131072})}
     out |= generic_variants()
+    out |= family_variants()
     # Issue 21: the shared key and one per consumer, in combined pods and in both P/D fleets (and hybrid's).
     out["vllm-consumers"] = consumers_file()
     for topology, orchestrator, budget in (("pd", "rayclusterfleet", 24), ("hybrid", "stormservice", 32)):
@@ -93,6 +94,42 @@ def generic_variants() -> dict:
     sglang = {k: v for k, v in GENERIC_72B.items() if k not in ("vllm", "env")}
     return {"generic": variant_file(models=two),
             "generic-sglang": sglang_stack(**sglang, sglang={"tensorParallelSize": 4, "extraArgs": SGLANG_EXTRA})}
+
+
+# Issue 28: one model of each family beside DeepSeek-V4, on each engine, its profile left out so the
+# directory chooses it. Shard counts and sizes are fixture values the stack file must give (the profiles
+# know no checkpoint of these families), not the checkpoints' own.
+FAMILIES = {
+    "qwen3": {"name": "qwen3-235b", "servedModelName": "qwen3-235b-a22b", "directory": "Qwen3-235B-A22B-FP8",
+              "objectPrefix": "models/Qwen3-235B-A22B-FP8", "revision": "main", "expectedShardCount": 24,
+              "sizeGiB": 220, "tensorParallelSize": 8},
+    "llama3": {"name": "llama-70b", "servedModelName": "llama-3.3-70b", "directory": "Llama-3.3-70B-Instruct",
+               "objectPrefix": "models/Llama-3.3-70B-Instruct", "revision": "main", "expectedShardCount": 30,
+               "sizeGiB": 132, "tensorParallelSize": 4},
+    "gpt-oss": {"name": "gpt-oss-20b", "servedModelName": "gpt-oss-20b", "directory": "gpt-oss-20b",
+                "objectPrefix": "models/gpt-oss-20b", "revision": "main", "expectedShardCount": 3, "sizeGiB": 13,
+                "tensorParallelSize": 1},
+}
+
+
+def family_model(family: str, engine: str) -> dict:
+    fixture = dict(FAMILIES[family])
+    tp = fixture.pop("tensorParallelSize")
+    m = {k: v for k, v in model().items() if k not in ("profile", "startupBudgetSeconds", "vllm", "rollout")}
+    m.update(fixture, engine=engine, **{engine: {"tensorParallelSize": tp}})
+    if engine == "sglang":
+        m.update(name=f"{m['name']}-sg", orchestrator="rolebasedgroup")
+    return m
+
+
+def family_variants() -> dict:
+    """`family-<family>-<engine>`: the family's model alone in the dev stack."""
+    images = dev_config()["images"] | {"sglang": SGLANG_FIXTURE}
+    volume = dev_config()["modelVolume"] | {"capacityGiB": 1000}
+    return {f"family-{family}-{engine}": variant_file(
+                images=images, models=[family_model(family, engine)], modelVolume=volume,
+                **({"compileCache": {"kind": "existingClaim", "claimName": "jit-cache"}} if engine == "sglang" else {}))
+            for family in FAMILIES for engine in ENGINES}
 
 
 def _engine_argv(c: dict) -> tuple[str, tuple[str, ...]] | None:

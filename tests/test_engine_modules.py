@@ -83,13 +83,13 @@ def test_the_engine_of_an_argv_is_its_first_word_naming_one(argv, name):
 
 
 def test_the_components_ask_the_engine_of_the_model():
-    m = ServedModel(name="s", served_model_name="s", directory="d", object_prefix="p", revision="r", engine="sglang",
+    m = ServedModel(name="s", profile="deepseek-v4", served_model_name="s", directory="d", object_prefix="p", revision="r", engine="sglang",
                     orchestrator="rolebasedgroup")
     cmd = model_engines.engine_command("/models/d", m)
     assert cmd.command == [sglang.COMMAND] and f"$({sglang.API_KEY_ENV})" in cmd.args
     assert cmd.args[cmd.args.index("--port") + 1] == str(sglang.PORT) and sglang.ENV.items() <= cmd.env.items()
     assert model_engines.max_model_len(m) == deepseek_v4.ASSUMED_CONTEXT["sglang"] and model_engines.tokenizer_mode(m) == "auto"
-    v = ServedModel(name="v", served_model_name="v", directory="d", object_prefix="p", revision="r",
+    v = ServedModel(name="v", profile="deepseek-v4", served_model_name="v", directory="d", object_prefix="p", revision="r",
                     kvCacheOffload={"backend": "native", "sizeGiB": 96}, vllm={"dataParallelSize": 2,
                                                                                "tensorParallelSize": 4})
     cmd = model_engines.engine_command("/models/d", v)

@@ -147,7 +147,7 @@ def test_sglang_dspark_switch_and_optional_shape_limits():
 
 
 def test_sglang_environment_turns_health_generation_off():
-    m = ServedModel(name="s", served_model_name="s", directory="d", object_prefix="p", revision="r", engine="sglang",
+    m = ServedModel(name="s", profile="deepseek-v4", served_model_name="s", directory="d", object_prefix="p", revision="r", engine="sglang",
                     orchestrator="rolebasedgroup")
     cmd = engines.engine_command("/models/d", m)
     assert cmd.env["SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"] == "0"

@@ -242,7 +242,9 @@ def test_shm_is_counted_from_the_pods_gpus_not_one_engines_parallel_size():
 # qk_rope_head_dim 64 (MLA latent 576), max_position_embeddings 163840 (huggingface.co/deepseek-ai/DeepSeek-V3).
 DEEPSEEK_V3 = {"name": "deepseek-v3", "profile": "generic", "servedModelName": "deepseek-v3", "directory": "DeepSeek-V3",
                "objectPrefix": "models/DeepSeek-V3", "revision": "main", "expectedShardCount": 163, "sizeGiB": 642,
-               "kvCache": {"layers": 61, "latentDim": 576}, "vllm": {"tensorParallelSize": 8, "maxModelLen": 163840}}
+               "kvCache": {"layers": 61, "latentDim": 576}, "vllm": {"tensorParallelSize": 8, "maxModelLen": 163840,
+                                                                           # the field report's H20 settings (5)
+                                                                           "gpuMemoryUtilization": 0.88, "kvCacheDtype": "fp8"}}
 
 
 def v3_raw(**changes) -> dict:
@@ -266,7 +268,7 @@ def test_642_gib_at_tp8_on_h20_is_refused_with_the_numbers_and_what_would_fit():
     assert f"a quantised checkpoint of at most {(usable - kv) * 8:.0f} GiB" in line
     assert f"vllm.maxModelLen at most {int((usable - weights) * GIB // (61 * 576))} tokens" in line
     # Each suggestion does fit.
-    loader.validate(v3_raw(vllm={"tensorParallelSize": 8, "maxModelLen": 65536}), "dev", SECRETS)
+    loader.validate(v3_raw(vllm={**DEEPSEEK_V3["vllm"], "maxModelLen": 65536}), "dev", SECRETS)
     h200 = v3_raw()
     h200["gpuPool"] = {"gpuType": "H200"}
     loader.validate(h200, "dev", SECRETS)
@@ -296,7 +298,7 @@ def test_the_shipped_deepseek_stacks_fit_and_plan_shows_the_budget(stack):
 
 
 def test_plan_counts_the_kv_cache_when_the_shape_is_known():
-    raw_model = {**copy.deepcopy(DEEPSEEK_V3), "vllm": {"tensorParallelSize": 8, "maxModelLen": 65536}}
+    raw_model = {**copy.deepcopy(DEEPSEEK_V3), "vllm": {**DEEPSEEK_V3["vllm"], "maxModelLen": 65536}}
     m = model(**raw_model)
     m.pop("startupBudgetSeconds", None)
     plan = plan_md(render(variant_file("v3", models=[m], modelVolume={**raw_config()["modelVolume"], "capacityGiB": 1400})))

@@ -93,7 +93,8 @@ def test_the_startup_budget_keeps_the_field_reports_values_for_deepseek_v4():
 def test_the_startup_budget_of_an_unmeasured_model_follows_its_size():
     raw = raw_config()
     raw.update(gpuBudget=16, modelVolume={**raw["modelVolume"], "capacityGiB": 2000},
-               models=[small(), small(name="large", servedModelName="l", directory="L", sizeGiB=642)])
+               models=[small(), small(name="large", servedModelName="l", directory="L", sizeGiB=642,
+                                    vllm={"tensorParallelSize": 8, "maxNumSeqs": 64})])
     cfg = loader.validate(raw, "dev", SECRETS)
     budgets = [startup.derived_startup_budget(m) for m in cfg.models]
     for m, b in zip(cfg.models, budgets):

@@ -50,8 +50,8 @@ def test_an_unknown_profile_names_the_field_and_the_profiles():
 
 
 def model(**fields) -> ServedModel:
-    return ServedModel.model_validate({"name": "m", "servedModelName": "m", "directory": "d", "objectPrefix": "p",
-                                       "revision": "r", **fields})
+    return ServedModel.model_validate({"name": "m", "profile": "deepseek-v4", "servedModelName": "m", "directory": "d",
+                                       "objectPrefix": "p", "revision": "r", **fields})
 
 
 def test_unset_fields_take_the_profile_s_values():

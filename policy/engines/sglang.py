@@ -52,9 +52,38 @@ def multi_key_args(env_names: list[str]) -> list[str]:
 # can render appears (stacks/rules/passthrough.py reads the owned flags off that argv).
 EVERY_BRANCH = {"speculative_algorithm": "DSPARK", "max_running_requests": 1, "cuda_graph_max_bs": 1,
                 "context_length": 4096, "moe_runner_backend": "x", "swa_full_tokens_ratio": 0.5,
-                "reasoning_parser": "x", "tool_call_parser": "x", "trust_remote_code": True}
+                "reasoning_parser": "x", "tool_call_parser": "x", "trust_remote_code": True,
+                "mem_fraction_static": 0.5, "chunked_prefill_size": 1024}
 UNRENDERED_OWNED_FLAGS = ("--model", "--pipeline-parallel-size", "--pp-size", "--nnodes", "--node-rank",
                           "--dist-init-addr")
+
+# ---- names each pinned release registers (tests/test_profiles.py reads them back from the installed
+# sources; "auto" detects from the chat template or checkpoint). SGLang's own parser refuses any other
+# (choices of --reasoning-parser and --tool-call-parser) when the pod starts, after the download, so
+# stacks/rules/parsers.py checks them in preview. Setting (model_dump name) -> release -> names:
+# 0.5.17 sglang/srt/parser/reasoning_parser.py ReasoningParser.DetectorMap and
+# sglang/srt/function_call/function_call_parser.py FunctionCallParser.ToolCallParserEnum; 0.5.23
+# sglang/srt/parser/reasoning_parser_names.py and sglang/srt/function_call/parser_names.py. ----
+REGISTERED_NAMES: dict[str, dict[str, frozenset[str]]] = {
+    "reasoning_parser": {
+        "0.5.17": frozenset("""auto apertus2509 cohere_command4 deepseek-r1 deepseek-v3 deepseek-v4 gemma4 glm45
+            gpt-oss hunyuan inkling interns1 kimi kimi_k2 kimi_k3 mimo minimax minimax-append-think minimax-m3
+            mistral nemotron_3 poolside_v1 qwen3 qwen3-thinking step3 step3p5""".split()),
+        "0.5.23": frozenset("""auto apertus2509 beam cohere_command4 deepseek-r1 deepseek-v3 deepseek-v4 deepseek-v41
+            dots gemma4 gigachat35 glm45 gpt-oss granite_thinking_parser hunyuan inkling interns1 iquest_q1
+            k2_horizon kimi kimi_k2 kimi_k3 ling3 mimo minimax minimax-append-think minimax-m3 mistral muse nanbeige
+            nemotron_3 poolside_v1 qwen3 qwen3-thinking response_template step3 step3p5""".split())},
+    "tool_call_parser": {
+        "0.5.17": frozenset("""auto apertus2509 cohere_command4 deepseekv3 deepseekv31 deepseekv32 deepseekv4 gemma4
+            gigachat3 glm glm45 glm47 gpt-oss hermes hunyuan inkling interns1 kimi_k2 kimi_k3 lfm2 llama3 mimo
+            minicpm5 minimax-m2 minimax-m3 mistral poolside_v1 pythonic qwen qwen25 qwen3_coder step3 step3p5
+            trinity""".split()),
+        "0.5.23": frozenset("""auto apertus2509 beam cohere_command4 deepseekv3 deepseekv31 deepseekv32 deepseekv4
+            deepseekv41 dots gemma4 gigachat3 gigachat35 glm glm45 glm47 gpt-oss hermes hunyuan inkling interns1
+            iquest_q1 k2_horizon kimi_k2 kimi_k3 lfm2 ling3 llama3 mimo minicpm5 minimax-m2 minimax-m3 mistral muse
+            nanbeige poolside_v1 pythonic qwen qwen25 qwen3_coder response_template spark25 step3 step3p5
+            trinity""".split())},
+}
 
 # ---- `sglang serve` options the pack reads back: declared names (--tp-size and its alias
 # --tensor-parallel-size, --dp-size and its alias --data-parallel-size, at 0.5.17 and 0.5.23); SGLang
@@ -131,19 +160,34 @@ def parallel_size_of_argv(argv: list[str]) -> int:
             * int(flag_value(argv, *DATA_PARALLEL_FLAGS) or 1))
 
 
-def memory_fraction(sglang: Any) -> float:
-    """--mem-fraction-static."""
-    return sglang.mem_fraction_static
-
-
-def kv_cache_dtype(sglang: Any) -> str:
-    """--kv-cache-dtype; "auto" (SGLang's default) is the model's dtype."""
-    return getattr(sglang, "kv_cache_dtype", None) or "auto"
-
-
 def max_model_len(sglang: Any) -> int | None:
     """Longest prompt plus output the engine accepts, in tokens; None: the checkpoint's, unknown here."""
     return sglang.context_length
+
+
+def memory_fraction(sglang: Any) -> float | None:
+    """Share of each GPU's memory for weights and KV pool: --mem-fraction-static, or None when unset, as
+    SGLang then computes it at start from the GPU's memory, chunked-prefill size and CUDA-graph batch
+    sizes (_handle_gpu_memory_settings: sglang/srt/server_args.py at 0.5.17,
+    sglang/srt/arg_groups/memory_hook.py at 0.5.23)."""
+    return sglang.mem_fraction_static
+
+
+def memory_fraction_at_most(sglang: Any, gpu_mib: float) -> float:
+    """The largest share of a GPU of `gpu_mib` MiB SGLang takes for weights and KV pool: --mem-fraction-static,
+    or when unset the share SGLang 0.5.23 leaves after the smallest reserve any branch of its own computation
+    takes, 1536 MiB plus tp x pp / 8 GiB (handle_gpu_memory_settings, post-capture KV sizing; the other branch
+    reserves more: sglang/srt/arg_groups/memory_hook.py at v0.5.23). A fit refused at this share is refused
+    at whatever SGLang computes."""
+    if sglang.mem_fraction_static is not None:
+        return sglang.mem_fraction_static
+    return round((gpu_mib - (1536 + sglang.tensor_parallel_size / 8 * 1024)) / gpu_mib, 3)
+
+
+def kv_cache_dtype(sglang: Any) -> str:
+    """The program sets no --kv-cache-dtype for SGLang: its default, auto, "will use model data type"
+    (ServerArgs.kv_cache_dtype, sglang/srt/arg_groups/fields/model.py at 0.5.23)."""
+    return "auto"
 
 
 def tokenizer_mode(sglang: Any) -> str:
@@ -178,10 +222,9 @@ def serve_args(model_path: str, served_model_name: str, port: int, sglang: Any) 
     ] + _given("--moe-runner-backend", sglang.moe_runner_backend)
     if sglang.speculative_algorithm != "off":
         args += ["--speculative-algorithm", sglang.speculative_algorithm]
-    args += [
-        "--mem-fraction-static", format(sglang.mem_fraction_static, "g"),   # no float noise
-        "--chunked-prefill-size", str(sglang.chunked_prefill_size),
-    ]
+    if sglang.mem_fraction_static is not None:
+        args += ["--mem-fraction-static", format(sglang.mem_fraction_static, "g")]   # no float noise
+    args += _given("--chunked-prefill-size", sglang.chunked_prefill_size)
     if sglang.swa_full_tokens_ratio is not None:
         args += ["--swa-full-tokens-ratio", format(sglang.swa_full_tokens_ratio, "g")]
     args += _given("--reasoning-parser", sglang.reasoning_parser) + _given("--tool-call-parser", sglang.tool_call_parser)

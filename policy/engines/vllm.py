@@ -58,8 +58,42 @@ def multi_key_args(env_names: list[str]) -> list[str]:
 # can render appears (stacks/rules/passthrough.py reads the owned flags off that argv).
 EVERY_BRANCH = {"data_parallel_size": 2, "speculative_decoding": "dspark", "enforce_eager": True,
                 "enable_prefix_caching": True, "tokenizer_mode": "auto", "tool_call_parser": "x", "reasoning_parser": "x",
-                "block_size": 16, "max_model_len": 4096, "trust_remote_code": True}
+                "block_size": 16, "max_model_len": 4096, "trust_remote_code": True, "kv_cache_dtype": "fp8",
+                "gpu_memory_utilization": 0.5}
 UNRENDERED_OWNED_FLAGS = ("--model", "-tp", "-dp", "-pp", "--pipeline-parallel-size", "--data-parallel-size-local")
+
+# ---- names each pinned release registers (tests/test_profiles.py reads them back from the installed
+# sources). vLLM's parser takes any string for these and only checks it when the server starts
+# (validate_api_server_args, vllm/entrypoints/openai/cli_args.py at v0.26.0, vllm/entrypoints/common/cli_args.py
+# at v0.33.0): after the download and the GPU wait, so stacks/rules/parsers.py checks them in preview.
+# Setting (model_dump name) -> release -> names: vllm/reasoning/__init__.py _REASONING_PARSERS_TO_REGISTER,
+# vllm/tool_parsers/__init__.py _TOOL_PARSERS_TO_REGISTER, vllm/config/model.py TokenizerMode. ----
+REGISTERED_NAMES: dict[str, dict[str, frozenset[str]]] = {
+    "reasoning_parser": {
+        "0.26.0": frozenset("""cohere_command3 cohere_command4 deepseek_r1 deepseek_v3 deepseek_v4 ernie45 gemma4
+            glm45 glm47 granite holo2 hunyuan_a13b hy_v3 inkling kimi_k2 mimo minimax_m2 minimax_m2_append_think
+            minimax_m3 mistral nemotron_v3 olmo3 openai_gptoss poolside_v1 qwen3 seed_oss step3 step3p5""".split()),
+        "0.33.0": frozenset("""beam cohere_command3 cohere_command4 deepseek_r1 deepseek_v3 deepseek_v4 deepseek_v41
+            ernie45 gemma4 glm45 glm47 granite granite_thinking_parser hf holo2 hunyuan_a13b hy_v3 hy_v4 inkling
+            k2_horizon kimi_k2 kimi_k3 ling3 mimo minicpmv minimax_m2 minimax_m2_append_think minimax_m3 mistral muse
+            muse_glimmer musespark1x nemotron_v3 olmo3 openai_gptoss plamo3 poolside_v1 qwen3 seed_oss step3 step3p5
+            step5""".split())},
+    "tool_call_parser": {
+        "0.26.0": frozenset("""apertus cohere_command3 cohere_command4 deepseek_v3 deepseek_v31 deepseek_v32 deepseek_v4
+            ernie45 functiongemma gemma4 gigachat3 glm45 glm47 granite granite-20b-fc granite4 hermes hunyuan_a13b
+            hy_v3 inkling internlm jamba kimi_k2 lfm2 llama3_json llama4_json llama4_pythonic longcat mimo minicpm5
+            minimax_m2 minimax_m3 mistral olmo3 openai phi4_mini_json poolside_v1 pythonic qwen3_coder qwen3_xml
+            seed_oss step3 step3p5 xlam""".split()),
+        "0.33.0": frozenset("""apertus beam cohere_command3 cohere_command4 deepseek_v3 deepseek_v31 deepseek_v32
+            deepseek_v4 deepseek_v41 dots ernie45 functiongemma gemma4 gigachat3 glm45 glm47 granite granite-20b-fc
+            granite4 hermes hf hunyuan_a13b hy_v3 hy_v4 inkling internlm jamba k2_horizon kimi_k2 kimi_k3 lfm2 ling3
+            llama3_json llama4_json llama4_pythonic longcat mimo minicpm5 minimax_m2 minimax_m3 mistral muse
+            muse_glimmer musespark1x olmo3 openai phi4_mini_json plamo3 poolside_v1 pythonic qwen3_coder qwen3_json
+            qwen3_xml seed_oss step3 step3p5 step5 xlam""".split())},
+    "tokenizer_mode": {
+        "0.26.0": frozenset("auto deepseek_v32 deepseek_v4 hf inkling mistral slow".split()),
+        "0.33.0": frozenset("alpamayo2_super auto cohere deepseek_v32 deepseek_v4 hf inkling kimi_k3 mistral".split())},
+}
 
 # ---- `vllm serve` options the pack reads back (declared names only: tests/test_engine_flags.py asks vLLM's parsers) ----
 TENSOR_PARALLEL_FLAGS = ("--tensor-parallel-size",)
@@ -124,19 +158,30 @@ def parallel_size_of_argv(argv: list[str]) -> int:
             * int(flag_value(argv, *DATA_PARALLEL_FLAGS) or 1))
 
 
-def memory_fraction(vllm: Any) -> float:
-    """--gpu-memory-utilization."""
-    return vllm.gpu_memory_utilization
-
-
-def kv_cache_dtype(vllm: Any) -> str:
-    """--kv-cache-dtype; "auto" is the model's dtype."""
-    return vllm.kv_cache_dtype or "auto"
-
-
 def max_model_len(vllm: Any) -> int | None:
     """Longest prompt plus output the engine accepts, in tokens; None: the checkpoint's, unknown here."""
     return vllm.max_model_len
+
+
+# What vLLM takes when the argv sets neither (CacheConfig.gpu_memory_utilization and cache_dtype,
+# vllm/config/cache.py at v0.26.0 and v0.33.0): the memory fit's figures for a profile that sets none.
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+DEFAULT_KV_CACHE_DTYPE = "auto"      # the model's own dtype
+
+
+def memory_fraction(vllm: Any) -> float | None:
+    """Share of each GPU's memory the engine takes for weights, KV cache and activations."""
+    return vllm.gpu_memory_utilization if vllm.gpu_memory_utilization is not None else DEFAULT_GPU_MEMORY_UTILIZATION
+
+
+def memory_fraction_at_most(vllm: Any, gpu_mib: float) -> float:
+    """vLLM takes exactly its --gpu-memory-utilization (or its default) of every GPU."""
+    return memory_fraction(vllm)
+
+
+def kv_cache_dtype(vllm: Any) -> str:
+    """--kv-cache-dtype as the engine runs it (policy/kv_cache.py ELEMENT_BYTES names)."""
+    return vllm.kv_cache_dtype or DEFAULT_KV_CACHE_DTYPE
 
 
 def tokenizer_mode(vllm: Any) -> str:
@@ -171,9 +216,10 @@ def serve_args(model_path: str, served_model_name: str, port: int, vllm: Any) ->
     args += ["--tensor-parallel-size", str(vllm.tensor_parallel_size)]
     if vllm.data_parallel_size > 1:
         args += ["--data-parallel-size", str(vllm.data_parallel_size)]
-    args += ["--kv-cache-dtype", vllm.kv_cache_dtype]
+    args += _given("--kv-cache-dtype", vllm.kv_cache_dtype)
     args += _given("--block-size", vllm.block_size)
-    args += ["--gpu-memory-utilization", format(vllm.gpu_memory_utilization, "g")]   # 0.88, no float noise
+    if vllm.gpu_memory_utilization is not None:
+        args += ["--gpu-memory-utilization", format(vllm.gpu_memory_utilization, "g")]   # 0.88, no float noise
     args += _given("--max-model-len", vllm.max_model_len)
     args += ["--max-num-seqs", str(vllm.max_num_seqs)]
     args += _given("--tokenizer-mode", vllm.tokenizer_mode)

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 NAME = "generic"
 DESCRIPTION = "any other model: only the flags the stack file sets"
+NAME_PATTERN = None            # never chosen by name: a stack file names it
 
 ENGINE_DEFAULTS = {
     "vllm": {"tokenizer_mode": None, "tool_call_parser": None, "reasoning_parser": None, "block_size": None,
-             "max_model_len": None, "trust_remote_code": False},
+             "max_model_len": None, "trust_remote_code": False, "kv_cache_dtype": None, "gpu_memory_utilization": None},
     "sglang": {"reasoning_parser": None, "tool_call_parser": None, "moe_runner_backend": None,
-               "swa_full_tokens_ratio": None, "trust_remote_code": False},
+               "swa_full_tokens_ratio": None, "trust_remote_code": False, "mem_fraction_static": None,
+               "chunked_prefill_size": None},
 }
+FIELD_REPORT_DEFAULTS: dict[str, dict[str, str]] = {"vllm": {}, "sglang": {}}
 
 # What transformers needs besides the weights to load a checkpoint and its tokenizer. The weights are
 # either a sharded checkpoint's model.safetensors.index.json and the shards it names, or a single
@@ -21,6 +24,7 @@ ENGINE_DEFAULTS = {
 REQUIRED_FILES = ("config.json", "tokenizer_config.json")
 EXPECTED_SHARD_COUNT = None    # the checkpoint's index says, unless models[].expectedShardCount does
 SIZE_GIB = None
+KV_CACHE = None                # unknown: models[].kvCache gives it
 
 # A deterministic answer an instruction-tuned model gives at temperature 0; set
 # models[].smoke.prompt and expectedText for a model that answers otherwise.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from config_model import StackConfig, derived
-from stacks.rules import capacity, consumers, hardware, models, network, operations, passthrough, storage
+from stacks.rules import capacity, consumers, hardware, models, network, operations, parsers, passthrough, storage
 from stacks.rules.capacity import gpu_demand, gpu_total
 from stacks.rules.problem import Problem
 
@@ -22,7 +22,7 @@ RULES: list[Callable[[StackConfig], Iterator[Problem]]] = [
     capacity.gpu_pool, capacity.kv_cache_offload, capacity.node_fit, hardware.memory_fit_rule, storage.model_volume,
     storage.model_capacity, storage.object_store, storage.compile_cache, operations.images, operations.operations,
     operations.gateway_needed, storage.mounts, models.int32_deadlines, models.names_apart, network.clients,
-    consumers.consumers, passthrough.passthrough,
+    consumers.consumers, passthrough.passthrough, parsers.parser_names,
 ]
 
 

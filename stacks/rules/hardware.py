@@ -103,6 +103,12 @@ def model_budget(cfg: StackConfig, i: int) -> ModelBudget | None:
     dtype = engine.kv_cache_dtype(section)
     per_token = shape.bytes_per_token_per_gpu(tp, ELEMENT_BYTES.get(dtype, 2)) if shape is not None else None
     fraction = engine.memory_fraction(section)
+    utilization_source = f"{at}.{engine.SECTION}.{engine.MEMORY_FRACTION_FIELD}"
+    if fraction is None:
+        # SGLang computes its share at start: the fit takes the most it could be (policy/engines/sglang.py).
+        fraction = engine.memory_fraction_at_most(section, gpu[1] * 1024)
+        utilization_source = (f"unset: {engine.DISPLAY_NAME} computes it at start, at most {fraction:g} on this GPU "
+                              f"(policy/engines/{engine.NAME}.py memory_fraction_at_most)")
     b = memory_fit.budget(m.size_gib, tp, gpu[1], fraction, per_token, context)
     size_source = f"profile {m.profile}" if profile.SIZE_GIB == m.size_gib else f"{at}.sizeGiB"
     return ModelBudget(b, tp, m.size_gib, gpu[0], per_token, dtype, {
@@ -110,7 +116,12 @@ def model_budget(cfg: StackConfig, i: int) -> ModelBudget | None:
         "kv": (f"{f'{at}.kvCache' if shape_source == 'kvCache' else shape_source}, {engine.SECTION} kvCacheDtype {dtype}, "
                f"context {context_source}") if shape is not None else
               f"unknown: no {at}.kvCache and profile {m.profile} has no KV_CACHE",
-        "gpu": gpu[2], "utilization": f"{at}.{engine.SECTION}.{engine.MEMORY_FRACTION_FIELD}"})
+        "gpu": gpu[2], "utilization": utilization_source})
+
+
+def m_fraction_set(m: ServedModel) -> bool:
+    engine = engine_of(m)
+    return engine.memory_fraction(engine.section(m)) is not None
 
 
 def memory_fit_rule(cfg: StackConfig) -> Iterator[Problem]:
@@ -128,7 +139,8 @@ def memory_fit_rule(cfg: StackConfig) -> Iterator[Problem]:
                       f"{engine.SECTION}.tensorParallelSize {mb.tensor_parallel}){kv} need "
                       f"{b.weights_gib + (b.kv_gib or 0):.2f} GiB, more than the {b.usable_gib:.2f} GiB "
                       f"{engine.DISPLAY_NAME} may use of one {mb.gpu_name} ({b.gpu_gib:.2f} GiB x "
-                      f"{engine.SECTION}.{engine.MEMORY_FRACTION_FIELD} {b.utilization:g}). Would fit: "
+                      f"{engine.SECTION}.{engine.MEMORY_FRACTION_FIELD} {b.utilization:g}"
+                      f"{'' if m_fraction_set(m) else ', the most it computes when unset'}). Would fit: "
                       + "; ".join(_what_fits(cfg, m, mb)))
 
 
