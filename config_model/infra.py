@@ -246,7 +246,9 @@ class Images(Model):
     """Container images, each an upstream reference plus a sha256 digest: a tag can move under a
     running fleet, a digest cannot (field report 11.3)."""
 
-    vllm: ImageRef = Field(..., description="vLLM OpenAI server image (needs DeepSeek V4 support, field report 2.2).")
+    vllm: ImageRef | None = Field(None, description="vLLM OpenAI server image, required by vllm models and by "
+                                  "operations.loadTest (`vllm bench serve`); DeepSeek V4 needs a release that supports "
+                                  "it (field report 2.2).")
     sglang: ImageRef | None = Field(None, description="SGLang image, required by sglang models (field report 12: v0.5.17, CUDA 13.0).")
     vllm_ray: RayImageRef | None = Field(None, description="Ray-enabled vLLM image for RayClusterFleet P/D.")
     model_sync: ImageRef = Field(..., description="Image with the AWS CLI, for the model sync Job.")

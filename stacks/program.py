@@ -180,7 +180,7 @@ def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list
         ModelOperations(f"ops-{m.name}", OperationsArgs(
             namespace=ns, model=m, endpoint=routes.endpoints[m.served_model_name], operations=ops,
             gpu_pool=cfg.gpu_pool, model_label_keys=model_node_label_keys(cfg.models),
-            python_image=refs["modelVerify"], bench_image=refs[vllm.IMAGE_KEY], revision_key=key,
+            python_image=refs["modelVerify"], bench_image=refs.get(vllm.IMAGE_KEY), revision_key=key,
             api_key_secret=secrets.api_key_secret_name, scripts_config_map=scripts.config_map_name,
             model_claim_name=volume.serving_claim_name, model_mount_path=cfg.model_volume.mount_path,
             image_pull_secrets=tuple(images.pull_secrets), results_claim=results.claim_name if results else None,

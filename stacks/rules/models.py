@@ -126,7 +126,7 @@ def _engine_and_orchestrator(cfg: StackConfig, i: int, m: ServedModel) -> Iterat
                       f"{m.orchestrator} has no Recreate; it rolls with RollingUpdate, maxSurge 0")
     engine = engine_of(m)
     if getattr(cfg.images, engine.IMAGE_KEY) is None:
-        yield Problem(f"images.{engine.IMAGE_KEY}", None, f"is required: {at} runs {engine.DISPLAY_NAME}")
+        yield Problem(f"images.{engine.IMAGE_KEY}", None, f"is required: {at} ({m.name}) runs {engine.DISPLAY_NAME}")
     if engine.PERSISTENT_COMPILE_CACHE and cfg.compile_cache.kind != "existingClaim":
         yield Problem("compileCache.kind", cfg.compile_cache.kind,
                       f"must be 'existingClaim' for {engine.DISPLAY_NAME} ({at}): {engine.PERSISTENT_COMPILE_CACHE}")
