@@ -17,6 +17,7 @@ from config_model.names import (
     LabelValue,
     MountPath,
     NonEmptyLabelValue,
+    StorageClassName,
     checked,
 )
 from config_model.types import DnsLabel, KubeconfigPath, Model, NonEmpty, stack_key, text, url_text
@@ -261,13 +262,33 @@ class Images(Model):
                 if isinstance(ref := getattr(self, name), ImageRef)}
 
 
-class CompileCache(Model):
-    """Writable JIT/compile cache, kept apart from the read-only model (field report 3.1, 12.2)."""
+# The claim the stack makes for compileCache.kind claim, unless claimName names another.
+COMPILE_CACHE_CLAIM = "llm-compile-cache"
 
-    kind: Literal["emptyDir", "existingClaim"] = Field(
-        "emptyDir", description="emptyDir (lost with the pod) or an existing writable claim shared by restarts.")
-    claim_name: DnsLabel | None = Field(None, description="Claim name when kind is existingClaim.")
-    size_gib: int = Field(50, gt=0, description="Size limit of the emptyDir cache in GiB.")
+
+class CompileCache(Model):
+    """Writable JIT/compile cache, kept apart from the read-only model (field report 3.1, 12.2). Every
+    engine writes under its own directory of it, keyed by image, CUDA, driver, GPU architecture and
+    arguments (components/pod_template.py compile_cache_key), so one claim serves every engine pod."""
+
+    kind: Literal["emptyDir", "claim", "existingClaim"] = Field(
+        "emptyDir", description="emptyDir (lost with the pod); claim: a ReadWriteMany claim the stack creates and "
+        "keeps outside dev (beyond `pulumi destroy`), shared by restarts and every engine pod; existingClaim: a "
+        "writable claim made beforehand, shared the same way.")
+    claim_name: DnsLabel | None = Field(None, description="The claim: required when kind is existingClaim; with kind "
+                                        f"claim, the name the stack gives it (default {COMPILE_CACHE_CLAIM}).")
+    storage_class_name: StorageClassName | None = Field(
+        None, description="StorageClass of the claim the stack creates (kind claim, required then): one that "
+        "provisions ReadWriteMany volumes (CephFS, NFS, EFS and the like).")
+    size_gib: int = Field(50, gt=0, description="Size of the cache in GiB: the emptyDir's size limit, or the storage "
+                          "the claim of kind claim requests.")
+
+    @property
+    def claim(self) -> str | None:
+        """The claim the engine pods mount, or None for an emptyDir."""
+        if self.kind == "claim":
+            return self.claim_name or COMPILE_CACHE_CLAIM
+        return self.claim_name if self.kind == "existingClaim" else None
 
 
 class ModelSync(Model):

@@ -42,7 +42,7 @@ from components.sync_job import ModelSyncArgs, ModelSyncJob
 from components.sync_job import job_name as sync_job_name
 from components.topologies import roleset_name, topology_of
 from components.topologies.base import FLEET_IMAGE_KEY
-from components.volume import ModelVolumeArgs, ModelVolumeClaims
+from components.volume import CompileCacheClaim, ModelVolumeArgs, ModelVolumeClaims
 from config_model import Environment, ServedModel, StackConfig, derived
 from config_model.resources import model_node_label_keys
 from policy.consumers import consumer_token, key_prefix
@@ -219,9 +219,10 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     protect_data = cfg.environment != Environment.dev
 
     # Outside dev, the objects whose data outlives a feature or the stack are kept and adopted again
-    # (components/retention.py): the Namespace, the bench-results and OpenWebUI claims.
+    # (components/retention.py): the Namespace, the bench-results, OpenWebUI and compile-cache claims.
     retained = providers.retained() if protect_data and (
-        cfg.cluster.create_namespace or cfg.operations.load_test.enabled or cfg.operations.open_webui.enabled) else None
+        cfg.cluster.create_namespace or cfg.operations.load_test.enabled or cfg.operations.open_webui.enabled
+        or cfg.compile_cache.kind == "claim") else None
 
     depends: list[pulumi.Resource] = []
     if cfg.cluster.create_namespace:
@@ -275,6 +276,11 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             image_pull_secrets=pull_secrets),
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets, images])))
 
+    # The compile cache's claim, when the stack makes it: before the engine pods that mount it.
+    engines_after: list[pulumi.Resource] = [images]
+    if cfg.compile_cache.kind == "claim":
+        engines_after.append(CompileCacheClaim("compile-cache", ns, cfg.compile_cache, retained, opts))
+
     backends: list[RouteBackend] = []
     rolled_out: list[tuple[ServedModel, list[pulumi.Resource], str]] = []
     syncs: dict[str, ModelSyncJob] = {}
@@ -313,7 +319,8 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             consumer_keys=serving_secrets.consumer_keys)
         # GPU pods are created only after the weights are verified: no GPU idles through a download
         # (field report 3.2, optimization 3).
-        engine_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory], images]))
+        engine_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory],
+                                                                                          *engines_after]))
         backend, ready, sources = _engines_of(m, base, cfg, images, engine_opts, workload_images)
         backends.append(backend)
         # From the pod templates as built (components/rollout.py): whatever reaches one re-runs the

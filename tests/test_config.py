@@ -339,9 +339,9 @@ def test_sglang_needs_its_image_and_a_persistent_jit_cache():
     m.pop("rollout"), m.pop("vllm"), m.pop("startupBudgetSeconds")
     assert problems(raw) == [
         f"Pulumi.dev.yaml: llm-serving:images.sglang = (unset): is required: models[0] ({m['name']}) runs SGLang",
-        "Pulumi.dev.yaml: llm-serving:compileCache.kind = 'emptyDir': must be 'existingClaim' for SGLang "
-        "(models[0]): its JIT and graph capture are most of a 23-minute cold start and must survive the pod "
-        "(field report 12.2)"]
+        "Pulumi.dev.yaml: llm-serving:compileCache.kind = 'emptyDir': must be 'claim' (the stack makes it) or "
+        "'existingClaim' for SGLang (models[0]): its JIT and graph capture are most of a 23-minute cold start and "
+        "must survive the pod (field report 12.2)"]
 
 
 def test_images_vllm_is_required_only_where_vllm_runs():
