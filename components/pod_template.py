@@ -198,8 +198,8 @@ def _gib(n: int) -> str:
 
 
 def _cache_volume(cache: CompileCache) -> dict:
-    if cache.kind == "existingClaim":
-        return {"name": "compile-cache", "persistentVolumeClaim": {"claimName": cache.claim_name}}
+    if cache.claim is not None:
+        return {"name": "compile-cache", "persistentVolumeClaim": {"claimName": cache.claim}}
     return {"name": "compile-cache", "emptyDir": {"sizeLimit": _gib(cache.size_gib)}}
 
 

@@ -17,7 +17,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
-from config_model import ModelVolume, derived
+from components.retention import kept, kept_annotations
+from config_model import CompileCache, ModelVolume, derived
 from config_model.derived import SERVING_CLAIM, SYNC_CLAIM
 
 # What the claims request, whatever modelVolume.capacityGiB says. A claim's request can only grow, and
@@ -114,3 +115,29 @@ class ModelVolumeClaims(Component):
                   "volumeMode": "Filesystem", "resources": {"requests": {"storage": CLAIM_REQUEST}}},
             opts=self.child_opts(depends_on=[pv]),
         )
+
+
+class CompileCacheClaim(Component):
+    """The compile cache's claim when the stack makes it (compileCache.kind claim). ReadWriteMany: every
+    engine pod of the stack mounts it, on whatever node, each engine container writable at its own keyed
+    directory (components/pod_template.py compile_cache_key: a cache of another image, CUDA, driver,
+    architecture or argv is never reused), and nothing else mounts it. Kept outside dev as the bench
+    results are (components/retention.py): the JIT and graph capture it holds are most of a cold start
+    (field report 12.2), so neither switching it off nor `pulumi destroy` deletes it, and switching it on
+    again adopts it. In dev it goes with the stack."""
+
+    def __init__(self, name: str, namespace: str, cache: CompileCache, retained: k8s.Provider | None,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("llm-serving:volume:CompileCache", name, opts)
+        assert cache.kind == "claim" and cache.claim is not None and cache.storage_class_name is not None
+        self.claim_name = cache.claim
+        # Unbound until the first engine pod mounts it where the class binds on first consumer (as
+        # most do), and the engine pods come after it: Pulumi must not wait for Bound.
+        k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-claim",
+            metadata={**metadata(self.claim_name, namespace, "compile-cache"),
+                      "annotations": {"pulumi.com/skipAwait": "true", **kept_annotations(retained)}},
+            spec={"accessModes": ["ReadWriteMany"], "storageClassName": cache.storage_class_name,
+                  "volumeMode": "Filesystem", "resources": {"requests": {"storage": f"{cache.size_gib}Gi"}}},
+            opts=self.child_opts(**kept(retained)))
+        self.register_outputs({"claimName": self.claim_name})

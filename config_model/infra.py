@@ -16,6 +16,7 @@ from config_model.names import (
     LabelValue,
     MountPath,
     NonEmptyLabelValue,
+    StorageClassName,
     checked,
 )
 from config_model.types import (
@@ -245,7 +246,9 @@ class Images(Model):
     """Container images, each an upstream reference plus a sha256 digest: a tag can move under a
     running fleet, a digest cannot (field report 11.3)."""
 
-    vllm: ImageRef = Field(..., description="vLLM OpenAI server image (needs DeepSeek V4 support, field report 2.2).")
+    vllm: ImageRef | None = Field(None, description="vLLM OpenAI server image, required by vllm models and by "
+                                  "operations.loadTest (`vllm bench serve`); DeepSeek V4 needs a release that supports "
+                                  "it (field report 2.2).")
     sglang: ImageRef | None = Field(None, description="SGLang image, required by sglang models (field report 12: v0.5.17, CUDA 13.0).")
     vllm_ray: RayImageRef | None = Field(None, description="Ray-enabled vLLM image for RayClusterFleet P/D.")
     model_sync: ImageRef = Field(..., description="Image with the AWS CLI, for the model sync Job.")
@@ -258,13 +261,33 @@ class Images(Model):
                 if isinstance(ref := getattr(self, name), ImageRef)}
 
 
-class CompileCache(Model):
-    """Writable JIT/compile cache, kept apart from the read-only model (field report 3.1, 12.2)."""
+# The claim the stack makes for compileCache.kind claim, unless claimName names another.
+COMPILE_CACHE_CLAIM = "llm-compile-cache"
 
-    kind: Literal["emptyDir", "existingClaim"] = Field(
-        "emptyDir", description="emptyDir (lost with the pod) or an existing writable claim shared by restarts.")
-    claim_name: DnsLabel | None = Field(None, description="Claim name when kind is existingClaim.")
-    size_gib: int = Field(50, gt=0, description="Size limit of the emptyDir cache in GiB.")
+
+class CompileCache(Model):
+    """Writable JIT/compile cache, kept apart from the read-only model (field report 3.1, 12.2). Every
+    engine writes under its own directory of it, keyed by image, CUDA, driver, GPU architecture and
+    arguments (components/pod_template.py compile_cache_key), so one claim serves every engine pod."""
+
+    kind: Literal["emptyDir", "claim", "existingClaim"] = Field(
+        "emptyDir", description="emptyDir (lost with the pod); claim: a ReadWriteMany claim the stack creates and "
+        "keeps outside dev (beyond `pulumi destroy`), shared by restarts and every engine pod; existingClaim: a "
+        "writable claim made beforehand, shared the same way.")
+    claim_name: DnsLabel | None = Field(None, description="The claim: required when kind is existingClaim; with kind "
+                                        f"claim, the name the stack gives it (default {COMPILE_CACHE_CLAIM}).")
+    storage_class_name: StorageClassName | None = Field(
+        None, description="StorageClass of the claim the stack creates (kind claim, required then): one that "
+        "provisions ReadWriteMany volumes (CephFS, NFS, EFS and the like).")
+    size_gib: int = Field(50, gt=0, description="Size of the cache in GiB: the emptyDir's size limit, or the storage "
+                          "the claim of kind claim requests.")
+
+    @property
+    def claim(self) -> str | None:
+        """The claim the engine pods mount, or None for an emptyDir."""
+        if self.kind == "claim":
+            return self.claim_name or COMPILE_CACHE_CLAIM
+        return self.claim_name if self.kind == "existingClaim" else None
 
 
 class ModelSync(Model):

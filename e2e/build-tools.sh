@@ -8,7 +8,7 @@
 # only links. Nothing built here is committed.
 #
 #   e2e/build-tools.sh [name ...]   names: etcd kubernetes kwok pulumi pulumi-kubernetes aibrix kuberay rbg
-#                                   quantity envoy-gateway (default: all)
+#                                   quantity yamlread envoy-gateway (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -130,11 +130,19 @@ build_kuberay() {
 }
 
 # e2e/test_quantity.py's reference: k8s.io/apimachinery's ParseQuantity, at the version kube-apiserver is
-# built with (check_quantity_pin), in a module of its own so that it compiles apimachinery only.
+# built with (check_kubernetes_pins), in a module of its own so that it compiles apimachinery only.
 build_quantity() {
 	fresh quantity quantity && return
 	(cd "$TOOLS/quantity" && "${GO_BUILD[@]}" -ldflags "-s -w" -o "$BIN/quantity" .)
 	stamp quantity quantity
+}
+
+# e2e/test_yamlread.py's reader: how kubectl reads a manifest file (k8s.io/apimachinery util/yaml over
+# sigs.k8s.io/yaml and go.yaml.in/yaml/v2), at the versions kube-apiserver is built with (check_kubernetes_pins).
+build_yamlread() {
+	fresh yamlread yamlread && return
+	(cd "$TOOLS/yamlread" && "${GO_BUILD[@]}" -ldflags "-s -w" -o "$BIN/yamlread" .)
+	stamp yamlread yamlread
 }
 
 # e2e/test_gateway_xds.py's translator: egctl of the Envoy Gateway AIBrix v0.7.0 installs (v1.2.8), whose
@@ -150,14 +158,17 @@ build_envoy_gateway() {
 	stamp envoy-gateway egctl
 }
 
-check_quantity_pin() {
-	local want have
-	want=$(module_version kubernetes k8s.io/apimachinery)
-	have=$(module_version quantity k8s.io/apimachinery)
-	if [[ "$want" != "$have" ]]; then
-		echo "e2e/tools/quantity/go.mod: k8s.io/apimachinery $have, but e2e/tools/kubernetes builds with $want" >&2
-		exit 2
-	fi
+check_kubernetes_pins() { # [name [module...]]: the wrapper's modules at the versions e2e/tools/kubernetes builds with
+	local name=${1:-quantity} module want have
+	shift || true
+	for module in k8s.io/apimachinery "$@"; do
+		want=$(module_version kubernetes "$module")
+		have=$(module_version "$name" "$module")
+		if [[ "$want" != "$have" ]]; then
+			echo "e2e/tools/$name/go.mod: $module $have, but e2e/tools/kubernetes builds with $want" >&2
+			exit 2
+		fi
+	done
 }
 
 build_rbg() {
@@ -199,7 +210,7 @@ check_kubernetes_replaces() {
 	fi
 }
 
-ALL=(etcd kwok kubernetes pulumi pulumi-kubernetes aibrix kuberay rbg quantity envoy-gateway)
+ALL=(etcd kwok kubernetes pulumi pulumi-kubernetes aibrix kuberay rbg quantity yamlread envoy-gateway)
 WANT=("$@")
 [[ ${#WANT[@]} -gt 0 ]] || WANT=("${ALL[@]}")
 command -v go >/dev/null || { echo "go not found: the e2e tools build with Go 1.26 from the Go module proxy" >&2; exit 2; }
@@ -208,7 +219,7 @@ i=0
 for name in "${WANT[@]}"; do
 	i=$((i + 1))
 	case "$name" in
-	etcd | kwok | kubernetes | pulumi | pulumi-kubernetes | aibrix | kuberay | rbg | quantity | envoy-gateway) ;;
+	etcd | kwok | kubernetes | pulumi | pulumi-kubernetes | aibrix | kuberay | rbg | quantity | yamlread | envoy-gateway) ;;
 	*) echo "unknown tool '$name' (one of: ${ALL[*]})" >&2; exit 2 ;;
 	esac
 	t0=$(date +%s)
@@ -216,7 +227,8 @@ for name in "${WANT[@]}"; do
 	[[ "$name" == kubernetes ]] && check_kubernetes_replaces
 	[[ "$name" == aibrix ]] && check_replaces aibrix github.com/vllm-project/aibrix
 	[[ "$name" == kuberay ]] && check_replaces kuberay github.com/ray-project/kuberay/ray-operator
-	[[ "$name" == quantity ]] && check_quantity_pin
+	[[ "$name" == quantity ]] && check_kubernetes_pins
+	[[ "$name" == yamlread ]] && check_kubernetes_pins yamlread sigs.k8s.io/yaml go.yaml.in/yaml/v2
 	[[ "$name" == envoy-gateway ]] && check_replaces envoy-gateway github.com/envoyproxy/gateway
 	"build_${name//-/_}"
 	log "($i/${#WANT[@]}) $name done in $(($(date +%s) - t0)) s"

@@ -338,7 +338,10 @@ def render(stack_file: StackFile, preview: bool = False, previous: dict[str, dic
         # A stand-in per consumer, each its own (stacks/consumer_keys.py refuses two consumers one secret).
         config[consumer_keys.FULL_KEY] = json.dumps({**(consumer_keys.secrets_of(config) or {}),
                                                      **{n: f"[secret of {n}]" for n in absent}})
-        missing += [f"{consumer_keys.SECRET_KEY}.{n}" for n in absent if consumer_keys.SECRET_KEY not in missing]
+        # One entry per consumer, each with its own `--path` command, also when the whole map is absent
+        # (plan.md's Secrets and --strict name every consumer, not `consumerKeys.<name>`).
+        missing = [k for k in missing if k != consumer_keys.SECRET_KEY]
+        missing += [f"{consumer_keys.SECRET_KEY}.{n}" for n in absent]
     rendered = record(stack_file.stack, program.run, config, secret_keys, cfg.object_store.region, preview, previous)
     rendered.missing_secrets = missing
     rendered.config = cfg

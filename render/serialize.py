@@ -9,6 +9,7 @@ import yaml
 
 from render.runtime import Recorded, Rendered
 from render.stackfile import MASK
+from render.yaml_scalars import plain_is_safe
 
 # Apply order a reviewer expects: what others depend on first.
 KIND_ORDER = ["Namespace", "Secret", "ConfigMap", "PersistentVolume", "PersistentVolumeClaim",
@@ -32,11 +33,14 @@ def kubernetes_objects(rendered: Rendered) -> list[dict]:
 
 
 class _ManifestDumper(yaml.SafeDumper):
-    """Multi-line strings (the scripts ConfigMap) as literal blocks, readable in review."""
+    """Multi-line strings (the scripts ConfigMap) as literal blocks, readable in review; a string that
+    some reader of the file would take as another type (render/yaml_scalars.py) single-quoted."""
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     style = "|" if "\n" in value and not any(line.endswith(" ") for line in value.splitlines()) else None
+    if style is None and not plain_is_safe(value):
+        style = "'"   # the emitter falls back to double quotes where single quotes cannot carry the text
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 

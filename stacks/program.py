@@ -42,7 +42,7 @@ from components.sync_job import ModelSyncArgs, ModelSyncJob, ObjectStoreCa
 from components.sync_job import job_name as sync_job_name
 from components.topologies import roleset_name, topology_of
 from components.topologies.base import FLEET_IMAGE_KEY
-from components.volume import ModelVolumeArgs, ModelVolumeClaims
+from components.volume import CompileCacheClaim, ModelVolumeArgs, ModelVolumeClaims
 from config_model import Environment, ServedModel, StackConfig, derived
 from config_model.resources import model_node_label_keys
 from policy.consumers import consumer_token, key_prefix
@@ -180,7 +180,7 @@ def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list
         ModelOperations(f"ops-{m.name}", OperationsArgs(
             namespace=ns, model=m, endpoint=routes.endpoints[m.served_model_name], operations=ops,
             gpu_pool=cfg.gpu_pool, model_label_keys=model_node_label_keys(cfg.models),
-            python_image=refs["modelVerify"], bench_image=refs[vllm.IMAGE_KEY], revision_key=key,
+            python_image=refs["modelVerify"], bench_image=refs.get(vllm.IMAGE_KEY), revision_key=key,
             api_key_secret=secrets.api_key_secret_name, scripts_config_map=scripts.config_map_name,
             model_claim_name=volume.serving_claim_name, model_mount_path=cfg.model_volume.mount_path,
             image_pull_secrets=tuple(images.pull_secrets), results_claim=results.claim_name if results else None,
@@ -219,9 +219,10 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     protect_data = cfg.environment != Environment.dev
 
     # Outside dev, the objects whose data outlives a feature or the stack are kept and adopted again
-    # (components/retention.py): the Namespace, the bench-results and OpenWebUI claims.
+    # (components/retention.py): the Namespace, the bench-results, OpenWebUI and compile-cache claims.
     retained = providers.retained() if protect_data and (
-        cfg.cluster.create_namespace or cfg.operations.load_test.enabled or cfg.operations.open_webui.enabled) else None
+        cfg.cluster.create_namespace or cfg.operations.load_test.enabled or cfg.operations.open_webui.enabled
+        or cfg.compile_cache.kind == "claim") else None
 
     depends: list[pulumi.Resource] = []
     if cfg.cluster.create_namespace:
@@ -275,6 +276,11 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             image_pull_secrets=pull_secrets),
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[serving_secrets, images])))
 
+    # The compile cache's claim, when the stack makes it: before the engine pods that mount it.
+    engines_after: list[pulumi.Resource] = [images]
+    if cfg.compile_cache.kind == "claim":
+        engines_after.append(CompileCacheClaim("compile-cache", ns, cfg.compile_cache, retained, opts))
+
     backends: list[RouteBackend] = []
     rolled_out: list[tuple[ServedModel, list[pulumi.Resource], str]] = []
     syncs: dict[str, ModelSyncJob] = {}
@@ -315,7 +321,8 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             consumer_keys=serving_secrets.consumer_keys)
         # GPU pods are created only after the weights are verified: no GPU idles through a download
         # (field report 3.2, optimization 3).
-        engine_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory], images]))
+        engine_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[syncs[m.directory],
+                                                                                          *engines_after]))
         backend, ready, sources = _engines_of(m, base, cfg, images, engine_opts, workload_images)
         backends.append(backend)
         # From the pod templates as built (components/rollout.py): whatever reaches one re-runs the

@@ -340,10 +340,34 @@ def test_sglang_needs_its_image_and_a_persistent_jit_cache():
     m.update(engine="sglang", orchestrator="rolebasedgroup")
     m.pop("rollout"), m.pop("vllm"), m.pop("startupBudgetSeconds")
     assert problems(raw) == [
-        "Pulumi.dev.yaml: llm-serving:images.sglang = (unset): is required: models[0] runs SGLang",
-        "Pulumi.dev.yaml: llm-serving:compileCache.kind = 'emptyDir': must be 'existingClaim' for SGLang "
-        "(models[0]): its JIT and graph capture are most of a 23-minute cold start and must survive the pod "
-        "(field report 12.2)"]
+        f"Pulumi.dev.yaml: llm-serving:images.sglang = (unset): is required: models[0] ({m['name']}) runs SGLang",
+        "Pulumi.dev.yaml: llm-serving:compileCache.kind = 'emptyDir': must be 'claim' (the stack makes it) or "
+        "'existingClaim' for SGLang (models[0]): its JIT and graph capture are most of a 23-minute cold start and "
+        "must survive the pod (field report 12.2)"]
+
+
+def test_images_vllm_is_required_only_where_vllm_runs():
+    """images.vllm is the vLLM engines' image and the load test's (`vllm bench serve`): a stack whose
+    models all run on SGLang, without the load test, needs none; a vLLM model or the load test does."""
+    from variants import render, sglang_stack
+
+    sf = sglang_stack()
+    images = json.loads(sf.config["llm-serving:images"])
+    del images["vllm"]
+    sf.config["llm-serving:images"] = json.dumps(images)
+    rendered = render(sf)   # renders, and no object names a vLLM image
+    assert "vllm-openai" not in json.dumps([r.inputs for r in rendered.resources])
+    ops = {"loadTest": {"enabled": True}}
+    sf.config["llm-serving:operations"] = json.dumps(ops)
+    with pytest.raises(ConfigError) as err:
+        render(sf)
+    assert str(err.value) == ("Pulumi.variant.yaml: llm-serving:images.vllm = (unset): is required when "
+                              "operations.loadTest.enabled is true: the load-test Job runs `vllm bench serve` from "
+                              "the vLLM image, whatever engine the models run on")
+    raw = raw_config()
+    del raw["images"]["vllm"]
+    assert problems(raw) == [f"Pulumi.dev.yaml: llm-serving:images.vllm = (unset): is required: models[0] "
+                             f"({raw['models'][0]['name']}) runs vLLM"]
 
 
 def test_sglang_startup_budget_below_23_minutes_is_refused():

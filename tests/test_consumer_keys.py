@@ -147,6 +147,29 @@ def test_a_consumer_without_a_key_is_refused_by_pulumi_up_and_listed_by_the_rend
     assert consumer_keys.problems(cfg, sf.config, lambda: None, require_secrets=False) == []
 
 
+def test_without_any_key_plan_md_and_strict_name_each_consumers_command(tmp_path, capsys):
+    """No consumerKeys at all: plan.md's Secrets section and --strict give one `--path` command per
+    consumer, with its name (never `consumerKeys.<name>`), in stack-file order."""
+    from render.__main__ import missing_secrets_report
+
+    sf = consumers_file()
+    del sf.config["llm-serving:consumerKeys"]
+    sf.secret_keys.remove("llm-serving:consumerKeys")
+    rendered = render(sf)
+    names = [c["name"] for c in CONSUMERS]
+    assert len(names) > 1
+    assert [k for k in rendered.missing_secrets if k.startswith("consumerKeys")] == [f"consumerKeys.{n}" for n in names]
+    secrets = plan_md(rendered).split("## Secrets\n", 1)[1].split("\n## ", 1)[0]
+    for n in names:
+        assert f"- `pulumi config set --secret --path 'llm-serving:consumerKeys.{n}' <secret>`" in secrets, secrets
+    assert "<name>" not in secrets and "consumerKeys <value>" not in secrets, secrets
+    report = missing_secrets_report("Pulumi.variant.yaml", rendered.missing_secrets)
+    for n in names:
+        assert (f"Pulumi.variant.yaml: llm-serving:consumerKeys.{n}: is a required secret and is not set; set it "
+                f"with `pulumi config set --secret --path 'llm-serving:consumerKeys.{n}' <secret>`") in report
+    assert "<name>" not in report
+
+
 @pytest.mark.parametrize("keys,line", [
     ({"search": "same-secret-123", "notebooks": "same-secret-123"},
      "llm-serving:consumerKeys.notebooks = (value not shown): is the same secret as consumerKeys.search"),

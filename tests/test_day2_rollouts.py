@@ -392,6 +392,7 @@ NOT_IN_POD_TEMPLATE = {
     "model.autoscaling.target_value": "the autoscaler",
     "model.smoke.prompt": "the smoke Job", "model.smoke.expected_text": "the smoke Job",
     "model.smoke.checks": "the smoke and warm-up Jobs",
+    "compile_cache.storage_class_name": "the compile-cache claim the stack makes (kind claim), not the pod",
 }
 
 
@@ -472,6 +473,8 @@ def contexts() -> dict[str, tuple[typing.Callable, typing.Any, typing.Callable]]
             update={"backend": "native", "size_gib": 64})), combined[1]),
         "existing cache claim": (*combined[:1], dataclasses.replace(base, compile_cache=CompileCache(
             kind="existingClaim", claim_name="jit-cache")), combined[1]),
+        "stack's cache claim": (*combined[:1], dataclasses.replace(base, compile_cache=CompileCache(
+            kind="claim", storage_class_name="cephfs")), combined[1]),
         "pd fleets": (fleet[0], DisaggregatedArgs(base=with_model(base, topology="pd")), fleet[1]),
         "hybrid fleets": (fleet[0], DisaggregatedArgs(base=with_model(base, topology="hybrid")), fleet[1]),
         "same pod": (lambda a: {"same-pod": same_pod_template(a)}, with_model(base, topology="pd-same-pod"),

@@ -270,11 +270,13 @@ def test_every_path_the_docs_name_exists():
     assert not missing, f"paths that do not exist: {missing}"
 
 
-def test_the_walkthrough_for_a_model_that_is_not_deepseek_renders_as_it_says(tmp_path, capsys):
-    """The README's walkthrough as a newcomer follows it: its own `cp && sed` line run with the real
-    coreutils, its YAML block appended, the render. What it tells the reader to look for must be in
-    the render: a 4-GPU pod with the resources it set, vLLM at TP=4 with its context, and nothing of
-    DeepSeek's in the engine's arguments."""
+def test_the_walkthrough_for_a_model_that_is_not_deepseek_prints_what_it_says(tmp_path, capsys):
+    """The README's walkthrough as a newcomer follows it, command by command: its own `cp && sed` line
+    run with the real coreutils, its YAML block appended (the `$EDITOR` step), the render `make render`
+    runs, then each inspection command (`grep`, `sed`) run as written in the stack's directory. Each
+    must print what its comment says: the plan's rows with 4 GPUs per pod, 256Gi memory and a 32Gi
+    /dev/shm; vLLM's arguments with TP=4, its context and parser, nothing of DeepSeek's. The objects
+    themselves must say the same. A command the test does not know how to run fails it."""
     import shutil
     import subprocess
 
@@ -284,21 +286,55 @@ def test_the_walkthrough_for_a_model_that_is_not_deepseek_renders_as_it_says(tmp
 
     walkthrough = _subsection(README, "### Walkthrough: a model that is not DeepSeek")
     block = re.search(r"```yaml\n(.*?)```", walkthrough, re.S).group(1)
-    line = next(x for x in walkthrough.splitlines() if x.startswith("cp Pulumi.dev.yaml Pulumi.qwen.yaml"))
+    commands = re.search(r"```sh\n(.*?)```", walkthrough, re.S).group(1).splitlines()
     for name in ("Pulumi.yaml", "Pulumi.dev.yaml"):
         shutil.copy(PROJECT_DIR / name, tmp_path / name)
-    subprocess.run(["bash", "-c", line.split("  #")[0]], cwd=tmp_path, check=True)
     stack_file = tmp_path / "Pulumi.qwen.yaml"
-    assert "llm-serving:models:" not in stack_file.read_text()
-    stack_file.write_text(stack_file.read_text() + block)
-    out = tmp_path / "out"
-    code = render_main(["--stack", "qwen", "--project-dir", str(tmp_path), "--out", str(out)])
-    assert code == 0, capsys.readouterr().err
+    printed: dict[str, str] = {}   # inspection command -> its output
+    for line in commands:
+        command = line.split("  #")[0].strip()
+        if command.startswith("cp Pulumi.dev.yaml Pulumi.qwen.yaml"):
+            subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True)
+            assert "llm-serving:models:" not in stack_file.read_text()
+        elif command == "$EDITOR Pulumi.qwen.yaml":
+            stack_file.write_text(stack_file.read_text() + block)
+        elif command == "make render STACK=qwen":   # the Makefile's `python -m render --stack $(STACK)`
+            code = render_main(["--stack", "qwen", "--project-dir", str(tmp_path)])
+            assert code == 0, capsys.readouterr().err
+        elif command.split()[0] in ("grep", "sed"):
+            run = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+            assert run.returncode == 0 and run.stdout.strip(), f"`{command}` printed nothing: {run.stderr}"
+            printed[command] = run.stdout
+        elif command != "make check STACK=qwen":   # tests/test_stack_files.py runs make check on a new stack
+            raise AssertionError(f"README walkthrough: no check for `{command}`; add one to this test")
+    out = tmp_path / "build" / "qwen"
+    plan = (out / "plan.md").read_text()
+    (from_plan,) = [o for c, o in printed.items() if "build/qwen/plan.md" in c]
+    (from_yaml,) = [o for c, o in printed.items() if "build/qwen/kubernetes.yaml" in c]
+
+    # The plan's rows the grep prints, read by their tables' headers (in plan.md).
+    def column(header_cell: str, row_start: str) -> str:
+        header = next(x for x in plan.splitlines() if x.startswith("| ") and f"| {header_cell} |" in x)
+        row = next(x for x in from_plan.splitlines() if x.startswith(row_start))
+        cells = [c.strip() for c in header.strip("|").split("|")]
+        return [c.strip() for c in row.strip("|").split("|")][cells.index(header_cell)]
+
+    assert column("GPUs per pod", "| Deployment | qwen-72b |") == "4"
+    assert column("Memory limit", "| Deployment qwen-72b |") == "256Gi"
+    assert column("/dev/shm", "| Deployment qwen-72b |") == "32Gi"
+
+    # The arguments the sed prints: the YAML list items from `- serve` to the container's `command:`.
+    lines = from_yaml.splitlines()
+    assert lines[0].strip() == "- serve" and lines[-1].strip() == "command:", from_yaml
+    printed_argv = [yaml.safe_load(x.strip()[2:]) for x in lines[:-1]]
+    assert all(isinstance(a, str) for a in printed_argv), printed_argv
+
     objects = [o for o in yaml.safe_load_all((out / "kubernetes.yaml").read_text()) if o]
     (deployment,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "qwen-72b"]
     pod = deployment["spec"]["template"]["spec"]
     (engine,) = [c for c in pod["containers"] if c["name"] == "engine"]
-    argv = [*engine.get("command", []), *engine.get("args", [])]
+    assert engine["command"] == ["vllm"] and engine["args"] == printed_argv   # the sed printed the whole argv
+    argv = printed_argv
     assert argv[argv.index("--tensor-parallel-size") + 1] == "4"
     assert argv[argv.index("--max-model-len") + 1] == "32768"
     assert argv[argv.index("--tool-call-parser") + 1] == "hermes"
@@ -308,7 +344,6 @@ def test_the_walkthrough_for_a_model_that_is_not_deepseek_renders_as_it_says(tmp
     assert limits["nvidia.com/gpu"] in (4, "4") and requests["cpu"] == "32" and limits["memory"] == "256Gi"
     (shm,) = [v for v in pod["volumes"] if v.get("emptyDir", {}).get("medium") == "Memory"]
     assert shm["emptyDir"]["sizeLimit"] == "32Gi"
-    plan = (out / "plan.md").read_text()
     assert "qwen-72b" in plan and "DeepSeek" not in plan.split("## ")[1], plan[:2000]
 
 

@@ -72,6 +72,13 @@ def test_the_provider_is_registered_under_the_sdk_version_and_says_which_release
     assert sdk["name"] == "kubernetes" and parts(sdk["version"]) >= parts(release)
 
 
+@pytest.mark.parametrize("module", ["k8s.io/apimachinery", "sigs.k8s.io/yaml", "go.yaml.in/yaml/v2"])
+def test_the_manifest_reader_is_kubectls_at_the_release_the_e2e_runs(module):
+    """e2e/tools/yamlread reads build/<stack>/kubernetes.yaml as kubectl does (e2e/test_yamlread.py): with
+    the YAML libraries of the Kubernetes release the e2e builds (e2e/build-tools.sh checks the same)."""
+    assert required("yamlread", module) == required("kubernetes", module)
+
+
 @pytest.mark.parametrize("wrapper", sorted(p.name for p in TOOLS.iterdir() if p.is_dir()))
 def test_every_wrapper_is_a_go_module_that_names_what_it_builds(wrapper):
     go_mod = TOOLS / wrapper / "go.mod"

@@ -52,8 +52,20 @@ def patched(*policies: dict, aibrix_priority: int = aibrix.ORIGINAL_ROUTE_PATCH_
 
 
 def bucket(route: dict) -> int | None:
+    """The requests per minute the route's local rate limit lets through, after checking that it is
+    one: a bucket of that many tokens refilled whole every 60 s (Envoy's TokenBucket: max_tokens is the
+    burst, tokens_per_fill added every fill_interval), enabled and enforced for every request."""
     rl = (route.get("typed_per_filter_config") or {}).get(sl.LOCAL_RATE_LIMIT_FILTER)
-    return None if rl is None else rl["token_bucket"]["max_tokens"]
+    if rl is None:
+        return None
+    assert rl["@type"] == sl.LOCAL_RATE_LIMIT_TYPE and rl["stat_prefix"] == sl.LOCAL_RATE_LIMIT_STAT_PREFIX
+    tb = rl["token_bucket"]
+    assert set(tb) == {"max_tokens", "tokens_per_fill", "fill_interval"}, tb
+    assert tb["fill_interval"] == "60s", tb  # a protobuf Duration in JSON: seconds with an `s`
+    assert isinstance(tb["max_tokens"], int) and tb["max_tokens"] == tb["tokens_per_fill"] > 0, tb
+    always = {"default_value": {"numerator": 100, "denominator": "HUNDRED"}}
+    assert rl["filter_enabled"] == always and rl["filter_enforced"] == always, rl
+    return tb["max_tokens"]
 
 
 def picked(rc: dict, authorization: str | None, headers: dict[str, str] = PLUGIN_HEADERS) -> dict:

@@ -141,10 +141,11 @@ def _engine_and_orchestrator(cfg: StackConfig, i: int, m: ServedModel) -> Iterat
                       f"{m.orchestrator} has no Recreate; it rolls with RollingUpdate, maxSurge 0")
     engine = engine_of(m)
     if getattr(cfg.images, engine.IMAGE_KEY) is None:
-        yield Problem(f"images.{engine.IMAGE_KEY}", None, f"is required: {at} runs {engine.DISPLAY_NAME}")
-    if engine.PERSISTENT_COMPILE_CACHE and cfg.compile_cache.kind != "existingClaim":
+        yield Problem(f"images.{engine.IMAGE_KEY}", None, f"is required: {at} ({m.name}) runs {engine.DISPLAY_NAME}")
+    if engine.PERSISTENT_COMPILE_CACHE and cfg.compile_cache.claim is None:
         yield Problem("compileCache.kind", cfg.compile_cache.kind,
-                      f"must be 'existingClaim' for {engine.DISPLAY_NAME} ({at}): {engine.PERSISTENT_COMPILE_CACHE}")
+                      f"must be 'claim' (the stack makes it) or 'existingClaim' for {engine.DISPLAY_NAME} ({at}): "
+                      f"{engine.PERSISTENT_COMPILE_CACHE}")
 
 
 # What may differ inside a DSpark A/B pair: identity and the speculative switch, nothing else.

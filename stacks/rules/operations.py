@@ -83,6 +83,9 @@ def operations(cfg: StackConfig) -> Iterator[Problem]:
                       "rollout, and its rounds compete with their requests (the idle check only waits for a moment "
                       "with nothing in flight); run it on staging, or set operations.loadTest.allowLiveTraffic: true "
                       "for a window without users")
+    if ops.load_test.enabled and cfg.images.vllm is None:
+        yield Problem("images.vllm", None, "is required when operations.loadTest.enabled is true: the load-test Job "
+                      "runs `vllm bench serve` from the vLLM image, whatever engine the models run on")
     if ops.smoke.enabled and ops.smoke.expected_text is not None and not ops.smoke.expected_text.strip():
         yield Problem("operations.smoke.expectedText", ops.smoke.expected_text,
                       "must be the exact answer the deterministic prompt returns (field report 12.3); leave it out "

@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from components.operations import KEY_DIR, RESULTS_MOUNT
+from components.openwebui import NAME as OPEN_WEBUI
+from components.operations import KEY_DIR, RESULTS_CLAIM, RESULTS_MOUNT
 from components.pod_template import CACHE_MOUNT, SCRIPTS_MOUNT
-from config_model import AWS_REGION, StackConfig, WorkloadIdentity
+from config_model import AWS_REGION, StackConfig, WorkloadIdentity, derived
 from stacks.rules.problem import Problem
 
 # Kubernetes removed the in-tree CephFS volume plugin in 1.31.
@@ -115,6 +116,18 @@ def compile_cache(cfg: StackConfig) -> Iterator[Problem]:
     cache = cfg.compile_cache
     if cache.kind == "existingClaim" and not cache.claim_name:
         yield Problem("compileCache.claimName", None, "is required when compileCache.kind is 'existingClaim'")
+    if cache.kind == "claim" and cache.storage_class_name is None:
+        yield Problem("compileCache.storageClassName", None, "is required when compileCache.kind is 'claim': the "
+                      "stack's claim is ReadWriteMany (every engine pod mounts it, on any node), which a cluster's "
+                      "default class often cannot provision; name one that can (CephFS, NFS, EFS and the like)")
+    if cache.kind != "claim" and cache.storage_class_name is not None:
+        yield Problem("compileCache.storageClassName", cache.storage_class_name,
+                      f"must be unset when compileCache.kind is {cache.kind!r}: only a claim of kind 'claim' is "
+                      "created by the stack")
+    taken = {RESULTS_CLAIM: "operations.loadTest's results claim", OPEN_WEBUI: "operations.openWebUI's data claim"}
+    if cache.kind == "claim" and (cache.claim in taken or cache.claim.startswith(f"{derived.SERVING_CLAIM}-")):
+        yield Problem("compileCache.claimName", cache.claim_name, "must differ from the claims the stack makes "
+                      f"itself: {taken.get(cache.claim, 'the model volume claims model-store-<tag>')} has it")
 
 
 # Where the program mounts something into a pod that also mounts the model root: the engine pods
