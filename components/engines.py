@@ -143,6 +143,7 @@ class SmokeSettings:
     expected_text: str
     checks: tuple[str, ...]          # besides the model list and the exact answer: reasoning, tool-call
     reasoning_kwarg: str | None      # chat_template_kwargs key switching reasoning; None sends none
+    max_tokens: int = 32             # of the deterministic request
 
 
 def reasoning_kwarg(model: ServedModel) -> str | None:
@@ -161,4 +162,5 @@ def smoke_settings(model: ServedModel, stack: Smoke) -> SmokeSettings:
         if parser is not None]
     return SmokeSettings(prompt=own.prompt or stack.prompt or profile.SMOKE_PROMPT,
                          expected_text=own.expected_text or stack.expected_text or profile.SMOKE_EXPECTED_TEXT,
-                         checks=tuple(checks), reasoning_kwarg=reasoning_kwarg(model))
+                         checks=tuple(checks), reasoning_kwarg=reasoning_kwarg(model),
+                         max_tokens=own.max_tokens or stack.max_tokens or profile.SMOKE_MAX_TOKENS)

@@ -161,7 +161,7 @@ class ModelOperations(Component):
         user_endpoint = args.gateway_endpoint or args.endpoint
         wait = endpoint_wait_seconds(m)
         if ops.smoke.enabled:
-            command = smoke_args(user_endpoint, m.served_model_name, smoke_settings(m, ops.smoke), ops.smoke.max_tokens,
+            command = smoke_args(user_endpoint, m.served_model_name, smoke_settings(m, ops.smoke), smoke_settings(m, ops.smoke).max_tokens,
                                  smoke_route(m, bool(args.gateway_endpoint)), wait, max_model_len(m))
             previous = [self._job("smoke", args, args.python_image, command, "500m", "256Mi",
                                   deadline=wait + 900, backoff=0, after=previous)]

@@ -97,7 +97,10 @@ class Smoke(Model):
     expected_text: checked(k8s.kubelet_expansions) | None = Field(
         None, description="The exact answer the deterministic prompt must return, for every model that sets no "
         "models[].smoke.expectedText; unset: each model's profile's.")
-    max_tokens: int = Field(32, ge=1, le=1024, description="max_tokens of the deterministic request.")
+    max_tokens: int | None = Field(
+        None, ge=1, le=4096, description="max_tokens of the deterministic request, for every model that sets no "
+        "models[].smoke.maxTokens; unset: each model's profile's (32, or room for the reasoning a family always "
+        "writes before its answer: gpt-oss, Qwen3 Thinking).")
 
 
 class LoadScenario(Model):

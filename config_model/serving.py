@@ -178,6 +178,9 @@ class ModelSmoke(Model):
     checks: list[Literal["reasoning", "tool-call"]] | None = Field(
         None, description="Checks besides the model list and the exact answer, also the warm-up's request shapes; "
         "unset: reasoning when a reasoning parser is set, tool-call when a tool-call parser is set.")
+    max_tokens: int | None = Field(
+        None, ge=1, le=4096, description="max_tokens of the deterministic request; unset: operations.smoke.maxTokens, "
+        f"then the profile's ({_each(lambda p: p.SMOKE_MAX_TOKENS)}).")
     reasoning_kwarg: text(r"^[A-Za-z_][A-Za-z0-9_]*$", "an identifier") | None = Field(
         None, description="chat_template_kwargs key that switches reasoning on and off in the smoke and warm-up "
         f"requests; unset: the profile's ({_each(lambda p: p.REASONING_KWARG, 'none sent')}); null or 'off' sends none.")

@@ -314,9 +314,12 @@ def test_the_walkthrough_for_a_model_that_is_not_deepseek_prints_what_it_says(tm
 
     # The plan's rows the grep prints, read by their tables' headers (in plan.md).
     def column(header_cell: str, row_start: str) -> str:
-        header = next(x for x in plan.splitlines() if x.startswith("| ") and f"| {header_cell} |" in x)
-        row = next(x for x in from_plan.splitlines() if x.startswith(row_start))
-        cells = [c.strip() for c in header.strip("|").split("|")]
+        # The row of that header's own table (several tables start their rows alike), printed by the grep.
+        lines = plan.splitlines()
+        at = next(i for i, x in enumerate(lines) if x.startswith("| ") and f"| {header_cell} |" in x)
+        row = next(x for x in lines[at:] if x.startswith(row_start))
+        assert row in from_plan.splitlines(), (row, from_plan)
+        cells = [c.strip() for c in lines[at].strip("|").split("|")]
         return [c.strip() for c in row.strip("|").split("|")][cells.index(header_cell)]
 
     assert column("GPUs per pod", "| Deployment | qwen-72b |") == "4"

@@ -48,6 +48,7 @@ class Profile(Protocol):
     KV_CACHE: KvCacheShape | None
     SMOKE_PROMPT: str
     SMOKE_EXPECTED_TEXT: str
+    SMOKE_MAX_TOKENS: int                    # room for the answer, and for reasoning the model cannot switch off
     REASONING_KWARG: str | None              # chat_template_kwargs key switching reasoning; None sends none
     REASONING_TAGS: tuple[str, str] | None   # start and end of its reasoning (vLLM --reasoning-config)
     DSPARK: bool                             # the checkpoint has a DSpark head speculative decoding may use

@@ -45,6 +45,7 @@ KV_CACHE = None
 # Field report 12.3: a deterministic exact answer with thinking off; reasoning and tool calls with
 # DeepSeek's chat template switch `thinking`.
 SMOKE_PROMPT = "只回答：你好"
+SMOKE_MAX_TOKENS = 32  # the field report's smoke requests (9.2, 12.3)
 SMOKE_EXPECTED_TEXT = "你好"
 REASONING_KWARG = "thinking"
 # Where its reasoning starts and ends in the output (vLLM --reasoning-config, field report 9.2).

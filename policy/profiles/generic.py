@@ -29,6 +29,7 @@ KV_CACHE = None                # unknown: models[].kvCache gives it
 # A deterministic answer an instruction-tuned model gives at temperature 0; set
 # models[].smoke.prompt and expectedText for a model that answers otherwise.
 SMOKE_PROMPT = "Reply with exactly the word OK and nothing else."
+SMOKE_MAX_TOKENS = 32  # the field report's smoke requests (9.2, 12.3)
 SMOKE_EXPECTED_TEXT = "OK"
 REASONING_KWARG = None
 REASONING_TAGS = None

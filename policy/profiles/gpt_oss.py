@@ -39,9 +39,13 @@ SMOKE_PROMPT = "Reply with exactly the word OK and nothing else."
 SMOKE_EXPECTED_TEXT = "OK"
 # Harmony has no off switch: the model always writes its analysis channel first, at the reasoning effort
 # (low, medium, high) the system message names (model card); the answer is the final channel, which the
-# engines return as content. So no kwarg is sent, and operations.smoke.maxTokens must leave room for the
-# analysis before the answer.
+# engines return as content. So no kwarg is sent, and the smoke request must leave room for the
+# analysis before the answer
+# (SMOKE_MAX_TOKENS below).
 REASONING_KWARG = None
+# Room for that analysis first: at the default (medium) effort it runs to some hundreds of tokens; a
+# deterministic answer still stops at its end-of-turn token, so a larger bound costs nothing when it fits.
+SMOKE_MAX_TOKENS = 1024
 REASONING_TAGS = None          # channels, not tags: no --reasoning-config for same-pod P/D
 
 DSPARK = False

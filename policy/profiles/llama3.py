@@ -39,6 +39,7 @@ SIZE_GIB = None
 KV_CACHE = None
 
 SMOKE_PROMPT = "Reply with exactly the word OK and nothing else."
+SMOKE_MAX_TOKENS = 32  # the field report's smoke requests (9.2, 12.3)
 SMOKE_EXPECTED_TEXT = "OK"
 REASONING_KWARG = None         # nothing to switch
 REASONING_TAGS = None

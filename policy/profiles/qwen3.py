@@ -48,8 +48,11 @@ SMOKE_EXPECTED_TEXT = "OK"
 # The Qwen3 model cards: tokenizer.apply_chat_template(..., enable_thinking=False) switches thinking off
 # (True is the default), "also available in APIs created by vLLM and SGLang" as chat_template_kwargs.
 # The 2507 Instruct checkpoints never think and their template ignores it; the 2507 Thinking ones always
-# think, so their smoke answer comes after the reasoning (operations.smoke.maxTokens must leave room).
+# think, so their smoke answer comes after the reasoning (SMOKE_MAX_TOKENS leaves room for it).
 REASONING_KWARG = "enable_thinking"
+# Room for a Thinking-2507 checkpoint's reasoning before its answer; with thinking off the answer stops at
+# its end-of-turn token well before this.
+SMOKE_MAX_TOKENS = 1024
 REASONING_TAGS = ("<think>", "</think>")   # the model cards: thinking content wrapped in <think>...</think>
 
 DSPARK = False
