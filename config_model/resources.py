@@ -244,7 +244,9 @@ def inherited_pod_sizes(pool: GpuPool, pods: list[tuple[ServedModel, int]]) -> l
         per_gpu = FIELD_REPORT_POD[field] // FIELD_REPORT_POD_GPUS
         unit = "cores" if field.startswith("cpu") else "GiB"
         out.append(Inherited(f"gpuPool.{stack_key(field)}", f"{per_gpu} {unit} per GPU: "
-                             + ", ".join(str(t) for t in sorted(totals)), "2.1"))
+                             + ", ".join(str(t) for t in sorted(totals)), "2.1",
+                             "the field report's 8-GPU pod per GPU, times the pod's GPUs; set gpuPool.nodeCpu and "
+                             "nodeMemoryGiB to size pods from the node"))
     return out
 
 
