@@ -334,8 +334,17 @@ def test_plan_md_gives_the_memory_fit_with_its_numbers(plans, key):
         assert f"KV cache: models[0].kvCache, {section} kvCacheDtype auto, context models[0].{section}.{context}" in sources
     else:
         assert f"KV cache: unknown: no models[0].kvCache and profile {c.family} has no KV_CACHE" in sources
-    if c.engine == "sglang" and c.mem_fraction is None:
-        assert f"utilisation: unset: SGLang computes it at start, at most {b['utilization']:g} on this GPU" in sources
+    # Where the fraction comes from: the stack file, the profile (DeepSeek-V4's is field report 5's H20 figure),
+    # vLLM's own default, or SGLang's computation at start.
+    if c.mem_fraction is not None:
+        fraction = f"models[0].{section}.memFractionStatic"
+    elif c.family == "deepseek-v4":
+        fraction = "profile deepseek-v4 (field report 5, the H20 deployment's figure)"
+    elif c.engine == "vllm":
+        fraction = "unset: vLLM's default"
+    else:
+        fraction = f"unset: SGLang computes it at start, at most {b['utilization']:g} on this GPU"
+    assert f"; utilisation: {fraction}" in sources
 
 
 # ---- the rollout, and what serves during it ----
@@ -549,7 +558,7 @@ def test_weights_that_cannot_fit_at_tp4_on_h20_are_refused_with_what_would_fit(t
                         modelVolume=BIG_VOLUME), "models[0].sizeGiB")
     assert (f"does not fit: {weights:.2f} GiB of weights per GPU (642 GiB / vllm.tensorParallelSize 4) need "
             f"{weights:.2f} GiB, more than the {usable:.2f} GiB vLLM may use of one H20 ({gpu:.2f} GiB x "
-            f"vllm.gpuMemoryUtilization {VLLM_DEFAULT_UTILIZATION:g}") in line
+            f"vllm.gpuMemoryUtilization {VLLM_DEFAULT_UTILIZATION:g}, vLLM's default when unset)") in line
     assert 642 / 8 <= usable and "Would fit: vllm.tensorParallelSize 8 (8 GPUs per pod)" in line
     assert f"a quantised checkpoint of at most {usable * 4:.0f} GiB at this parallel size" in line
 
