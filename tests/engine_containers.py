@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import vllm_cli
 from conftest import IN_CI, PROJECT_DIR, STACKS, k8s_objects, render_stack
+from model_matrix import CASES as MATRIX
+from model_matrix import stack_file
 from variants import SGLANG_FIXTURE, consumers_file, dev_config, model, render, sglang_stack, variant_file
 
 from policy.profiles import NAMES as PROFILE_NAMES
@@ -50,6 +53,9 @@ def _variants():
                                                      "cudaGraphMaxBs": 32, "contextLength": 131072})}
     out |= generic_variants()
     out |= family_variants()
+    # Issue 28's model x hardware matrix (tests/model_matrix.py): every flag, cache and read-back test over
+    # engine containers covers its stacks too, and its vLLM argvs join the session's one parser batch.
+    out |= {f"matrix-{c.key}": stack_file(c) for c in MATRIX}
     # Issue 21: the shared key and one per consumer, in combined pods and in both P/D fleets (and hybrid's).
     out["vllm-consumers"] = consumers_file()
     for topology, orchestrator, budget in (("pd", "rayclusterfleet", 24), ("hybrid", "stormservice", 32)):
@@ -173,3 +179,20 @@ def engine_packages() -> Path:
             pytest.fail(f"engine packages are missing at {root}; `make test` installs them from requirements-engines.txt")
         pytest.skip("engine packages are not installed (run `make test`)")
     return root
+
+
+# What each vLLM release's own parser must refuse, and where each refusal comes from (both releases): argparse's
+# unknown option and int type, a Literal field's choices (EngineArgs get_kwargs), validate_parsed_serve_args
+# (tests/test_engine_flags.py checks them).
+VLLM_REFUSED = {("serve", "/m", "--no-such-flag", "1"): "unrecognized arguments: --no-such-flag 1",
+                ("serve", "/m", "--tensor-parallel-size", "four"): "argument --tensor-parallel-size/-tp: invalid int value",
+                ("serve", "/m", "--kv-offloading-backend", "disk"): "argument --kv-offloading-backend: invalid choice",
+                ("serve", "/m", "--enable-auto-tool-choice"): "--enable-auto-tool-choice requires --tool-call-parser"}
+
+
+def vllm_releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, vllm_cli.Release]:
+    """Every rendered vLLM argv of engine_containers() and VLLM_REFUSED through each pinned release's parser: one
+    batch, so the parsers run once per release per session (and per set of argvs: vllm_cli keeps the answers),
+    whichever test file asks first; the others wait for that run and read its answers."""
+    argvs = [c.argv for c in engine_containers() if c.engine == "vllm"] + list(VLLM_REFUSED)
+    return vllm_cli.parse(argvs, vllm_cli.session_tmp_root(tmp_path_factory))

@@ -13,7 +13,8 @@ import sglang_cli
 import upstream_sglang as sglang
 import upstream_vllm as vllm
 import vllm_cli
-from engine_containers import engine_containers, engine_packages
+from engine_containers import VLLM_REFUSED, engine_containers, engine_packages
+from engine_containers import vllm_releases as parse_every_vllm_argv
 
 from policy.engines import sglang as policy_sglang
 from policy.engines import vllm as vllm_pack
@@ -67,12 +68,8 @@ def test_sglang_argv_parses_with_full_names(version):
 
 # Collected once per worker: every rendered vLLM container of the stacks, the variants and the profiles.
 VLLM_CONTAINERS = {c.where: c for c in engine_containers() if c.engine == "vllm"}
-# What the parsers must refuse, and where each refusal comes from (both releases): argparse's unknown
-# option and int type, a Literal field's choices (EngineArgs get_kwargs), validate_parsed_serve_args.
-REFUSED = {("serve", "/m", "--no-such-flag", "1"): "unrecognized arguments: --no-such-flag 1",
-           ("serve", "/m", "--tensor-parallel-size", "four"): "argument --tensor-parallel-size/-tp: invalid int value",
-           ("serve", "/m", "--kv-offloading-backend", "disk"): "argument --kv-offloading-backend: invalid choice",
-           ("serve", "/m", "--enable-auto-tool-choice"): "--enable-auto-tool-choice requires --tool-call-parser"}
+# What the parsers must refuse (engine_containers.VLLM_REFUSED, in the session's one batch of argvs).
+REFUSED = VLLM_REFUSED
 # Source lines of the parser builders that read the platform (vllm_parse.py installs CpuPlatform, no GPU
 # here): the no-op hook, and at 0.33.0 --mm-processor-device's choices, which gain "cuda" on CUDA.
 PLATFORM_DEPENDENT_OPTIONS = {"0.26.0": (), "0.33.0": ("--mm-processor-device",)}
@@ -80,8 +77,7 @@ PLATFORM_DEPENDENT_OPTIONS = {"0.26.0": (), "0.33.0": ("--mm-processor-device",)
 
 @pytest.fixture(scope="session")
 def vllm_releases(tmp_path_factory) -> dict[str, vllm_cli.Release]:
-    argvs = [c.argv for c in VLLM_CONTAINERS.values()] + list(REFUSED)
-    return vllm_cli.parse(argvs, vllm_cli.session_tmp_root(tmp_path_factory))
+    return parse_every_vllm_argv(tmp_path_factory)
 
 
 @pytest.mark.parametrize("version", vllm.RELEASES)

@@ -33,9 +33,11 @@ ENGINE_DEFAULTS = {
 FIELD_REPORT_DEFAULTS: dict[str, dict[str, str]] = {"vllm": {}, "sglang": {}}
 
 # Each Qwen3 repository ships config.json, generation_config.json (the sampling defaults vLLM applies
-# with --generation-config auto), tokenizer_config.json with the chat template, tokenizer.json, and
-# sharded safetensors with their index.
-REQUIRED_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "model.safetensors.index.json")
+# with --generation-config auto), tokenizer_config.json with the chat template and tokenizer.json. The
+# weights are sharded safetensors with their index, except Qwen3-0.6B's one model.safetensors (no index),
+# so the index is not required here: the gate takes the index and its shards or the single file
+# (components/scripts/model_files.py weight_files).
+REQUIRED_FILES = ("config.json", "generation_config.json", "tokenizer_config.json")
 EXPECTED_SHARD_COUNT = None    # one per checkpoint size: the stack file names it
 SIZE_GIB = None
 # No one shape: Qwen3-0.6B has 28 layers and 8 KV heads, Qwen3-235B-A22B 94 layers and 4 KV heads

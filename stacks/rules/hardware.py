@@ -10,6 +10,7 @@ from typing import Iterator
 
 from components.engines import engine_of, profile_of
 from config_model import ServedModel, StackConfig
+from config_model.types import stack_key
 from policy import gpus, memory_fit
 from policy.kv_cache import ELEMENT_BYTES, KvCacheShape
 from stacks.rules.problem import Problem
@@ -103,7 +104,7 @@ def model_budget(cfg: StackConfig, i: int) -> ModelBudget | None:
     dtype = engine.kv_cache_dtype(section)
     per_token = shape.bytes_per_token_per_gpu(tp, ELEMENT_BYTES.get(dtype, 2)) if shape is not None else None
     fraction = engine.memory_fraction(section)
-    utilization_source = f"{at}.{engine.SECTION}.{engine.MEMORY_FRACTION_FIELD}"
+    utilization_source = _fraction_source(m, at)
     if fraction is None:
         # SGLang computes its share at start: the fit takes the most it could be (policy/engines/sglang.py).
         fraction = engine.memory_fraction_at_most(section, gpu[1] * 1024)
@@ -120,8 +121,23 @@ def model_budget(cfg: StackConfig, i: int) -> ModelBudget | None:
 
 
 def m_fraction_set(m: ServedModel) -> bool:
+    """Whether the stack file sets the engine's memory fraction itself (not the profile, not the engine's default)."""
     engine = engine_of(m)
-    return engine.memory_fraction(engine.section(m)) is not None
+    return any(stack_key(f) == engine.MEMORY_FRACTION_FIELD for f in engine.section(m).model_fields_set)
+
+
+def _fraction_source(m: ServedModel, at: str) -> str:
+    """Where the engine's memory fraction comes from: the stack file, the profile (a field-report figure says its
+    section), or the engine's own default (vLLM's 0.92; SGLang's is computed at start: model_budget says so)."""
+    engine = engine_of(m)
+    if m_fraction_set(m):
+        return f"{at}.{engine.SECTION}.{engine.MEMORY_FRACTION_FIELD}"
+    field = next((f for f in type(engine.section(m)).model_fields if stack_key(f) == engine.MEMORY_FRACTION_FIELD), None)
+    profile = profile_of(m)
+    if field is not None and profile.ENGINE_DEFAULTS.get(engine.NAME, {}).get(field) is not None:
+        report = profile.FIELD_REPORT_DEFAULTS.get(engine.NAME, {}).get(field)
+        return f"profile {m.profile}" + (f" (field report {report}, the H20 deployment's figure)" if report else "")
+    return f"unset: {engine.DISPLAY_NAME}'s default"
 
 
 def memory_fit_rule(cfg: StackConfig) -> Iterator[Problem]:
@@ -140,8 +156,17 @@ def memory_fit_rule(cfg: StackConfig) -> Iterator[Problem]:
                       f"{b.weights_gib + (b.kv_gib or 0):.2f} GiB, more than the {b.usable_gib:.2f} GiB "
                       f"{engine.DISPLAY_NAME} may use of one {mb.gpu_name} ({b.gpu_gib:.2f} GiB x "
                       f"{engine.SECTION}.{engine.MEMORY_FRACTION_FIELD} {b.utilization:g}"
-                      f"{'' if m_fraction_set(m) else ', the most it computes when unset'}). Would fit: "
+                      f"{'' if m_fraction_set(m) else ', ' + _unset_words(m)}). Would fit: "
                       + "; ".join(_what_fits(cfg, m, mb)))
+
+
+def _unset_words(m: ServedModel) -> str:
+    """How the refusal says where an unset fraction came from."""
+    engine = engine_of(m)
+    if engine.memory_fraction(engine.section(m)) is None:
+        return "the most it computes when unset"
+    source = _fraction_source(m, "")
+    return f"from {source}" if source.startswith("profile") else f"{engine.DISPLAY_NAME}'s default when unset"
 
 
 def _what_fits(cfg: StackConfig, m: ServedModel, mb: ModelBudget) -> list[str]:
