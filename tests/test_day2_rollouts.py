@@ -390,7 +390,7 @@ NOT_IN_POD_TEMPLATE = {
     "model.autoscaling.max_replicas": "the autoscaler and the GPU budget",
     "model.autoscaling.metric": "the autoscaler",
     "model.autoscaling.target_value": "the autoscaler",
-    "model.smoke.prompt": "the smoke Job", "model.smoke.expected_text": "the smoke Job",
+    "model.smoke.prompt": "the smoke Job", "model.smoke.expected_text": "the smoke Job", "model.smoke.max_tokens": "the smoke Job",
     "model.smoke.checks": "the smoke and warm-up Jobs",
     "compile_cache.storage_class_name": "the compile-cache claim the stack makes (kind claim), not the pod",
 }
