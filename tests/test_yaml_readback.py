@@ -51,12 +51,13 @@ def go_v2_mismatches(text: str, expected: list) -> list[str]:
         elif isinstance(node, yaml.SequenceNode):
             for i, (item, w) in enumerate(zip(node.value, want, strict=True)):
                 walk(item, w, path + (i,))
-        elif node.style is None:   # plain
+        elif not node.style:   # plain: None from PyYAML's Python parser, '' from libyaml's
             as_text = go_yaml_v2_reads_as_text(node.value)
             if isinstance(want, str) != as_text or (not as_text and _go_v2_value(node.value) != want):
                 out.append(f"{'/'.join(map(str, path))}: {node.value!r} for {want!r}")
 
-    docs = [d for d in yaml.compose_all(text) if d is not None]
+    # libyaml's parser (PyYAML's C binding) gives the same nodes as the Python one, ten times faster.
+    docs = [d for d in yaml.compose_all(text, Loader=yaml.CSafeLoader) if d is not None]
     assert len(docs) == len(expected)
     for doc, want in zip(docs, expected):
         walk(doc, want, ())
@@ -71,7 +72,8 @@ def _go_v2_value(text: str):
 
 def assert_reads_back(text: str, objects: list) -> None:
     expected = json.loads(json.dumps(objects))
-    assert [d for d in yaml.safe_load_all(text) if d is not None] == expected, "PyYAML (YAML 1.1)"
+    # libyaml parses, PyYAML's own resolver (YAML 1.1) and SafeConstructor decide the types.
+    assert [d for d in yaml.load_all(text, Loader=yaml.CSafeLoader) if d is not None] == expected, "PyYAML (YAML 1.1)"
     assert ruamel_load_all(text) == expected, "ruamel.yaml (YAML 1.2)"
     assert go_v3_load_all(text) == expected, "go-yaml v3 (render/yaml12.py)"
     assert go_v2_mismatches(text, expected) == [], "go-yaml v2 (kubectl's sigs.k8s.io/yaml)"
