@@ -312,3 +312,35 @@ def test_the_memory_share_an_unset_engine_takes_is_the_engine_s_own():
     assert engines["sglang"].memory_fraction(s.sglang) is None and engines["sglang"].kv_cache_dtype(s.sglang) == "auto"
     ds = validated(raw_config()).models[0]
     assert engines["vllm"].memory_fraction(ds.vllm) == 0.88 and engines["vllm"].kv_cache_dtype(ds.vllm) == "fp8"
+
+
+def _sglang_deepseek(gpu_type: str, **sglang) -> dict:
+    raw = raw_config()
+    m = copy.deepcopy(raw["models"][0])
+    m.update(engine="sglang", orchestrator="rolebasedgroup", sglang={"tensorParallelSize": 8, **sglang})
+    for k in ("vllm", "rollout", "startupBudgetSeconds"):
+        m.pop(k)
+    raw["models"] = [m]
+    raw["gpuPool"] = {"gpuType": gpu_type}
+    raw["images"]["sglang"] = {"upstream": "lmsysorg/sglang:v0.5.23-cu130", "digest": "sha256:" + "5" * 64,
+                               "cudaVersion": "13.0"}
+    raw["compileCache"] = {"kind": "existingClaim", "claimName": "jit-cache"}
+    return raw
+
+
+def test_a_hopper_only_profile_value_is_refused_on_another_architecture():
+    """DeepSeek-V4's marlin MoE path is the field report's Hopper choice (12.1): on a B200 (sm100) a stack
+    that leaves moeRunnerBackend unset is refused naming the field; set it, or 'off' for SGLang's own."""
+    validated(_sglang_deepseek("H20"))
+    (line,) = problems(_sglang_deepseek("B200"))
+    assert line == ("Pulumi.dev.yaml: llm-serving:models[0].sglang.moeRunnerBackend = 'marlin': is profile "
+                    "deepseek-v4's value for sm90, and this model runs on sm100: marlin is the MXFP4 MoE path the field "
+                    "report ran on Hopper (12.1), not the one SGLang takes on other GPUs; set it for this GPU, or to "
+                    "'off' to let SGLang choose"), line
+    assert validated(_sglang_deepseek("B200", moeRunnerBackend="off")).models[0].sglang.moe_runner_backend is None
+    assert validated(_sglang_deepseek("B200", moeRunnerBackend="flashinfer_mxfp4")).models[0].sglang.moe_runner_backend \
+        == "flashinfer_mxfp4"
+    # A pool without a catalogue type names its architecture; a model's own nodeSelector names its GPU.
+    own = _sglang_deepseek("H20")
+    own["models"][0]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-B200"}
+    assert "this model runs on sm100" in problems(own)[0]

@@ -40,6 +40,9 @@ class Profile(Protocol):
     # (DeepSeek-V4-Flash on 8 x H20) rather than facts of the model -> the report's section. plan.md
     # lists each one a stack leaves unset under "Defaults this stack inherits" (config_model/profile_defaults.py).
     FIELD_REPORT_DEFAULTS: dict[str, dict[str, str]]
+    # Per engine: field -> (the CUDA architectures its profile value is for, why). On another architecture
+    # a stack that leaves the field unset is refused (stacks/rules/hardware.py architecture_defaults).
+    ARCHITECTURE_DEFAULTS: dict[str, dict[str, tuple[tuple[str, ...], str]]]
     REQUIRED_FILES: tuple[str, ...]          # besides the weights and a tokenizer payload; the index if sharded
     EXPECTED_SHARD_COUNT: int | None         # None: models[].expectedShardCount, else the index's count
     SIZE_GIB: float | None                   # None: models[].sizeGiB is required

@@ -32,6 +32,16 @@ FIELD_REPORT_DEFAULTS = {
                "swa_full_tokens_ratio": "12.1"},
 }
 
+# marlin is what SGLang 0.5.17 ran on the H20 (12.1: "MXFP4 Marlin MoE on this hardware, rather than the
+# FlashInfer MXFP4 path intended for Blackwell"): a Hopper choice. Left to itself ("auto"), SGLang 0.5.23
+# picks flashinfer_mxfp4 for DeepSeek-V4's FP4 experts on sm90, sm100 and sm120
+# (sglang/srt/arg_groups/model_overrides/deepseek_v4.py), so off Hopper the stack must say which it wants.
+ARCHITECTURE_DEFAULTS = {
+    "vllm": {},
+    "sglang": {"moe_runner_backend": (("sm90",), "marlin is the MXFP4 MoE path the field report ran on Hopper "
+                                      "(12.1), not the one SGLang takes on other GPUs")},
+}
+
 # Field report 3.1: the checkpoint's files besides the 48 shards and the tokenizer payload.
 REQUIRED_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "model.safetensors.index.json")
 EXPECTED_SHARD_COUNT = 48

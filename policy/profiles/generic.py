@@ -17,6 +17,7 @@ ENGINE_DEFAULTS = {
                "chunked_prefill_size": None},
 }
 FIELD_REPORT_DEFAULTS: dict[str, dict[str, str]] = {"vllm": {}, "sglang": {}}
+ARCHITECTURE_DEFAULTS: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {"vllm": {}, "sglang": {}}
 
 # What transformers needs besides the weights to load a checkpoint and its tokenizer. The weights are
 # either a sharded checkpoint's model.safetensors.index.json and the shards it names, or a single

@@ -24,6 +24,7 @@ ENGINE_DEFAULTS = {
                "chunked_prefill_size": None},
 }
 FIELD_REPORT_DEFAULTS: dict[str, dict[str, str]] = {"vllm": {}, "sglang": {}}
+ARCHITECTURE_DEFAULTS: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {"vllm": {}, "sglang": {}}
 
 # The openai/gpt-oss repositories ship config.json, generation_config.json, tokenizer_config.json,
 # tokenizer.json and sharded safetensors with their index (besides original/ and metal/, which the

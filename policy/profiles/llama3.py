@@ -27,6 +27,7 @@ ENGINE_DEFAULTS = {
                "chunked_prefill_size": None},
 }
 FIELD_REPORT_DEFAULTS: dict[str, dict[str, str]] = {"vllm": {}, "sglang": {}}
+ARCHITECTURE_DEFAULTS: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {"vllm": {}, "sglang": {}}
 
 # The meta-llama repositories ship config.json, generation_config.json, tokenizer_config.json (with the
 # chat template), tokenizer.json and sharded safetensors with their index (besides original/, Meta's

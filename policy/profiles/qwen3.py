@@ -31,6 +31,7 @@ ENGINE_DEFAULTS = {
                "chunked_prefill_size": None},
 }
 FIELD_REPORT_DEFAULTS: dict[str, dict[str, str]] = {"vllm": {}, "sglang": {}}
+ARCHITECTURE_DEFAULTS: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {"vllm": {}, "sglang": {}}
 
 # Each Qwen3 repository ships config.json, generation_config.json (the sampling defaults vLLM applies
 # with --generation-config auto), tokenizer_config.json with the chat template and tokenizer.json. The

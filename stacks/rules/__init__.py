@@ -19,7 +19,7 @@ __all__ = ["Problem", "check", "gpu_demand", "gpu_total"]
 
 RULES: list[Callable[[StackConfig], Iterator[Problem]]] = [
     hardware.gpu_type, models.each_model, models.dspark_pairs, capacity.autoscaling_bounds, capacity.budget,
-    capacity.gpu_pool, capacity.kv_cache_offload, capacity.node_fit, hardware.memory_fit_rule, storage.model_volume,
+    capacity.gpu_pool, capacity.kv_cache_offload, capacity.node_fit, hardware.memory_fit_rule, hardware.architecture_defaults, storage.model_volume,
     storage.model_capacity, storage.object_store, storage.compile_cache, operations.images, operations.operations,
     operations.gateway_needed, storage.mounts, models.int32_deadlines, models.names_apart, network.clients,
     consumers.consumers, passthrough.passthrough, parsers.parser_names,

@@ -64,6 +64,28 @@ class ModelBudget:
     sources: dict[str, str]
 
 
+def architecture_defaults(cfg: StackConfig) -> Iterator[Problem]:
+    """A profile value chosen for one GPU architecture (ARCHITECTURE_DEFAULTS, e.g. DeepSeek-V4's marlin MoE
+    path on Hopper) that a model on another architecture would inherit: refused, naming the field to set."""
+    for i, m in enumerate(cfg.models):
+        arch = model_architecture(cfg, m)
+        engine = engine_of(m)
+        section = engine.section(m)
+        for field, (archs, why) in profile_of(m).ARCHITECTURE_DEFAULTS.get(engine.NAME, {}).items():
+            value = getattr(section, field)
+            if arch is None or arch in archs or field in section.model_fields_set or value is None:
+                continue
+            yield Problem(f"models[{i}].{engine.SECTION}.{stack_key(field)}", value,
+                          f"is profile {m.profile}'s value for {', '.join(archs)}, and this model runs on {arch}: "
+                          f"{why}; set it for this GPU, or to 'off' to let {engine.DISPLAY_NAME} choose")
+
+
+def model_architecture(cfg: StackConfig, m: ServedModel) -> str | None:
+    """The CUDA architecture of the model's nodes: its own nodeSelector's catalogue GPU, else gpuPool's."""
+    own = gpus.by_product((m.node_selector or {}).get(gpus.PRODUCT_LABEL))
+    return own.architecture if own is not None else cfg.gpu_pool.gpu_architecture
+
+
 def model_gpu(cfg: StackConfig, m: ServedModel) -> tuple[str, float, str] | None:
     """(GPU name, memory GiB, source) of the model's nodes: its own nodeSelector's product label where that names
     a catalogue entry, else gpuPool's; None when nothing says."""
