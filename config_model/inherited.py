@@ -25,7 +25,10 @@ __all__ = ["SOURCES", "Inherited", "inherited", "marked_defaults"]
 def marked_defaults(section: BaseModel, at: str = "") -> Iterator[Inherited]:
     """Every field below `section` that the stack file left unset and whose default is marked as the
     field report's, depth first in declaration order."""
+    unused = getattr(section, "unused_sections", lambda: set())()
     for name, info in type(section).model_fields.items():
+        if name in unused:
+            continue
         value = getattr(section, name)
         key = info.alias or stack_key(name)
         path = f"{at}.{key}" if at else key

@@ -12,7 +12,7 @@ from config_model.infra import Toleration
 from config_model.names import ExtendedResourceName, ModelName, NonEmptyLabelValue, checked
 from config_model.resources import DEFAULT_GPU_RESOURCE, GpuResourceName, KvCache, ModelResources, NodeSelector
 from config_model.startup import RULE_TEXT
-from config_model.types import LABEL_VALUE, DnsLabel, Model, NonEmpty, key_prefix, stack_key, text
+from config_model.types import LABEL_VALUE, DnsLabel, Model, NonEmpty, field_report, key_prefix, stack_key, text
 from policy.profiles import FIELD as PROFILE_FIELD
 from policy.profiles import NAMES as PROFILE_NAMES
 from policy.profiles import PROFILES, choose, profile_named
@@ -67,7 +67,9 @@ class Vllm(Model):
     """vLLM engine arguments. Model-specific ones left unset take the model's profile's (policy/profiles/;
     deepseek-v4's are the validated command of field report section 5), else vLLM's own."""
 
-    tensor_parallel_size: int = Field(8, ge=1, le=16, description="--tensor-parallel-size.")
+    tensor_parallel_size: int = Field(8, ge=1, le=16, json_schema_extra=field_report("1"), description=(
+        "--tensor-parallel-size; unset: 8, the field report's single 8-GPU node (1), listed among plan.md's "
+        "inherited defaults: set it for this model and GPU (plan.md's GPU memory table says what fits)."))
     data_parallel_size: int = Field(1, ge=1, le=16, description="--data-parallel-size (1 omits the flag).")
     kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"] | None = Field(
         None, description=f"--kv-cache-dtype; {_profiles('vllm', 'kv_cache_dtype')}; none renders no flag (vLLM's auto: "
@@ -98,7 +100,9 @@ class Sglang(Model):
     are the validated H20 command of field report 12.1), else SGLang's own.
     SGLang spells the parsers differently from vLLM (deepseek-v4, deepseekv4): kept as SGLang spells them."""
 
-    tensor_parallel_size: int = Field(8, ge=1, le=16, description="--tensor-parallel-size (the declared alias of --tp-size).")
+    tensor_parallel_size: int = Field(8, ge=1, le=16, json_schema_extra=field_report("12.1"), description=(
+        "--tensor-parallel-size (the declared alias of --tp-size); unset: 8, the field report's single 8-GPU node "
+        "(12.1), listed among plan.md's inherited defaults."))
     moe_runner_backend: Arg | None = Field(None, description="--moe-runner-backend (marlin is the MXFP4 path on Hopper/H20; FlashInfer MXFP4 is for Blackwell); "
                                           f"{_profiles('sglang', 'moe_runner_backend')}. {_OFF}")
     speculative_algorithm: Literal["off", "DSPARK"] = Field("off", description="--speculative-algorithm; DSPARK uses the checkpoint's built-in DSpark head.")
@@ -327,6 +331,10 @@ class ServedModel(Model):
         None, description="AIBrix gateway routing strategy written into every engine pod's model.aibrix.ai/config "
         "profile; unset means pd for topologies pd and hybrid, prefix-cache otherwise (also with one pod, which the "
         "gateway picks directly: scaling never changes the pods). A client's routing-strategy header still overrides it.")
+
+    def unused_sections(self) -> set[str]:
+        """The engine sections this model's engine does not read (config_model/inherited.py skips them)."""
+        return {"vllm", "sglang"} - {self.engine}
 
     @model_validator(mode="before")
     @classmethod

@@ -305,3 +305,19 @@ def test_plan_counts_the_kv_cache_when_the_shape_is_known():
     kv = 61 * 576 * 65536 / GIB
     assert f"| {kv:.2f} GiB (65536 tokens, fp8) |" in plan
     assert "KV cache: models[0].kvCache, vllm kvCacheDtype fp8, context models[0].vllm.maxModelLen" in plan
+
+
+def test_an_unset_tensor_parallel_size_is_the_field_report_s_and_says_so():
+    """TP 8 is the field report's one 8-GPU node (1, 12.1): unset, it is listed among the inherited defaults
+    (of the model's own engine only), and a pool whose nodes hold fewer GPUs refuses it saying it was unset."""
+    from config_model.inherited import inherited
+    raw = raw_config()
+    raw["models"][0]["vllm"] = {k: v for k, v in raw["models"][0]["vllm"].items() if k != "tensorParallelSize"}
+    paths = [i.path for i in inherited(loader.validate(raw, "dev", SECRETS))]
+    assert "models[0].vllm.tensorParallelSize" in paths and not any(".sglang." in p for p in paths)
+    assert "models[0].vllm.tensorParallelSize" not in [i.path for i in inherited(loader.validate(raw_config(), "dev", SECRETS))]
+    raw["gpuPool"] = {"gpuType": "L4", "gpusPerNode": 4}
+    line = next(p for p in problems(raw) if "tensorParallelSize" in p)
+    assert line.endswith("models[0].vllm.tensorParallelSize = 8: one engine pod needs 8 GPUs but gpuPool.gpusPerNode "
+                         "is 4; a pod must fit on one node (unset, so the field report's 8-GPU node's: set it for "
+                         "this pool)"), line

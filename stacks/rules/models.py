@@ -72,9 +72,12 @@ def each_model(cfg: StackConfig) -> Iterator[Problem]:
             how = engine.describe_parallel_size(engine.section(m))
             yield Problem(f"{at}.gpusPerPod", m.gpus_per_pod, f"must equal the parallel size {size} ({how})")
         if gpus_per_pod(m) > cfg.gpu_pool.gpus_per_node:
-            yield Problem(f"{at}.{engine.SECTION}.tensorParallelSize", engine.section(m).tensor_parallel_size,
+            section = engine.section(m)
+            unset = ("" if "tensor_parallel_size" in section.model_fields_set else
+                     " (unset, so the field report's 8-GPU node's: set it for this pool)")
+            yield Problem(f"{at}.{engine.SECTION}.tensorParallelSize", section.tensor_parallel_size,
                           f"one engine pod needs {gpus_per_pod(m)} GPUs but gpuPool.gpusPerNode is "
-                          f"{cfg.gpu_pool.gpus_per_node}; a pod must fit on one node")
+                          f"{cfg.gpu_pool.gpus_per_node}; a pod must fit on one node{unset}")
 
         estimate = cold_start_estimate_seconds(m)
         if estimate is not None and startup_budget_seconds(m) < estimate:
