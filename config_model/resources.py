@@ -299,8 +299,7 @@ class KvCache(Model):
 
     @model_validator(mode="after")
     def _one_shape(self) -> KvCache:
-        if (self.kv_heads is not None and self.head_dim is not None) == (self.latent_dim is not None) or (
-                (self.kv_heads is None) != (self.head_dim is None)):
+        if not KvCacheShape.one_form(self.kv_heads, self.head_dim, self.latent_dim):
             raise PydanticCustomError(NAME_ERROR, "must give kvHeads and headDim (key/value heads) or latentDim (MLA), "
                                       "not both and not one of kvHeads and headDim alone")
         return self

@@ -29,9 +29,14 @@ class KvCacheShape:
     latent_dim: int | None = None
 
     def __post_init__(self) -> None:
-        heads = self.kv_heads is not None and self.head_dim is not None
-        if self.layers < 1 or heads == (self.latent_dim is not None):
+        if self.layers < 1 or not self.one_form(self.kv_heads, self.head_dim, self.latent_dim):
             raise ValueError("a KV-cache shape is layers with either kv_heads and head_dim, or latent_dim")
+
+    @staticmethod
+    def one_form(kv_heads: int | None, head_dim: int | None, latent_dim: int | None) -> bool:
+        """Key/value heads (both of kv_heads and head_dim) or a latent, never both, never half of the first."""
+        heads = (kv_heads, head_dim) != (None, None)
+        return (kv_heads is None) == (head_dim is None) and heads != (latent_dim is not None)
 
     def bytes_per_token_per_gpu(self, tensor_parallel: int, element_bytes: int) -> int:
         if self.latent_dim is not None:

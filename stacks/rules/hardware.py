@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from components.engines import engine_of, profile_of
+from components.engines import engine_of, max_model_len, profile_of
 from config_model import ServedModel, StackConfig
 from config_model.types import stack_key
 from policy import gpus, memory_fit
@@ -80,16 +80,21 @@ def architecture_defaults(cfg: StackConfig) -> Iterator[Problem]:
                           f"{why}; set it for this GPU, or to 'off' to let {engine.DISPLAY_NAME} choose")
 
 
+def _own_gpu(m: ServedModel) -> gpus.GpuType | None:
+    """The catalogue GPU the model's own nodeSelector's product label names, if it names one."""
+    return gpus.by_product((m.node_selector or {}).get(gpus.PRODUCT_LABEL))
+
+
 def model_architecture(cfg: StackConfig, m: ServedModel) -> str | None:
     """The CUDA architecture of the model's nodes: its own nodeSelector's catalogue GPU, else gpuPool's."""
-    own = gpus.by_product((m.node_selector or {}).get(gpus.PRODUCT_LABEL))
+    own = _own_gpu(m)
     return own.architecture if own is not None else cfg.gpu_pool.gpu_architecture
 
 
 def model_gpu(cfg: StackConfig, m: ServedModel) -> tuple[str, float, str] | None:
     """(GPU name, memory GiB, source) of the model's nodes: its own nodeSelector's product label where that names
     a catalogue entry, else gpuPool's; None when nothing says."""
-    own = gpus.by_product((m.node_selector or {}).get(gpus.PRODUCT_LABEL))
+    own = _own_gpu(m)
     if own is not None:
         return own.name, own.memory_gib, f"{own.memory_source} (policy/gpus.py {own.name}, the model's nodeSelector)"
     pool = cfg.gpu_pool
@@ -101,11 +106,10 @@ def model_gpu(cfg: StackConfig, m: ServedModel) -> tuple[str, float, str] | None
 
 
 def kv_shape(m: ServedModel) -> tuple[KvCacheShape | None, str]:
-    """models[].kvCache, else the profile's KV_CACHE (read with getattr: profiles may not declare one)."""
+    """models[].kvCache, else the profile's KV_CACHE (None where the family has no one shape)."""
     if m.kv_cache is not None:
         return m.kv_cache.shape, "kvCache"
-    shape = getattr(profile_of(m), "KV_CACHE", None)
-    return shape, f"profile {m.profile} KV_CACHE"
+    return profile_of(m).KV_CACHE, f"profile {m.profile} KV_CACHE"
 
 
 def model_budget(cfg: StackConfig, i: int) -> ModelBudget | None:
@@ -117,11 +121,16 @@ def model_budget(cfg: StackConfig, i: int) -> ModelBudget | None:
     section = engine.section(m)
     tp = section.tensor_parallel_size
     profile = profile_of(m)
-    context, context_source = engine.max_model_len(section), f"{at}.{engine.SECTION}.{engine.CONTEXT_FIELD}"
-    if context is None and engine.NAME in getattr(profile, "ASSUMED_CONTEXT", {}):
-        context, context_source = profile.ASSUMED_CONTEXT[engine.NAME], f"profile {m.profile} ASSUMED_CONTEXT"
-    elif context is not None and profile.ENGINE_DEFAULTS.get(engine.NAME, {}).get("max_model_len") == context:
+    # The context the engine and the warm-up take (components/engines.py max_model_len), and where it comes from.
+    context, declared = max_model_len(m), engine.max_model_len(section)
+    if context is None:
+        context_source = "unknown: the checkpoint's, which the engine reads at start"
+    elif declared is None:
+        context_source = f"profile {m.profile} ASSUMED_CONTEXT"
+    elif profile.ENGINE_DEFAULTS.get(engine.NAME, {}).get("max_model_len") == declared:
         context_source = f"profile {m.profile}"
+    else:
+        context_source = f"{at}.{engine.SECTION}.{engine.CONTEXT_FIELD}"
     shape, shape_source = kv_shape(m)
     dtype = engine.kv_cache_dtype(section)
     per_token = shape.bytes_per_token_per_gpu(tp, ELEMENT_BYTES.get(dtype, 2)) if shape is not None else None
