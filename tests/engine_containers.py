@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import sglang_cli
+import upstream_sglang
 import vllm_cli
 from conftest import IN_CI, PROJECT_DIR, STACKS, k8s_objects, render_stack
 from model_matrix import CASES as MATRIX
@@ -169,6 +171,18 @@ def engine_containers() -> tuple[EngineContainer, ...]:
                                                env, c, ref.template["metadata"].get("annotations", {})))
     assert {c.engine for c in out} == set(ENGINES)
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=None)
+def sglang_options(version: str) -> dict[str, bool]:
+    """`sglang serve`'s option strings at the release, read from its installed source (tests/sglang_cli.py)."""
+    root = engine_packages() / f"sglang=={version}"
+    return sglang_cli.serve_options(root, upstream_sglang.FIELD_SOURCES[version], upstream_sglang.ADD_ARGUMENT_SOURCES)
+
+
+def option_names(argv) -> list[str]:
+    """The option strings of an argv, `--x=1` as `--x`."""
+    return [a.split("=", 1)[0] for a in argv if a.startswith("-")]
 
 
 def engine_packages() -> Path:

@@ -4,7 +4,6 @@ vLLM's by each release's own `vllm serve` parser (tests/vllm_cli.py)."""
 
 from __future__ import annotations
 
-import functools
 import itertools
 from pathlib import Path
 
@@ -13,22 +12,13 @@ import sglang_cli
 import upstream_sglang as sglang
 import upstream_vllm as vllm
 import vllm_cli
-from engine_containers import VLLM_REFUSED, engine_containers, engine_packages
+from engine_containers import VLLM_REFUSED, engine_containers, engine_packages, sglang_options
+from engine_containers import option_names as flags
 from engine_containers import vllm_releases as parse_every_vllm_argv
 
 from policy.engines import sglang as policy_sglang
 from policy.engines import vllm as vllm_pack
 from stacks.rules.passthrough import owned_flags
-
-
-@functools.lru_cache(maxsize=None)
-def sglang_options(version: str) -> dict[str, bool]:
-    root = engine_packages() / f"sglang=={version}"
-    return sglang_cli.serve_options(root, sglang.FIELD_SOURCES[version], sglang.ADD_ARGUMENT_SOURCES)
-
-
-def flags(argv) -> list[str]:
-    return [a.split("=", 1)[0] for a in argv if a.startswith("-")]
 
 
 @pytest.mark.parametrize("version", sglang.RELEASES)

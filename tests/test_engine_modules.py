@@ -17,8 +17,7 @@ import pytest
 import upstream_sglang
 import upstream_vllm
 from conftest import PROJECT_DIR
-from engine_containers import engine_containers, engine_packages
-from test_engine_flags import sglang_options
+from engine_containers import engine_containers, engine_packages, sglang_options
 from test_network_monitoring import exposed_samples
 
 from components import engines as model_engines

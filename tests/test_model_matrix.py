@@ -9,7 +9,6 @@ each refused through the render CLI, exit 2, with the field and the numbers."""
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import json
 import math
@@ -21,7 +20,7 @@ import upstream_sglang
 import upstream_vllm
 import yaml
 from conftest import k8s_objects
-from engine_containers import engine_packages, rendered_variants
+from engine_containers import option_names, rendered_variants, sglang_options
 from engine_containers import vllm_releases as parse_every_vllm_argv
 from model_matrix import BY_KEY, CASES, Case
 from test_config import raw_config
@@ -241,17 +240,6 @@ def test_the_family_s_flags_are_in_the_argv(rendered, plans, key):
     assert f"**{c.family}**, {how}" in line
 
 
-@functools.lru_cache(maxsize=None)
-def sglang_options(version: str) -> dict[str, bool]:
-    """`sglang serve`'s option strings at the release, read from its installed source (tests/sglang_cli.py)."""
-    root = engine_packages() / f"sglang=={version}"
-    return sglang_cli.serve_options(root, upstream_sglang.FIELD_SOURCES[version], upstream_sglang.ADD_ARGUMENT_SOURCES)
-
-
-def _flags(args) -> list[str]:
-    return [a.split("=", 1)[0] for a in args if a.startswith("-")]
-
-
 @pytest.fixture(scope="module")
 def vllm_releases(tmp_path_factory) -> dict:
     """Each pinned release's own `vllm serve` parser over the session's one batch of vLLM argvs, the matrix's
@@ -269,7 +257,7 @@ def test_every_vllm_argv_is_accepted_by_the_pinned_vllm(rendered, vllm_releases,
         seen += 1
         args = argv(r)
         assert release.results[args] is None, f"{key}: vLLM {version} `vllm {' '.join(args)}`: {release.results[args]}"
-        assert [f for f in _flags(args[1:]) if f not in release.options] == [], key
+        assert [f for f in option_names(args[1:]) if f not in release.options] == [], key
     assert seen == sum(c.engine == "vllm" for c in CASES)
 
 
@@ -284,7 +272,7 @@ def test_every_sglang_argv_is_accepted_by_the_pinned_sglang(rendered, version):
         seen += 1
         args = argv(r)
         parser.parse_args(list(args[1:]))   # raises sglang_cli.Refused as `sglang serve` would exit 2
-        assert [f for f in _flags(args[1:]) if f not in options] == [], key
+        assert [f for f in option_names(args[1:]) if f not in options] == [], key
     assert seen == sum(c.engine == "sglang" for c in CASES)
 
 

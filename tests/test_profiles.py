@@ -5,7 +5,6 @@ generic profile rendering no DeepSeek flag, kwarg or file, and what the stack fi
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import typing
 
@@ -13,7 +12,13 @@ import pytest
 import sglang_cli
 import upstream_sglang
 from conftest import STACKS, k8s_objects
-from engine_containers import GENERIC_32B, GENERIC_72B, engine_containers, engine_packages, rendered_variants
+from engine_containers import (
+    GENERIC_32B,
+    GENERIC_72B,
+    engine_containers,
+    rendered_variants,
+    sglang_options,
+)
 from test_config import SECRETS, problems, raw_config
 
 from config_model import ServedModel, Sglang, Vllm
@@ -206,12 +211,6 @@ def test_owned_sglang_flags_include_its_aliases_and_are_declared_by_both_release
         for flag in engine_named("sglang").UNRENDERED_OWNED_FLAGS:
             assert flag in options, (version, flag)
     assert {"--model", "--tp-size", "--dp-size", "--api-key", "--model-path"} <= owned_flags("sglang")
-
-
-@functools.lru_cache(maxsize=None)
-def sglang_options(version: str) -> dict[str, bool]:
-    root = engine_packages() / f"sglang=={version}"
-    return sglang_cli.serve_options(root, upstream_sglang.FIELD_SOURCES[version], upstream_sglang.ADD_ARGUMENT_SOURCES)
 
 
 def test_sglang_extra_args_parse_with_both_pinned_parsers():
