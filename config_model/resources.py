@@ -224,6 +224,12 @@ def engine_resources(pool: GpuPool, model: ServedModel, gpus: int, reserved_gib:
         gpu_resource_name=model.gpu_resource_name)
 
 
+def field_report_per_gpu(field: str) -> str:
+    """A pool_pod field's field-report figure per GPU, in words: "8 cores per GPU", "40 GiB per GPU"."""
+    unit = "cores" if field.startswith("cpu") else "GiB"
+    return f"{FIELD_REPORT_POD[field] // FIELD_REPORT_POD_GPUS} {unit} per GPU"
+
+
 # What a model's pod takes from models[].resources instead of gpuPool, per pool_pod field.
 _MODEL_OVERRIDES = {"cpu_request": ("cpu",), "cpu_limit": ("cpu_limit", "cpu"), "memory_request_gib": ("memory",),
                     "memory_limit_gib": ("memory_limit", "memory"), "shm_size_gib": ("shm",)}
@@ -241,9 +247,7 @@ def inherited_pod_sizes(pool: GpuPool, pods: list[tuple[ServedModel, int]]) -> l
                 used.setdefault(field, set()).add(getattr(base, field))
     out = []
     for field, totals in used.items():
-        per_gpu = FIELD_REPORT_POD[field] // FIELD_REPORT_POD_GPUS
-        unit = "cores" if field.startswith("cpu") else "GiB"
-        out.append(Inherited(f"gpuPool.{stack_key(field)}", f"{per_gpu} {unit} per GPU: "
+        out.append(Inherited(f"gpuPool.{stack_key(field)}", f"{field_report_per_gpu(field)}: "
                              + ", ".join(str(t) for t in sorted(totals)), "2.1",
                              "the field report's 8-GPU pod per GPU, times the pod's GPUs; set gpuPool.nodeCpu and "
                              "nodeMemoryGiB to size pods from the node"))

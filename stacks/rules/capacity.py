@@ -22,11 +22,10 @@ from components.topologies import (
 )
 from config_model import StackConfig, stack_key
 from config_model.resources import (
-    FIELD_REPORT_POD,
-    FIELD_REPORT_POD_GPUS,
     EngineResources,
     PoolPod,
     cpu_text,
+    field_report_per_gpu,
     gib_number,
 )
 from policy.engines import engine_offloading_with
@@ -133,8 +132,7 @@ def _derived(pool, base: PoolPod, field: str, gpus: int, i: int, name: str) -> s
         node = "nodeCpu" if field.startswith("cpu") else "nodeMemoryGiB"
         return (f" (unset: the share of gpuPool.{node} of a pod of {gpus} GPUs of gpuPool.gpusPerNode "
                 f"{pool.gpus_per_node}, models[{i}] {name})")
-    per_gpu = FIELD_REPORT_POD[field] // FIELD_REPORT_POD_GPUS
-    return (f" (unset: field report 2.1's {per_gpu} {'cores' if field.startswith('cpu') else 'GiB'} per GPU for the "
+    return (f" (unset: field report 2.1's {field_report_per_gpu(field)} for the "
             f"{gpus}-GPU pods of models[{i}] {name}; declare gpuPool.nodeCpu and nodeMemoryGiB to size pods from the node)")
 
 
