@@ -11,7 +11,7 @@ no custom-metrics adapter). A pod that does not answer yet (a cold start) counts
 A StormService is scaled the same way when the PodAutoscaler names no subTargetSelector: its
 top-level spec.replicas, the count of RoleSets (workload_scale.go SetDesiredReplicas, generic
 path), with the pods selected by storm-service-name=<name> (getPodSelectorForRole). So an autoscaled
-StormService is rendered in replica mode, one pod per RoleSet (components/combined.py), and the
+StormService is rendered in replica mode, one pod per RoleSet (components/orchestrators/stormservice.py), and the
 autoscaler's count is a pod count as for a Deployment. Role-level scaling (subTargetSelector)
 patches spec.template.spec.roles[].replicas inside a list Pulumi applies whole, and is never built.
 
@@ -31,7 +31,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.base import AIBRIX_ORCHESTRATION_API, Component, metadata
+from components.base import Component, metadata
+from components.orchestrators import orchestrator_of
 from components.routing import metric_port
 from components.topologies import topology_of
 from config_model import ServedModel, derived
@@ -113,17 +114,7 @@ def refusal(model: ServedModel) -> str | None:
     refused = topology_of(model).autoscale_refusal
     if refused is not None:
         return refused
-    if model.orchestrator == "rolebasedgroup":
-        return ("AIBrix v0.7.0's PodAutoscaler reads and writes its target's spec.replicas (pkg/controller/"
-                "podautoscaler/workload_scale.go), which a RoleBasedGroup does not have (replicas per role), and "
-                "its controller's ClusterRole grants nothing on workloads.x-k8s.io (config/rbac/controller-manager/"
-                "role.yaml)")
-    # A combined StormService is scaled through its top-level spec.replicas in replica mode (module
-    # docstring). Role-level scaling stays out: AIBrix v0.7.0 patches spec.template.spec.roles[].replicas
-    # (workload_scale.go setDesiredReplicasForRole), inside a list Pulumi applies whole at every update and
-    # cannot leave to the autoscaler (pulumi-kubernetes v4.32.0 provider/pkg/await/await.go: ignoreChanges
-    # cannot name a field inside a list); scale_target never sets a subTargetSelector.
-    return None
+    return orchestrator_of(model).autoscale_refusal(model)
 
 
 def target_value(model: ServedModel) -> float:
@@ -137,12 +128,13 @@ def _number(value: float) -> str:
 
 
 def scale_target(model: ServedModel) -> dict:
-    """The workload the autoscaler scales: the model's Deployment or StormService (components/combined.py
-    names it after the model), in the autoscaler's own namespace. For a StormService the reference is
-    the whole object: without subTargetSelector v0.7.0 scales its top-level spec.replicas."""
-    if model.orchestrator == "stormservice":
-        return {"apiVersion": AIBRIX_ORCHESTRATION_API, "kind": "StormService", "name": model.name}
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "name": model.name}
+    """The workload the autoscaler scales, named after the model, in the autoscaler's own namespace: what
+    its orchestrator answers (components/orchestrators/; a StormService without subTargetSelector is
+    scaled by its top-level spec.replicas)."""
+    target = orchestrator_of(model).autoscale_target(model)
+    if target is None:
+        raise ValueError(f"{model.name}: {refusal(model)}")
+    return target
 
 
 def podautoscaler_spec(model: ServedModel) -> dict:

@@ -28,7 +28,6 @@ from components.combined import (
     CombinedEngineArgs,
     TemplateSource,
     aibrix_labels,
-    deployment_spec,
     engine_pod_spec,
     model_mount,
     rollout_deadline_seconds,
@@ -44,6 +43,7 @@ from components.engines import (
     startup_budget_seconds,
 )
 from components.gateway import RouteBackend, service_name
+from components.orchestrators import orchestrator_of
 from components.pod_template import (
     ENGINE_SCANNER_EXCEPTIONS,
     SCRIPTS_MOUNT,
@@ -277,7 +277,7 @@ class SamePodPdEngine(Component):
         k8s.apps.v1.Deployment(
             f"{name}-deployment", metadata={**metadata(m.name, base.namespace, "engine"),
                                             "annotations": scanner_exceptions(ENGINE_SCANNER_EXCEPTIONS)},
-            spec=deployment_spec(m, self.template_source.build(base)[m.name]),
+            spec=orchestrator_of(m).spec(m, self.template_source.build(base)[m.name]),
             opts=self.child_opts(custom_timeouts=rollout_timeouts(m)))
         self.route_backend = RouteBackend(
             served_model_name=m.served_model_name, service_name=m.name, selector=served_model_selector(m),

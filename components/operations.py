@@ -20,6 +20,7 @@ from components.base import Component, job_metadata, labels, metadata
 from components.combined import rollout_timeouts, served_model_selector
 from components.engines import max_model_len, smoke_settings, tokenizer_mode
 from components.ops_commands import Engines, SmokeRoute, load_test_plan, smoke_args, warmup_args
+from components.orchestrators import orchestrator_of
 from components.pod_template import API_KEY_ENTRY, SCRIPTS_MOUNT, container_security, cpu_job_pod, revision_path
 from components.retention import kept, kept_annotations
 from components.topologies import topology_of
@@ -88,7 +89,6 @@ def endpoint_wait_seconds(m: ServedModel) -> int:
 # (AIBrix v0.7.0); RoleBasedGroup -> RoleInstanceSet -> RoleInstance -> pod (RBG v0.7.0, the role's
 # default workload); RayClusterFleet -> RayClusterReplicaSet -> RayCluster -> pod (AIBrix v0.7.0,
 # KubeRay v1.2.1). RoleSet, RoleInstance and RayCluster have no /scale in their CRDs.
-COMBINED_POD_CONTROLLER = {"deployment": "ReplicaSet", "stormservice": "RoleSet", "rolebasedgroup": "RoleInstance"}
 FLEET_POD_CONTROLLER = "RayCluster"
 SCALED_POD_CONTROLLERS = frozenset({"ReplicaSet"})
 
@@ -99,7 +99,7 @@ def pod_controllers(m: ServedModel) -> set[str]:
     t = topology_of(m)
     kinds = set()
     if t.model_workload:
-        kinds.add(COMBINED_POD_CONTROLLER[m.orchestrator])
+        kinds.add(orchestrator_of(m).pod_controller)
     if t.fleets:
         kinds.add(FLEET_POD_CONTROLLER)
     return kinds

@@ -26,6 +26,8 @@ from test_network_monitoring import EXPORTED, pods_of
 import apivalidation
 from components import autoscaling, combined
 from components.gateway import service_name
+from components.orchestrators import base as orchestrator_base
+from components.orchestrators import stormservice
 from components.routing import routing_strategy
 from config_model import AUTOSCALING_METRICS, ServedModel
 from policy import gpu_accounting, stack_rules, workloads
@@ -490,21 +492,21 @@ def test_a_replica_mode_update_never_raises_the_gpu_count_and_fits_the_await(pod
     (m, *_) = staging_models()
     m = m.model_copy(update={"rollout": m.rollout.model_copy(update={"max_unavailable": max_unavailable}),
                              "autoscaling": m.autoscaling.model_copy(update={"max_replicas": pods})})
-    ss = {"kind": "StormService", "spec": combined.stormservice_spec(m, {})}
-    wait = combined.stormservice_replica_wait_for()
+    ss = {"kind": "StormService", "spec": stormservice.stormservice_spec(m, {})}
+    wait = stormservice.stormservice_replica_wait_for()
     most, fewest, waves = _roll(ss["spec"], wait, pods)
     # Never a RoleSet (8 GPUs) beyond the count the autoscaler set; never more down than maxUnavailable.
     assert most == pods and fewest == pods - min(max_unavailable, pods)
     # The waves the Pulumi update timeout and the policy count (at the autoscaler's maxReplicas).
     assert waves == gpu_accounting.rollout_waves(pods, max_unavailable)
     assert waves == workloads.rollout_waves("StormService", {"spec": {**ss["spec"], "replicas": pods}})
-    deadline = combined.rollout_deadline_seconds(m)
+    deadline = orchestrator_base.rollout_deadline_seconds(m)
     assert combined.rollout_timeouts(m).update == f"{deadline * waves}s"
     # The pooled await's fixed count never completes once the autoscaler has made two RoleSets.
     if pods >= 2:
         done = [aibrix.RoleSet("r2", True) for _ in range(pods)]
         status = aibrix.ss_status({"replicas": pods}, done, "r1", "r2", 2)
-        assert pk.ready(wait, status) and not pk.ready(combined.stormservice_wait_for(), status)
+        assert pk.ready(wait, status) and not pk.ready(stormservice.stormservice_wait_for(), status)
     # Top-level InPlaceUpdate would relabel every RoleSet at once: all their pods down together.
     inplace = {**ss["spec"], "replicas": pods, "updateStrategy": {"type": "InPlaceUpdate"}}
     rolesets = [aibrix.RoleSet("r1", True) for _ in range(pods)]
@@ -540,10 +542,10 @@ def test_a_stormservice_without_autoscaler_stays_pooled():
         ss, m = res.inputs, next(m for m in staging_models() if m.name == res.inputs["metadata"]["name"])
         spec = {k: v for k, v in ss["spec"].items() if k != "template"}
         (role,) = ss["spec"]["template"]["spec"]["roles"]
-        assert spec == {"replicas": 1, "selector": {"matchLabels": combined.selector(m)},
+        assert spec == {"replicas": 1, "selector": {"matchLabels": orchestrator_base.selector(m)},
                         "updateStrategy": {"type": "InPlaceUpdate", "maxSurge": 0, "maxUnavailable": 1}}
         assert {k: v for k, v in role.items() if k != "template"} == {
             "name": "server", "replicas": m.replicas, "stateful": False,
             "updateStrategy": {"maxSurge": 0, "maxUnavailable": 1}}
-        assert ss["metadata"]["annotations"]["pulumi.com/waitFor"] == combined.stormservice_wait_for()
+        assert ss["metadata"]["annotations"]["pulumi.com/waitFor"] == stormservice.stormservice_wait_for()
         assert res.engine_options["ignoreChanges"] == []

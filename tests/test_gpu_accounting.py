@@ -11,7 +11,7 @@ import test_topologies
 from conftest import PROJECT_DIR, STACKS, render_stack, stack_resources
 from variants import pair_file
 
-from components.combined import rollout_strategy
+from components.orchestrators import rollout_strategy
 from components.topologies import gpu_workloads, topology_of
 from config_model import ServedModel, StackConfig
 from policy import gpu_accounting, stack_rules, workloads

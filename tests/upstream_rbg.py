@@ -42,7 +42,7 @@ ROLE_WORKLOAD_TYPE_ANNOTATION = "rbg.workloads.x-k8s.io/role-workload-type"
 STANDALONE_POD_CONTROLLER = ("workloads.x-k8s.io/v1alpha2", "RoleInstance")
 
 
-# Known limit, not closable from the RBG status (components/combined.py rolebasedgroup_wait_for):
+# Known limit, not closable from the RBG status (components/orchestrators/rolebasedgroup.py rolebasedgroup_wait_for):
 # pkg/reconciler/common.go ConstructWorkloadRoleStatus keeps the last known role status while the role
 # workload's observedGeneration is behind, and internal/controller/workloads/rolebasedgroup_controller.go
 # updateRBGStatus writes Ready and observedGeneration = generation from it.

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from components.combined import rollout_deadline_seconds
 from components.engines import (
     cold_start_estimate_seconds,
     engine_of,
@@ -17,6 +16,7 @@ from components.engines import (
 )
 from components.gateway import service_name
 from components.operations import engines_service
+from components.orchestrators import ORCHESTRATORS, rollout_deadline_seconds
 from components.topologies import TOPOLOGIES, gpus_per_pod, pod_resources, topology_of
 from config_model import ServedModel, StackConfig, k8s, stack_key
 from config_model.resources import GIB
@@ -28,6 +28,14 @@ from stacks.rules.problem import Problem
 def supported() -> set[tuple[str, str, str]]:
     """(topology, engine, orchestrator) the field report validated, as each topology states them."""
     return {(name, e, o) for name, t in TOPOLOGIES.items() for e, o in t.supported}
+
+
+def orchestrator_may_surge(m: ServedModel) -> bool:
+    return m.orchestrator in ORCHESTRATORS and ORCHESTRATORS[m.orchestrator].may_surge
+
+
+def orchestrator_has_recreate(m: ServedModel) -> bool:
+    return m.orchestrator in ORCHESTRATORS and ORCHESTRATORS[m.orchestrator].has_recreate
 
 
 def each_model(cfg: StackConfig) -> Iterator[Problem]:
@@ -102,7 +110,7 @@ def _rollout(at: str, m: ServedModel) -> Iterator[Problem]:
     rollout that can make progress (the API server refuses maxSurge and maxUnavailable both 0)."""
     r = m.rollout
     if r.max_surge:
-        if m.orchestrator != "deployment":
+        if not orchestrator_may_surge(m):
             yield Problem(f"{at}.rollout.maxSurge", r.max_surge,
                           f"must be 0 for orchestrator {m.orchestrator!r}: only a Deployment rolls with a surge pod "
                           "here; StormService, RoleBasedGroup and the P/D fleets replace pods without one (field "
@@ -139,7 +147,7 @@ def _engine_and_orchestrator(cfg: StackConfig, i: int, m: ServedModel) -> Iterat
         if other.NAME != m.engine and other.SECTION in m.model_fields_set:
             yield Problem(f"{at}.{other.SECTION}", "(set)",
                           f"must be unset for engine {m.engine!r}: only the {m.engine} section applies")
-    if m.orchestrator != "deployment" and m.rollout.strategy == "Recreate":
+    if not orchestrator_has_recreate(m) and m.rollout.strategy == "Recreate":
         yield Problem(f"{at}.rollout.strategy", "Recreate",
                       f"{m.orchestrator} has no Recreate; it rolls with RollingUpdate, maxSurge 0")
     engine = engine_of(m)

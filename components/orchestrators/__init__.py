@@ -1,0 +1,33 @@
+"""What runs a served model's own engine pods, one module per orchestrator (deployment, stormservice,
+rolebasedgroup): the workload's kind and spec, what `pulumi up` waits for, which controller owns the pods,
+whether it has Recreate or may surge, and what the autoscaler scales. Everything that depends on the
+orchestrator asks `orchestrator_of(model)` instead of comparing the name. A new orchestrator is a module
+here, its entry in ORCHESTRATORS and its name in config_model/serving.py's Literal.
+
+The P/D fleets (orchestrator rayclusterfleet) are the topology's own workloads (components/topologies/,
+components/disaggregated.py), not a model workload, so they have no entry: orchestrator_of refuses them.
+"""
+
+from __future__ import annotations
+
+from components.orchestrators import deployment, rolebasedgroup, stormservice
+from components.orchestrators.base import Orchestrator, rollout_deadline_seconds, selector
+from config_model import ServedModel
+
+__all__ = ["ORCHESTRATORS", "Orchestrator", "orchestrator_of", "rollout_deadline_seconds", "rollout_strategy",
+           "selector"]
+
+ORCHESTRATORS: dict[str, Orchestrator] = {o.name: o for o in (deployment.ORCHESTRATOR, stormservice.ORCHESTRATOR,
+                                                              rolebasedgroup.ORCHESTRATOR)}
+
+
+def orchestrator_of(model: ServedModel) -> Orchestrator:
+    return ORCHESTRATORS[model.orchestrator]
+
+
+def rollout_strategy(model: ServedModel) -> str:
+    """The stack file's models[].rollout.strategy, else the orchestrator's (RollingUpdate for the P/D fleets)."""
+    if model.rollout.strategy is not None:
+        return model.rollout.strategy
+    orchestrator = ORCHESTRATORS.get(model.orchestrator)
+    return orchestrator.default_strategy(model) if orchestrator is not None else "RollingUpdate"

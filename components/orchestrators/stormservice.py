@@ -1,0 +1,95 @@
+"""An AIBrix StormService (field report 11.1): one RoleSet, one `server` role, maxSurge 0 at both levels;
+in replica mode (autoscaled) one RoleSet per pod."""
+
+from __future__ import annotations
+
+import json
+
+from components.base import AIBRIX_ORCHESTRATION_API
+from components.orchestrators.base import Orchestrator, selector
+from config_model import ServedModel
+
+ROLE_NAME = "server"
+
+
+def stormservice_wait_for() -> str:
+    """Ready, and the one RoleSet counted in updatedReadyReplicas: of the update revision with every
+    role's pods updated AND ready (aibrix v0.7.0 pkg/controller/stormservice/sync.go updateStatus,
+    utils.go isAllRoleUpdatedAndReady); Ready alone counts a RoleSet whose updated pods are not ready
+    yet. Both are written with observedGeneration, which the provider compares with the generation
+    before it believes either (pulumi-kubernetes v4.32.0 provider/pkg/await/condition/kubectl.go,
+    jsonpath.go). A list is an AND (provider/pkg/metadata/overrides.go ReadyCondition)."""
+    return json.dumps(["condition=Ready", "jsonpath={.status.updatedReadyReplicas}=1"])
+
+
+def stormservice_replica_wait_for() -> str:
+    """Ready alone, in replica mode: the autoscaler moves spec.replicas, so no fixed count of
+    updatedReadyReplicas can be written here. Ready needs status.replicas and updatedReplicas equal to
+    spec.replicas and readyReplicas at least that (aibrix v0.7.0 stormservice/sync.go updateStatus): every
+    RoleSet of the update revision and RoleSet-Ready. Replica mode never updates a RoleSet in place
+    (rollingUpdate deletes and creates; only inPlaceUpdate calls updateRoleSet), so a RoleSet of the
+    update revision was created at it and its Ready (roleset/sync.go calculateStatus: every role's
+    readyReplicas reaches its replicas) speaks of that revision's pods only."""
+    return "condition=Ready"
+
+
+def replica_mode(model: ServedModel) -> bool:
+    """An autoscaled StormService runs in replica mode: one RoleSet per pod, counted by the top-level
+    spec.replicas that AIBrix v0.7.0's PodAutoscaler scales (components/autoscaling.py)."""
+    return model.orchestrator == "stormservice" and model.autoscaling.enabled
+
+
+def stormservice_spec(model: ServedModel, template: dict) -> dict:
+    """Pooled mode: one RoleSet (replicas 1) with one role serving the whole model per pod. Pooled
+    mode updates that one RoleSet in place, which then rolls its role pods by the role's strategy:
+    RollingUpdate at this level would replace the only RoleSet, every pod at once (aibrix v0.7.0
+    pkg/controller/stormservice/sync.go rollingUpdate "for replica mode", inPlaceUpdate "in pooled
+    mode").
+
+    Replica mode (autoscaled): spec.replicas RoleSets of one pod each. Top-level RollingUpdate deletes
+    outdated RoleSets down to spec.replicas - maxUnavailable ready ones, then creates new ones up to
+    spec.replicas + maxSurge (sync.go rollingUpdate, utils.go MinAvailable/MaxSurge); with maxSurge 0 the
+    pod, and GPU, count never rises. InPlaceUpdate here would update every RoleSet at once, each rolling
+    its only pod: all pods down together. The role keeps maxSurge 0 too, which the budget reads.
+
+    Switching modes changes spec.replicas, and v0.7.0 scales before it rolls out (sync.go scaling):
+    at replicas 1 one RoleSet replaces one; at N, pooled -> replica starts N-1 RoleSets beside the
+    pooled N pods (README: switch at replicas 1)."""
+    no_surge = {"maxSurge": 0, "maxUnavailable": model.rollout.max_unavailable}
+    replicas = replica_mode(model)
+    return {
+        "replicas": model.replicas if replicas else 1,
+        "selector": {"matchLabels": selector(model)},
+        # maxSurge 0 in both modes: scaling() creates RoleSets up to spec.replicas + maxSurge (stormservice/sync.go).
+        "updateStrategy": {"type": "RollingUpdate" if replicas else "InPlaceUpdate", **no_surge},
+        "template": {"metadata": {"labels": selector(model)}, "spec": {"roles": [{
+            "name": ROLE_NAME, "replicas": 1 if replicas else model.replicas, "stateful": False,
+            "updateStrategy": no_surge, "template": template}]}},
+    }
+
+
+class StormService(Orchestrator):
+    name = "stormservice"
+    api_version = AIBRIX_ORCHESTRATION_API
+    kind = "StormService"
+    pod_controller = "RoleSet"
+
+    def spec(self, model: ServedModel, template: dict) -> dict:
+        return stormservice_spec(model, template)
+
+    def wait_for(self, model: ServedModel) -> str:
+        return stormservice_replica_wait_for() if replica_mode(model) else stormservice_wait_for()
+
+    def autoscaler_owns_replicas(self, model: ServedModel) -> bool:
+        return replica_mode(model)
+
+    def autoscale_target(self, model: ServedModel) -> dict | None:
+        """The whole object: without subTargetSelector AIBrix v0.7.0 scales its top-level spec.replicas
+        (replica mode, components/autoscaling.py). Role-level scaling stays out: v0.7.0 patches
+        spec.template.spec.roles[].replicas (workload_scale.go setDesiredReplicasForRole), inside a list
+        Pulumi applies whole at every update and cannot leave to the autoscaler (pulumi-kubernetes v4.32.0
+        provider/pkg/await/await.go: ignoreChanges cannot name a field inside a list)."""
+        return {"apiVersion": self.api_version, "kind": self.kind, "name": model.name}
+
+
+ORCHESTRATOR = StormService()
