@@ -237,5 +237,5 @@ def check_object(obj: dict) -> list[tuple[str, object, str]]:
         # A custom resource's pod templates reach the API server later, as pods its operator
         # creates (V core ValidatePodCreate): refused then, after `pulumi up` has returned.
         for ref in pod_templates(kind, obj):
-            pod_template(c, ref.path, ref.template, ("Always",))
+            pod_template(c, ref.path, ref.template, ("Always",), ref.injected_env)
     return c.found

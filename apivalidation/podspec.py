@@ -87,21 +87,28 @@ def _resources(c: Check, path: str, res: dict | None) -> None:
                       "V core ValidateContainerResourceRequirements")
 
 
-def _expansions(c: Check, path: str, ctr: dict) -> None:
-    """The program's one use of expansion is a whole value naming a variable the container defines
-    (`--api-key $(SGLANG_API_KEY)`, the key from a Secret). A reference inside other text, or to a
-    name the container does not define, is a value from the stack file that the kubelet would
+def _expansions(c: Check, path: str, ctr: dict, injected: tuple[str, ...] = ()) -> None:
+    """The program's uses of expansion: a whole value naming a variable the container defines
+    (`--api-key $(SGLANG_API_KEY)`, the key from a Secret), and a value composed from variables the
+    controller injects (`injected`: a group pod's leader address). Any other reference inside other text,
+    or to a name the container does not define, is a value from the stack file that the kubelet would
     rewrite or leave dangling: refused (a stricter rule than the server's, which accepts any text)."""
-    env = [e.get("name") for e in ctr.get("env") or []]
+    # Variables a controller puts first into the container (policy/workloads.py PodTemplateRef.injected_env).
+    env = [*injected, *(e.get("name") for e in ctr.get("env") or [])]
+    own = len(injected)
     opaque = bool(ctr.get("envFrom"))  # names an envFrom brings in are unknown here
     values = [(f"{path}.command[{i}]", v, env) for i, v in enumerate(ctr.get("command") or [])]
     values += [(f"{path}.args[{i}]", v, env) for i, v in enumerate(ctr.get("args") or [])]
     # An env value sees only the variables defined before it (expand.go mapping order).
-    values += [(f"{path}.env[{i}].value", e.get("value"), env[:i]) for i, e in enumerate(ctr.get("env") or [])]
+    values += [(f"{path}.env[{i}].value", e.get("value"), env[:own + i]) for i, e in enumerate(ctr.get("env") or [])]
     for p, v, defined in values:
         if not isinstance(v, str):
             continue
         for ref in kubelet_references(v):
+            # A controller's own variable inside a value is composed on purpose (a group's leader address,
+            # components/group.py): only those, never a stack-file value's.
+            if ref in injected and ref in defined:
+                continue
             if v != f"$({ref})":
                 c.add(p, v, [f"the kubelet expands $({ref}) inside this value; write $$({ref}) for the literal text"],
                       "expansion.Expand")
@@ -110,7 +117,7 @@ def _expansions(c: Check, path: str, ctr: dict) -> None:
                       "expansion.Expand")
 
 
-def _container(c: Check, path: str, ctr: dict, volumes: set[str], init: bool) -> None:
+def _container(c: Check, path: str, ctr: dict, volumes: set[str], init: bool, injected: tuple[str, ...] = ()) -> None:
     """V core validateContainerCommon: name, image, ports, env, mounts, probes, resources."""
     c.add(f"{path}.name", ctr.get("name"), dns1123_label(str(ctr.get("name") or "")), "V core validateContainerCommon")
     if not ctr.get("image"):
@@ -142,7 +149,7 @@ def _container(c: Check, path: str, ctr: dict, volumes: set[str], init: bool) ->
                 if isinstance(source.get(ref), dict):
                     c.each_str(f"{p}.valueFrom.{ref}.key", source[ref].get("key"), config_map_key, f"V core validate{ref[0].upper()}{ref[1:]}")
                     c.each_str(f"{p}.valueFrom.{ref}.name", source[ref].get("name"), dns1123_subdomain, f"V core validate{ref[0].upper()}{ref[1:]}")
-    _expansions(c, path, ctr)
+    _expansions(c, path, ctr, injected)
     mounts: set[str] = set()
     for i, m in enumerate(ctr.get("volumeMounts") or []):
         p = f"{path}.volumeMounts[{i}]"
@@ -233,7 +240,8 @@ def _affinity(c: Check, path: str, affinity: dict) -> None:
                       "V core validatePodAffinityTerm")
 
 
-def pod_template(c: Check, path: str, template: dict, restart_policies: tuple[str, ...]) -> None:
+def pod_template(c: Check, path: str, template: dict, restart_policies: tuple[str, ...],
+                 injected: tuple[str, ...] = ()) -> None:
     """V core ValidatePodTemplateSpec: template labels and annotations, then ValidatePodSpec."""
     meta = template.get("metadata") or {}
     labels(c, f"{path}.metadata.labels", meta.get("labels") or {})
@@ -263,7 +271,7 @@ def pod_template(c: Check, path: str, template: dict, restart_policies: tuple[st
     # name against every name before it, so a clash is reported at initContainers[i].name.
     for group in ("containers", "initContainers"):
         for i, ctr in enumerate(spec.get(group) or []):
-            _container(c, f"{sp}.{group}[{i}]", ctr, volumes, group == "initContainers")
+            _container(c, f"{sp}.{group}[{i}]", ctr, volumes, group == "initContainers", injected)
             if ctr.get("name") in names:
                 c.add(f"{sp}.{group}[{i}].name", ctr.get("name"), ["Duplicate value"], "V core validateContainers")
             names.add(ctr.get("name"))

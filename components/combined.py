@@ -28,6 +28,7 @@ from components.engines import (
     startup_budget_seconds,
 )
 from components.gateway import RouteBackend, service_name
+from components.group import group_pod_templates, spans_nodes
 from components.orchestrators import orchestrator_of, rollout_deadline_seconds, rollout_strategy
 from components.orchestrators.base import WAIT_FOR
 from components.pod_template import (
@@ -155,8 +156,13 @@ def pod_spec(args: CombinedEngineArgs) -> EnginePodSpec:
 
 
 def combined_pod_templates(args: CombinedEngineArgs) -> dict[str, dict]:
-    """The pod template of each workload CombinedEngine registers, by workload name."""
-    return {args.model.name: engine_pod_template(pod_spec(args))}
+    """The pod template of each workload CombinedEngine registers, by workload name; a model spanning nodes
+    has a leader's and a workers' template (components/group.py), named <model>/leader and <model>/worker."""
+    m = args.model
+    if not spans_nodes(m):
+        return {m.name: engine_pod_template(pod_spec(args))}
+    templates = group_pod_templates(pod_spec(args), m, args.gpu_pool, args.namespace, tuple(aibrix_labels(m)))
+    return {f"{m.name}/{role}": t for role, t in templates.items()}
 
 
 @dataclass(frozen=True)
@@ -190,24 +196,34 @@ class CombinedEngine(Component):
         m, ns = args.model, args.namespace
         # What the rollout key is derived from (components/rollout.py): the same builder, the same args.
         self.template_source = TemplateSource(combined_pod_templates, args)
-        template = combined_pod_templates(args)[m.name]
+        templates = combined_pod_templates(args)
         wait = rollout_timeouts(m)
         meta = metadata(m.name, ns, "engine")
         orchestrator = orchestrator_of(m)
         ignore = IGNORE_REPLICAS if orchestrator.autoscaler_owns_replicas(m) else None
+        if spans_nodes(m):
+            gang = args.gpu_pool.gang_scheduling
+            spec = orchestrator.group_spec(m, {role: templates[f"{m.name}/{role}"] for role in ("leader", "worker")},
+                                           gang)
+            annotations = {WAIT_FOR: orchestrator.group_wait_for(m), **orchestrator.group_annotations(m, gang)}
+        else:
+            template = templates[m.name]
+            spec = orchestrator.spec(m, template)
+            annotations = {WAIT_FOR: orchestrator.wait_for(m)} if orchestrator.custom_resource else {}
         if not orchestrator.custom_resource:
             self.workload = k8s.apps.v1.Deployment(
                 f"{name}-deployment", metadata={**meta, "annotations": {**scanner_exceptions(ENGINE_SCANNER_EXCEPTIONS),
                                                                         **workload_annotations(m)}},
-                spec=orchestrator.spec(m, template),
-                opts=self.child_opts(custom_timeouts=wait, ignore_changes=ignore))
+                spec=spec, opts=self.child_opts(custom_timeouts=wait, ignore_changes=ignore))
         else:
             # As for the Deployment: after creation the autoscaler owns a replica-mode StormService's spec.replicas.
             self.workload = k8s.apiextensions.CustomResource(
                 f"{name}-{m.orchestrator}", api_version=orchestrator.api_version, kind=orchestrator.kind,
-                metadata={**meta, "annotations": {WAIT_FOR: orchestrator.wait_for(m), **workload_annotations(m)}},
-                spec=orchestrator.spec(m, template), opts=self.child_opts(custom_timeouts=wait, ignore_changes=ignore))
+                metadata={**meta, "annotations": {**annotations, **workload_annotations(m)}},
+                spec=spec, opts=self.child_opts(custom_timeouts=wait, ignore_changes=ignore))
+        # A group's route reaches its leader only (the workers of vLLM serve no port, SGLang's a placeholder).
+        selector = {**served_model_selector(m), **(orchestrator.leader_selector(m) if spans_nodes(m) else {})}
         self.route_backend = RouteBackend(
-            served_model_name=m.served_model_name, service_name=service_name(m), selector=served_model_selector(m),
+            served_model_name=m.served_model_name, service_name=service_name(m), selector=selector,
             port=engine_of(m).PORT, target_port="engine", service_labels=aibrix_labels(m), timeouts=wait)
         self.register_outputs({"workload": m.name})

@@ -77,6 +77,14 @@ class EngineContainer:
     key_args: tuple[str, ...] = ()
     key_env: tuple[tuple[str, str], ...] = ()
     key_refs: tuple[tuple[str, str], ...] = ()
+    # A pod of a group spanning nodes (issue 29; components/group.py): argv words after the rest, out of the
+    # compile-cache key like key_args; variables read from the pod's own fields (name, downward API path);
+    # the variable holding the pod's rank, which splits the compile cache per rank; and whether the engine
+    # serves a port at all (a vLLM worker rank runs --headless: no port, no probe, nothing to drain).
+    group_args: tuple[str, ...] = ()
+    field_env: tuple[tuple[str, str], ...] = ()
+    rank_env: str | None = None
+    serves_http: bool = True
 
 
 @dataclass(frozen=True)
@@ -304,6 +312,7 @@ def _engine_container(spec: EnginePodSpec, engine: EngineContainer, model_mount:
     cache_key = compile_cache_key(spec.image_digest, pool.gpu_architecture, spec.cuda_version, pool.driver_version,
                                   engine.command, engine.args, engine.env)
     env = [{"name": k, "value": v} for k, v in sorted({**cache_env(), **engine.env, **dict(engine.key_env)}.items())]
+    env += [{"name": var, "valueFrom": {"fieldRef": {"fieldPath": path}}} for var, path in engine.field_env]
     env.append(secret_env(engine.api_key_env, spec.api_key_secret))
     env += [secret_env(var, spec.consumer_keys_secret, key) for var, key in engine.key_refs]
     gpu, res = str(engine.gpus), spec.resources
@@ -315,31 +324,37 @@ def _engine_container(spec: EnginePodSpec, engine: EngineContainer, model_mount:
     security = container_security()
     if engine.add_capabilities:
         security["capabilities"]["add"] = list(engine.add_capabilities)
+    # Each rank of a group compiles its own shard (a pipeline stage, a tensor slice): its own directory.
+    cache_mount = ({"subPath": cache_key} if engine.rank_env is None
+                   else {"subPathExpr": f"{cache_key}/node-$({engine.rank_env})"})
     container = {
         "name": engine.name,
         "image": spec.image,
         "imagePullPolicy": "IfNotPresent",
         "command": engine.command,
-        "args": engine.args + list(engine.key_args),
+        "args": engine.args + list(engine.group_args) + list(engine.key_args),
         "env": env,
-        "ports": [{"name": engine.name, "containerPort": engine.port, "protocol": "TCP"}] + [
-            {"name": n, "containerPort": p, "protocol": "TCP"} for n, p in sorted(engine.extra_ports.items())],
         "resources": {"requests": requests, "limits": limits},
-        "startupProbe": tcp_probe(engine.name, startup_failure_threshold(spec.startup_budget_seconds)),
-        "readinessProbe": tcp_probe(engine.name, 3),
-        "livenessProbe": tcp_probe(engine.name, 4, period=15, timeout=5),
-        # Let endpoints drop the pod, then let in-flight requests finish before SIGTERM.
-        "lifecycle": {"preStop": {"exec": {"command": [
-            "python3", f"{SCRIPTS_MOUNT}/drain.py", "--port", str(engine.port),
-            "--timeout", str(spec.drain_timeout_seconds)]}}},
         "securityContext": security,
         "volumeMounts": [
             model_mount,
             {"name": "shm", "mountPath": "/dev/shm"},
-            {"name": "compile-cache", "mountPath": CACHE_MOUNT, "subPath": cache_key},
+            {"name": "compile-cache", "mountPath": CACHE_MOUNT, **cache_mount},
             {"name": "scripts", "mountPath": SCRIPTS_MOUNT, "readOnly": True},
         ],
     }
+    if engine.serves_http:
+        container |= {
+            "ports": [{"name": engine.name, "containerPort": engine.port, "protocol": "TCP"}] + [
+                {"name": n, "containerPort": p, "protocol": "TCP"} for n, p in sorted(engine.extra_ports.items())],
+            "startupProbe": tcp_probe(engine.name, startup_failure_threshold(spec.startup_budget_seconds)),
+            "readinessProbe": tcp_probe(engine.name, 3),
+            "livenessProbe": tcp_probe(engine.name, 4, period=15, timeout=5),
+            # Let endpoints drop the pod, then let in-flight requests finish before SIGTERM.
+            "lifecycle": {"preStop": {"exec": {"command": [
+                "python3", f"{SCRIPTS_MOUNT}/drain.py", "--port", str(engine.port),
+                "--timeout", str(spec.drain_timeout_seconds)]}}},
+        }
     return container, cache_key
 
 

@@ -11,6 +11,7 @@ from pydantic_core import PydanticCustomError
 from config_model import k8s
 from config_model.names import (
     NAME_ERROR,
+    ExtendedResourceName,
     GpuNodeLabelKey,
     LabelKey,
     LabelValue,
@@ -103,6 +104,74 @@ class Toleration(Model):
         return value
 
 
+class Rdma(Model):
+    resource_name: ExtendedResourceName = Field(..., description="Extended resource of the RDMA devices, e.g. rdma/rdma_shared_device_a.")
+    count: int = Field(1, ge=1, le=16, description="RDMA devices per engine pod.")
+
+
+# NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME and NCCL_IB_HCA lists: comma-separated names or prefixes, the list
+# optionally led by '^' (exclude) or '=' (exact match) (NCCL environment variables documentation).
+_IFACES = r"^[\^=]?[A-Za-z0-9_.-]{1,15}(,[A-Za-z0-9_.-]{1,15})*$"
+_HCAS = r"^[\^=]?[A-Za-z0-9_.-]{1,64}(:[0-9]{1,3})?(,[A-Za-z0-9_.-]{1,64}(:[0-9]{1,3})?)*$"
+
+
+class NodeNetwork(Model):
+    """How the pods of a model spanning nodes reach each other (issue 29; field report 2.1: past one node,
+    RDMA, NCCL topology, failure domains and gang scheduling need their own validation). NCCL carries the
+    tensor and pipeline traffic over RDMA where the pool declares it, else over TCP sockets, NCCL's own fallback
+    (plan.md says which); Gloo carries the engines' CPU-side setup. Read by the group pods only: one node's
+    engine talks NVLink/PCIe."""
+
+    socket_interface: text(_IFACES, "interface names or prefixes, comma-separated, optionally led by '^' or '='") | None = Field(
+        None, description="NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME of the group pods: the interface (or prefix list) "
+        "their sockets bind, e.g. eth0; unset: NCCL's and Gloo's own choice (NCCL skips lo and docker*, and may pick an "
+        "interface the other node cannot reach).")
+    ib_hca: text(_HCAS, "HCA names with optional :port, comma-separated, optionally led by '^' or '='") | None = Field(
+        None, description="NCCL_IB_HCA of the group pods: the InfiniBand/RoCE adapters NCCL uses, e.g. mlx5_0:1,mlx5_1:1; "
+        "needs rdma.")
+    rdma: Rdma | None = Field(None, description="RDMA devices each group pod requests (and IPC_LOCK to pin memory "
+                              "for them, nothing broader); unset: NCCL runs over TCP sockets.")
+    topology_key: LabelKey | None = Field(
+        None, description="A node label whose value names a topology domain (a rack, a network block such as "
+        "cloud.google.com/gce-topology-block, or topology.kubernetes.io/zone): every pod of one replica lands on nodes "
+        "of one domain. Unset: anywhere in the pool.")
+
+
+# The scheduler names their upstream installs register: scheduler-plugins' as-a-second-scheduler Helm chart
+# (sigs.k8s.io/scheduler-plugins v0.31.8 manifests/install/charts/as-a-second-scheduler/values.yaml
+# scheduler.name) and Volcano's, as LWS's Volcano sample sets it (kubernetes-sigs/lws v0.10.0
+# docs/examples/sample/gang-scheduling/lws-sample-volcano.yaml: "Need to set the scheduler name to Volcano").
+GANG_SCHEDULER_NAMES = {"coscheduling": "scheduler-plugins-scheduler", "volcano": "volcano"}
+
+
+class GangScheduling(Model):
+    """How the pods of one replica of a model spanning nodes are scheduled together or not at all (issue
+    29): without it, two groups can each bind part of their pods and hold those GPUs while neither starts.
+    Each orchestrator creates the scheduler's pod group itself (docs/topologies.md, multi-node): AIBrix
+    StormService and RBG a scheduler-plugins PodGroup (coscheduling), LeaderWorkerSet v0.10.0 a Volcano
+    PodGroup when its controller is configured for Volcano."""
+
+    scheduler: Literal["coscheduling", "volcano", "none"] | None = Field(
+        None, description="coscheduling (scheduler-plugins' Coscheduling plugin, PodGroup scheduling.x-k8s.io/"
+        "v1alpha1), volcano, or none: no gang (a group may bind partly and hold its GPUs; plan.md says so). "
+        "Required when a model spans nodes.")
+    scheduler_name: text(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$", "a scheduler name (a DNS subdomain)") | None = Field(
+        None, description="spec.schedulerName of the group pods: the name the cluster's gang scheduler runs under; "
+        "unset: scheduler-plugins-scheduler for coscheduling (scheduler-plugins' second-scheduler chart), volcano "
+        "for volcano.")
+    timeout_seconds: int | None = Field(
+        None, ge=1, le=86400, description="How long a group's pods wait for the rest of the group before the "
+        "scheduler gives up and retries (PodGroup scheduleTimeoutSeconds; coscheduling only); unset: the "
+        "scheduler's own default.")
+
+    @property
+    def pod_scheduler_name(self) -> str | None:
+        """The group pods' spec.schedulerName; None: the cluster's default scheduler."""
+        if self.scheduler in (None, "none"):
+            return None
+        return self.scheduler_name or GANG_SCHEDULER_NAMES[self.scheduler]
+
+
 class GpuPool(Model):
     """The GPU nodes serving pods run on: what hardware they are (gpuType, policy/gpus.py), where they are
     (nodeSelector, tolerations) and what one node holds (gpusPerNode, nodeCpu, nodeMemoryGiB). The engine
@@ -124,6 +193,13 @@ class GpuPool(Model):
         default_factory=lambda: [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
         description="Tolerations for the GPU node taints.")
     gpus_per_node: int = Field(8, ge=1, le=16, description="GPUs on one node of the pool.")
+    network: NodeNetwork = Field(default_factory=NodeNetwork, description="How the pods of a model spanning nodes "
+                                 "reach each other: sockets, RDMA adapters, topology domain (docs/topologies.md).")
+    gang_scheduling: GangScheduling = Field(default_factory=GangScheduling, description="How the pods of a model "
+                                            "spanning nodes are scheduled together (docs/topologies.md).")
+    node_count: int | None = Field(
+        None, ge=1, le=4096, description="Nodes in the pool; when set, a model spanning more nodes per replica is "
+        "refused, and plan.md says how many of them the stack's pods may hold at once.")
     gpu_architecture: text(r"^sm[0-9]{2,3}a?$", "a CUDA architecture such as 'sm90'") | None = Field(
         None, description="CUDA architecture of the pool; part of the JIT cache key. Unset: gpuType's (H20, H100 "
         "and H200 sm90, A100 sm80, L40S and L4 sm89, B200 sm100).")

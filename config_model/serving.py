@@ -8,8 +8,8 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from config_model import k8s
-from config_model.infra import Toleration
-from config_model.names import ExtendedResourceName, ModelName, NonEmptyLabelValue, checked
+from config_model.infra import Rdma, Toleration
+from config_model.names import ModelName, NonEmptyLabelValue, checked
 from config_model.resources import DEFAULT_GPU_RESOURCE, GpuResourceName, KvCache, ModelResources, NodeSelector
 from config_model.startup import RULE_TEXT
 from config_model.types import LABEL_VALUE, DnsLabel, Model, NonEmpty, field_report, key_prefix, stack_key, text
@@ -67,10 +67,15 @@ class Vllm(Model):
     """vLLM engine arguments. Model-specific ones left unset take the model's profile's (policy/profiles/;
     deepseek-v4's are the validated command of field report section 5), else vLLM's own."""
 
-    tensor_parallel_size: int = Field(8, ge=1, le=16, json_schema_extra=field_report("1"), description=(
+    tensor_parallel_size: int = Field(8, ge=1, le=64, json_schema_extra=field_report("1"), description=(
         "--tensor-parallel-size; unset: 8, the field report's single 8-GPU node (1), listed among plan.md's "
-        "inherited defaults: set it for this model and GPU (plan.md's GPU memory table says what fits)."))
-    data_parallel_size: int = Field(1, ge=1, le=16, description="--data-parallel-size (1 omits the flag).")
+        "inherited defaults: set it for this model and GPU (plan.md's GPU memory table says what fits). Larger "
+        "than gpuPool.gpusPerNode, the model spans nodes (docs/topologies.md, multi-node)."))
+    pipeline_parallel_size: int = Field(1, ge=1, le=16, description=(
+        "--pipeline-parallel-size (1 omits the flag): pipeline stages, each of tensorParallelSize GPUs. TP x PP "
+        "larger than gpuPool.gpusPerNode spans that many nodes' worth of GPUs per replica (docs/topologies.md)."))
+    data_parallel_size: int = Field(1, ge=1, le=16, description="--data-parallel-size (1 omits the flag); within "
+                                    "one node only.")
     kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"] | None = Field(
         None, description=f"--kv-cache-dtype; {_profiles('vllm', 'kv_cache_dtype')}; none renders no flag (vLLM's auto: "
         "the model's dtype).")
@@ -100,9 +105,13 @@ class Sglang(Model):
     are the validated H20 command of field report 12.1), else SGLang's own.
     SGLang spells the parsers differently from vLLM (deepseek-v4, deepseekv4): kept as SGLang spells them."""
 
-    tensor_parallel_size: int = Field(8, ge=1, le=16, json_schema_extra=field_report("12.1"), description=(
+    tensor_parallel_size: int = Field(8, ge=1, le=64, json_schema_extra=field_report("12.1"), description=(
         "--tensor-parallel-size (the declared alias of --tp-size); unset: 8, the field report's single 8-GPU node "
-        "(12.1), listed among plan.md's inherited defaults."))
+        "(12.1), listed among plan.md's inherited defaults. Larger than gpuPool.gpusPerNode, the model spans nodes "
+        "(docs/topologies.md, multi-node)."))
+    pipeline_parallel_size: int = Field(1, ge=1, le=16, description=(
+        "--pipeline-parallel-size (the declared alias of --pp-size; 1 omits the flag): pipeline stages, each of "
+        "tensorParallelSize GPUs. TP x PP larger than gpuPool.gpusPerNode spans nodes (docs/topologies.md)."))
     moe_runner_backend: Arg | None = Field(None, description="--moe-runner-backend (marlin is the MXFP4 path on Hopper/H20; FlashInfer MXFP4 is for Blackwell); "
                                           f"{_profiles('sglang', 'moe_runner_backend')}. {_OFF}")
     speculative_algorithm: Literal["off", "DSPARK"] = Field("off", description="--speculative-algorithm; DSPARK uses the checkpoint's built-in DSpark head.")
@@ -134,11 +143,6 @@ class KvCacheOffload(Model):
     size_gib: int = Field(
         0, ge=0, le=4096, description="Host memory for offloaded KV in GiB. native: per engine, summed over its "
         "tensor-parallel ranks (vLLM --kv-offloading-size; each data-parallel engine allocates it again).")
-
-
-class Rdma(Model):
-    resource_name: ExtendedResourceName = Field(..., description="Extended resource of the RDMA devices, e.g. rdma/rdma_shared_device_a.")
-    count: int = Field(1, ge=1, le=16, description="RDMA devices per engine pod.")
 
 
 class Pd(Model):
@@ -280,9 +284,11 @@ class ServedModel(Model):
         None, description="Attention shape of the checkpoint as its config.json names it (layers, kvHeads and headDim, "
         "or latentDim), for the KV cache the memory-fit rule and plan.md count; unset: the profile's if it knows one.")
     engine: Literal["vllm", "sglang"] = Field("vllm", description="Serving engine.")
-    orchestrator: Literal["deployment", "stormservice", "rolebasedgroup", "rayclusterfleet"] = Field(
+    orchestrator: Literal["deployment", "stormservice", "rolebasedgroup", "leaderworkerset", "rayclusterfleet"] = Field(
         "deployment", description="What runs the engine pods: a Deployment, an AIBrix StormService (11.1), an RBG "
-        "RoleBasedGroup (12) or, for P/D, two AIBrix RayClusterFleets (11.2). For hybrid it runs the combined pods.")
+        "RoleBasedGroup (12), a LeaderWorkerSet (models spanning nodes only) or, for P/D, two AIBrix "
+        "RayClusterFleets (11.2). For hybrid it runs the combined pods. A model spanning nodes runs on "
+        "leaderworkerset (vLLM, SGLang), stormservice (SGLang) or rolebasedgroup (SGLang): docs/topologies.md.")
     topology: Literal["combined", "pd", "pd-same-pod", "hybrid"] = Field(
         "combined", description="combined: one engine does prefill and decode (field report 7); pd: prefill and decode "
         "fleets (11.2); pd-same-pod: 4P+4D in one pod (9, validation only); hybrid: combined pods for every prompt "
@@ -291,7 +297,11 @@ class ServedModel(Model):
         None, description="Makes this model the DSpark arm of an A/B pair: the name of the target-only model it must "
         "equal in everything but speculative decoding, name and served name (field report 5, 8.1, 12.5).")
     replicas: int = Field(1, ge=0, le=64, description="Engine pods; with autoscaling, the count the workload starts with.")
-    gpus_per_pod: int | None = Field(None, ge=1, description="GPUs per engine pod; unset means the parallel size. When set it must equal it.")
+    gpus_per_pod: int | None = Field(
+        None, ge=1, description="GPUs per engine pod; unset means the parallel size (TP x PP, x DP for vLLM) where it "
+        "fits gpuPool.gpusPerNode, else gpusPerNode: the model then spans parallel size / gpusPerPod pods on as many "
+        "nodes per replica, scheduled as one group (docs/topologies.md, multi-node). When set it must divide the "
+        "parallel size and fit a node.")
     # Per-model resources, node pool and GPU resource name (config_model/resources.py; unset: gpuPool's).
     resources: ModelResources = Field(default_factory=ModelResources, description="CPU, memory and /dev/shm of each "
                                       "engine pod; unset keys keep gpuPool's.")

@@ -7,7 +7,7 @@ its name (GiB, Seconds) so that `pulumi config` users and reviewers read the sam
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from config_model.consumers import SECRET_KEY as CONSUMER_KEYS
 from config_model.consumers import Consumer
@@ -25,6 +25,7 @@ from config_model.object_store import ObjectStore
 from config_model.operations import Gateway, NetworkPolicy, Operations, Platform
 from config_model.serving import ServedModel
 from config_model.types import DnsLabel, Model
+from policy.engines import engine_named
 
 
 class StackConfig(Model):
@@ -54,6 +55,21 @@ class StackConfig(Model):
     platform: Platform = Field(default_factory=Platform, description="Cluster prerequisites.")
     operations: Operations = Field(default_factory=Operations, description="Day-2 Jobs, monitoring, OpenWebUI, disruption budgets.")
     models: list[ServedModel] = Field(..., min_length=1, description="Served models; the first is the stack's primary endpoint.")
+
+    @model_validator(mode="after")
+    def _groups_span_nodes(self) -> StackConfig:
+        """A model whose parallel size (TP x PP, x DP for vLLM) is larger than one node of the pool spans
+        nodes: an unset gpusPerPod is then a whole node, and each replica is a group of parallel size /
+        gpusPerNode pods (components/topologies group_size). A size that is no whole number of nodes keeps
+        it unset, and stacks/rules/multinode.py refuses it naming the fields. The value is derived, not
+        declared: it stays out of model_fields_set."""
+        per_node = self.gpu_pool.gpus_per_node
+        for m in self.models:
+            engine = engine_named(m.engine)
+            size = engine.parallel_size(engine.section(m))
+            if m.gpus_per_pod is None and size > per_node and size % per_node == 0:
+                object.__setattr__(m, "gpus_per_pod", per_node)
+        return self
 
     @staticmethod
     def image_path(key: str) -> str:

@@ -38,8 +38,10 @@ class KvCacheShape:
         heads = (kv_heads, head_dim) != (None, None)
         return (kv_heads is None) == (head_dim is None) and heads != (latent_dim is not None)
 
-    def bytes_per_token_per_gpu(self, tensor_parallel: int, element_bytes: int) -> int:
+    def bytes_per_token_per_gpu(self, tensor_parallel: int, element_bytes: int, pipeline_parallel: int = 1) -> int:
+        """A pipeline stage holds its own layers' KV only: the largest stage, ceil(layers / PP)."""
+        layers = -(-self.layers // pipeline_parallel)
         if self.latent_dim is not None:
-            return self.layers * self.latent_dim * element_bytes
+            return layers * self.latent_dim * element_bytes
         heads_per_gpu = max(1, -(-self.kv_heads // tensor_parallel))
-        return self.layers * 2 * heads_per_gpu * self.head_dim * element_bytes
+        return layers * 2 * heads_per_gpu * self.head_dim * element_bytes

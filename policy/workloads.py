@@ -30,10 +30,30 @@ class PodTemplateRef:
     replicas: int         # pods this template runs at steady state
     surge: int            # extra pods the rollout strategy allows
     overshoot: int = 0    # extra pods a controller is known to start anyway (annotation, field report 11.2)
+    # Variables the controller puts into every container of these pods itself, which $(VAR) in their argv and
+    # env may name (issue 29: a group pod's rank and leader address; GROUP_ENV).
+    injected_env: tuple[str, ...] = ()
+    # The workers of a group (LeaderWorkerSet workerTemplate, RBG leaderWorkerPattern without the leader's
+    # patch): a vLLM worker rank runs --headless and serves no port (policy/pod_rules.py).
+    group_worker: bool = False
 
     @property
     def extra_pods(self) -> int:
         return self.surge + self.overshoot
+
+
+# ---- what each controller injects into the containers of a group's pods (issue 29) ----
+# AIBrix v0.7.0, a role with podGroupSize > 1: PODSET_NAME, POD_GROUP_INDEX, POD_GROUP_SIZE first in every
+# container (pkg/controller/podset/podset_controller.go createPodFromTemplate), then the roleset's own
+# (pkg/controller/roleset/utils.go injectContainerEnvVars).
+STORMSERVICE_GROUP_ENV = ("PODSET_NAME", "POD_GROUP_INDEX", "POD_GROUP_SIZE", "STORM_SERVICE_NAME", "ROLESET_NAME",
+                          "ROLESET_INDEX", "ROLE_NAME", "ROLE_TEMPLATE_HASH", "ROLE_REPLICA_INDEX")
+# LWS v0.10.0, at the front of every container (pkg/utils/pod/pod_utils.go AddLWSVariables, by its pod webhook).
+LWS_GROUP_ENV = ("LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX")
+# RBG v0.7.0 leaderWorkerPattern: its variables before the pod's own (pkg/discovery/injector.go mergeEnvVars;
+# env_builder.go buildLocalRoleVars, BuildLwsEnv).
+RBG_GROUP_ENV = ("RBG_GROUP_NAME", "RBG_ROLE_NAME", "RBG_ROLE_INDEX", "RBG_ROLE_INSTANCE_NAME", "RBG_COMPONENT_NAME",
+                 "RBG_COMPONENT_INDEX", "RBG_LWP_LEADER_ADDRESS", "RBG_LWP_WORKER_INDEX", "RBG_LWP_GROUP_SIZE")
 
 
 def _int(value: Any, default: int) -> Any:
@@ -72,10 +92,15 @@ def _stormservice_templates(spec: dict) -> list[PodTemplateRef]:
     roles = each(known_or_unknown(lambda: ((spec.get("template") or {}).get("spec") or {}).get("roles")))
 
     def role_ref(i: int, role: dict) -> list[PodTemplateRef]:
+        # With podGroupSize, replicas and maxSurge count groups of that many pods (aibrix v0.7.0
+        # pkg/controller/roleset/sync.go calculateStatusFromPodSets, podset_rollsyncer.go Rollout).
+        group = _count(lambda: role.get("podGroupSize"), 1)
         replicas = _count(lambda: role.get("replicas"), 1)
         role_surge = known_or_unknown(lambda: (role.get("updateStrategy") or {}).get("maxSurge", 1))
         surge = known_or_unknown(lambda: _surge(role_surge, replicas) * role_sets + _surge(top_surge, role_sets) * replicas)
-        return [PodTemplateRef(f"spec.template.spec.roles[{i}].template", _template(role), replicas * role_sets, surge)]
+        injected = STORMSERVICE_GROUP_ENV if not is_unknown(group) and group > 1 else ()
+        return [PodTemplateRef(f"spec.template.spec.roles[{i}].template", _template(role), replicas * role_sets * group,
+                               known_or_unknown(lambda: surge * group), injected_env=injected)]
 
     for i, role in enumerate(roles):
         refs += decide(role_ref, i, role)
@@ -116,15 +141,37 @@ def _rolebasedgroup_templates(spec: dict) -> list[PodTemplateRef]:
             pattern = known_or_unknown(lambda: role["standalonePattern"] or {})
             return [PodTemplateRef(f"spec.roles[{i}].standalonePattern.template", _template(pattern), replicas, surge)]
         if "leaderWorkerPattern" in role:
+            # The template is every pod's; the leader's patch (labels only, as this program writes it) is not
+            # applied here, so the pods are counted by the template's GPUs.
             lwp = known_or_unknown(lambda: role["leaderWorkerPattern"] or {})
             size = _count(lambda: lwp.get("size"), 1)
             return [PodTemplateRef(f"spec.roles[{i}].leaderWorkerPattern.template", _template(lwp),
-                                   replicas * size, surge * size)]
+                                   replicas * size, surge * size, injected_env=RBG_GROUP_ENV, group_worker=True)]
         return []
 
     refs = []
     for i, role in enumerate(each(known_or_unknown(lambda: spec.get("roles")))):
         refs += decide(role_ref, i, role)
+    return refs
+
+
+def _leaderworkerset_templates(spec: dict) -> list[PodTemplateRef]:
+    """replicas groups of `size` pods: one leader (leaderTemplate, else workerTemplate) and size - 1 workers.
+    maxSurge counts groups, 0 when unset (CRD default; lws v0.10.0 api/leaderworkerset/v1)."""
+    groups = _count(lambda: spec.get("replicas"), 1)
+    lwt = known_or_unknown(lambda: spec.get("leaderWorkerTemplate") or {})
+    size = _count(lambda: lwt.get("size"), 1)
+    surge = known_or_unknown(lambda: _surge(
+        ((spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}).get("maxSurge", 0), groups))
+    leader_path = "leaderTemplate" if lwt.get("leaderTemplate") else "workerTemplate"
+    leader = known_or_unknown(lambda: lwt.get(leader_path) or {})
+    refs = [PodTemplateRef(f"spec.leaderWorkerTemplate.{leader_path}", leader, groups, surge,
+                           injected_env=LWS_GROUP_ENV)]
+    workers = known_or_unknown(lambda: (size - 1) * groups)
+    refs.append(PodTemplateRef("spec.leaderWorkerTemplate.workerTemplate",
+                               known_or_unknown(lambda: lwt.get("workerTemplate") or {}), workers,
+                               known_or_unknown(lambda: (size - 1) * surge), injected_env=LWS_GROUP_ENV,
+                               group_worker=True))
     return refs
 
 
@@ -163,6 +210,8 @@ def _pod_templates(kind: str, manifest: dict) -> list[PodTemplateRef]:
         return _rolebasedgroup_templates(spec)
     if kind == "RayClusterFleet":
         return _rayclusterfleet_templates(manifest)
+    if kind == "LeaderWorkerSet":
+        return _leaderworkerset_templates(spec)
     return []
 
 

@@ -21,7 +21,8 @@ def section(cfg: Any) -> list[str]:
         kv = f"{b.kv_gib:.2f} GiB ({b.context} tokens, {mb.kv_dtype})" if b.kv_gib is not None else "unknown"
         verdict = "fits" if b.fits else "**does not fit**"
         rows.append(f"| {m.name} | {mb.gpu_name}, {b.gpu_gib:.2f} GiB | {b.utilization:g} | {b.usable_gib:.2f} GiB | "
-                    f"{b.weights_gib:.2f} GiB ({mb.size_gib:g} / TP {mb.tensor_parallel}) | {kv} | "
+                    f"{b.weights_gib:.2f} GiB ({mb.size_gib:g} / TP {mb.tensor_parallel}"
+                    f"{f' x PP {mb.pipeline_parallel}' if mb.pipeline_parallel > 1 else ''}) | {kv} | "
                     f"{b.headroom_gib:.2f} GiB | {verdict} |")
         sources.append(f"- {m.name}: GPU memory: {mb.sources['gpu']}; utilisation: {mb.sources['utilization']}; "
                        f"weights: {mb.sources['weights']}; KV cache: {mb.sources['kv']}.")

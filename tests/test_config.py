@@ -44,16 +44,23 @@ def test_gpus_per_pod_must_equal_parallel_size():
     raw = raw_config()
     raw["models"][0]["gpusPerPod"] = 4
     assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].gpusPerPod = 4: must equal the parallel "
-                             "size 8 (tensorParallelSize 8 x dataParallelSize 1)"]
+                             "size 8 (tensorParallelSize 8 x pipelineParallelSize 1 x dataParallelSize 1)"]
 
 
-def test_parallel_size_must_fit_on_one_node():
+def test_data_parallel_past_one_node_is_refused_naming_it():
+    """Issue 29: dataParallelSize 2 x TP 8 on 8-GPU nodes was refused blaming tensorParallelSize; it names
+    dataParallelSize now, and the Deployment that cannot run a group."""
     raw = raw_config()
     raw["models"][0]["vllm"]["dataParallelSize"] = 2
     raw["gpuBudget"] = 16
-    raw["gpuPool"] = {"gpuType": "H20", "shmSizeGiB": 256, "memoryLimitGiB": 512}
-    assert problems(raw) == ["Pulumi.dev.yaml: llm-serving:models[0].vllm.tensorParallelSize = 8: one engine pod "
-                             "needs 16 GPUs but gpuPool.gpusPerNode is 8; a pod must fit on one node"]
+    raw["gpuPool"] = {"gpuType": "H20", "gangScheduling": {"scheduler": "none"}}
+    found = problems(raw)
+    assert found[0] == ("Pulumi.dev.yaml: llm-serving:models[0].vllm.dataParallelSize = 2: must be 1 for a model "
+                        "spanning nodes (16 GPUs > gpuPool.gpusPerNode 8): data parallelism across nodes is not "
+                        "offered; raise replicas for more copies of the model, or keep TP x DP within one node")
+    assert found[1].startswith("Pulumi.dev.yaml: llm-serving:models[0].orchestrator = 'deployment': cannot run "
+                               "deepseek-v4-flash across nodes (2 pods of 8 GPUs per replica")
+    assert not any("tensorParallelSize =" in p for p in found)
 
 
 def test_gpu_budget_counts_every_replica():

@@ -564,7 +564,10 @@ def test_weights_and_one_long_sequence_that_cannot_fit_at_tp8_are_refused(tmp_pa
             f"for one 163840-token sequence (fp8) need {weights + kv:.2f} GiB, more than the {usable:.2f} GiB vLLM may "
             f"use of one H20 ({gpu:.2f} GiB x vllm.gpuMemoryUtilization 0.88)") in line
     assert f"vllm.maxModelLen at most {int((usable - weights) * GIB // per_token)} tokens" in line
-    assert "tensorParallelSize 16, more GPUs than one node's gpuPool.gpusPerNode 8" in line
+    # Past one node (issue 29): two pipeline stages of 8 GPUs halve the weights and hold 31 of 61 layers' KV each.
+    assert weights / 2 + 31 * 576 * 163840 / GIB <= usable
+    assert ("a model spanning 2 nodes: vllm.tensorParallelSize 8 x pipelineParallelSize 2 (2 pods of 8 GPUs per "
+            "replica, on an orchestrator that runs multi-node groups: docs/topologies.md)") in line
 
 
 def test_a_profile_that_does_not_exist_is_refused_naming_every_profile(tmp_path, capsys):

@@ -1,6 +1,7 @@
 """What runs a served model's own engine pods, one module per orchestrator (deployment, stormservice,
-rolebasedgroup): the workload's kind and spec, what `pulumi up` waits for, which controller owns the pods,
-whether it has Recreate or may surge, and what the autoscaler scales. Everything that depends on the
+rolebasedgroup, leaderworkerset): the workload's kind and spec, what `pulumi up` waits for, which controller owns the pods,
+whether it has Recreate or may surge, what the autoscaler scales, and how it runs a model spanning nodes
+(a group of pods per replica: components/group.py). Everything that depends on the
 orchestrator asks `orchestrator_of(model)` instead of comparing the name. A new orchestrator is a module
 here, its entry in ORCHESTRATORS and its name in config_model/serving.py's Literal.
 
@@ -10,7 +11,7 @@ components/disaggregated.py), not a model workload, so they have no entry: orche
 
 from __future__ import annotations
 
-from components.orchestrators import deployment, rolebasedgroup, stormservice
+from components.orchestrators import deployment, leaderworkerset, rolebasedgroup, stormservice
 from components.orchestrators.base import Orchestrator, rollout_deadline_seconds, selector
 from config_model import ServedModel
 
@@ -18,7 +19,8 @@ __all__ = ["ORCHESTRATORS", "Orchestrator", "orchestrator_of", "rollout_deadline
            "selector"]
 
 ORCHESTRATORS: dict[str, Orchestrator] = {o.name: o for o in (deployment.ORCHESTRATOR, stormservice.ORCHESTRATOR,
-                                                              rolebasedgroup.ORCHESTRATOR)}
+                                                              rolebasedgroup.ORCHESTRATOR,
+                                                              leaderworkerset.ORCHESTRATOR)}
 
 
 def orchestrator_of(model: ServedModel) -> Orchestrator:

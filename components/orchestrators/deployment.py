@@ -16,6 +16,10 @@ class Deployment(Orchestrator):
     may_surge = True
     custom_resource = False
 
+    def group_refusal(self, engine: str) -> str:
+        return ("a Deployment's pods are independent replicas: nothing creates, schedules or restarts a group of them "
+                "together, or tells a pod its rank and its leader's address")
+
     def default_strategy(self, model: ServedModel) -> str:
         """A Deployment that never runs more than one pod recreates it, since Recreate creates the new pod
         only once the old one has stopped (kubernetes pkg/controller/deployment/recreate.go rolloutRecreate

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from components.base import AIBRIX_ORCHESTRATION_API
-from components.orchestrators.base import Orchestrator, selector
+from components.orchestrators.base import GROUP_ROLE, GroupIdentity, Orchestrator, selector
+from components.topologies import group_size
 from config_model import ServedModel
 
 ROLE_NAME = "server"
@@ -68,11 +69,47 @@ def stormservice_spec(model: ServedModel, template: dict) -> dict:
     }
 
 
+# ---- a model spanning nodes (issue 29; facts read at aibrix v0.7.0, pinned in tests/upstream_aibrix.py) ----
+# A role with podGroupSize > 1 makes one PodSet per replica, and the PodSet its pods from the role's one
+# template (pkg/controller/roleset/rolesyncer.go GetRoleSyncer, podset/podset_controller.go
+# createPodFromTemplate), with POD_GROUP_INDEX and PODSET_NAME injected, hostname = pod name and subdomain =
+# the StormService's headless Service: the leader is <podset>-0.<stormservice>.<namespace>.
+GROUP_INDEX_LABEL = "stormservice.orchestration.aibrix.ai/pod-group-index"
+PODSET_LABEL = "stormservice.orchestration.aibrix.ai/podset-name"
+
+
+def stormservice_group_spec(model: ServedModel, template: dict, size: int, gang: object) -> dict:
+    """Pooled mode, the role's replicas counting groups (roleset/sync.go calculateStatusFromPodSets) and its
+    maxUnavailable too (podset_rollsyncer.go Rollout). Gang: one scheduler-plugins PodGroup per PodSet, whose
+    minMember AIBrix copies as given and never derives (podset_controller.go reconcilePodGroup), so it is
+    the group's size here."""
+    # One template for every rank: the role label of the leader's would be wrong on the others.
+    labels = {k: v for k, v in template["metadata"]["labels"].items() if k != GROUP_ROLE}
+    spec = stormservice_spec(model, {**template, "metadata": {**template["metadata"], "labels": labels}})
+    role = spec["template"]["spec"]["roles"][0]
+    role["podGroupSize"] = size
+    if getattr(gang, "scheduler", None) == "coscheduling":
+        strategy = {"minMember": size}
+        if gang.timeout_seconds is not None:
+            strategy["scheduleTimeoutSeconds"] = gang.timeout_seconds
+        role["schedulingStrategy"] = {"coschedulingSchedulingStrategy": strategy}
+    return spec
+
+
 class StormService(Orchestrator):
     name = "stormservice"
     api_version = AIBRIX_ORCHESTRATION_API
     kind = "StormService"
     pod_controller = "RoleSet"
+    group_engines = frozenset({"sglang"})
+    gang_schedulers = frozenset({"coscheduling"})
+    group_label = PODSET_LABEL
+    group_restart = ("AIBrix v0.7.0 replaces only a pod that is gone, under the same name "
+                     "(pkg/controller/podset/podset_controller.go handleReplaceUnhealthy), deleting the group's pods "
+                     "whose containers restarted first; a group whose container restarts in place, with every pod "
+                     "still there, is left as it is, and a pod in phase Failed is never replaced (its name is "
+                     "taken). The route reaches rank 0 only, and the group serves again once every rank has "
+                     "rejoined its leader")
 
     def spec(self, model: ServedModel, template: dict) -> dict:
         return stormservice_spec(model, template)
@@ -90,6 +127,22 @@ class StormService(Orchestrator):
         Pulumi applies whole at every update and cannot leave to the autoscaler (pulumi-kubernetes v4.32.0
         provider/pkg/await/await.go: ignoreChanges cannot name a field inside a list)."""
         return {"apiVersion": self.api_version, "kind": self.kind, "name": model.name}
+
+    def group_refusal(self, engine: str) -> str:
+        return ("AIBrix v0.7.0 builds every pod of a group from the role's one template (podset_controller.go "
+                "createPodFromTemplate), and vLLM 0.33.0's worker ranks run --headless with no port a TCP probe "
+                "could reach (vllm/entrypoints/cli/serve.py run_headless): the group would never be Ready")
+
+    def group_spec(self, model: ServedModel, templates: dict[str, dict], gang: object) -> dict:
+        return stormservice_group_spec(model, templates["leader"], group_size(model), gang)
+
+    def group_identity(self, model: ServedModel, namespace: str) -> GroupIdentity:
+        return GroupIdentity(rank="$(POD_GROUP_INDEX)", rank_env="POD_GROUP_INDEX",
+                             # The StormService's name is the model's: only PODSET_NAME is injected first.
+                             leader_address=f"$(PODSET_NAME)-0.{model.name}.{namespace}")
+
+    def leader_selector(self, model: ServedModel) -> dict[str, str]:
+        return {GROUP_INDEX_LABEL: "0"}
 
 
 ORCHESTRATOR = StormService()

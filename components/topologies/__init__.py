@@ -28,7 +28,7 @@ from config_model.resources import (
     pool_pod,
 )
 
-__all__ = ["TOPOLOGIES", "GpuWorkload", "Topology", "gpu_workloads", "gpus_per_pod", "inherited_pod_sizes_of",
+__all__ = ["TOPOLOGIES", "GpuWorkload", "Topology", "gpu_workloads", "gpus_per_pod", "group_size", "inherited_pod_sizes_of",
            "peak_replicas", "pod_base", "pod_memory_limit_gib", "pod_resources", "roleset_name", "sidecar_cpu_milli",
            "topology_of"]
 
@@ -43,6 +43,12 @@ def topology_of(model: ServedModel) -> Topology:
 def gpus_per_pod(model: ServedModel) -> int:
     """GPUs of one engine pod: the parallel size, twice over for same-pod 4P+4D."""
     return topology_of(model).gpus_per_pod(model)
+
+
+def group_size(model: ServedModel) -> int:
+    """Pods of one replica of the model's own workload: 1, or for a model spanning nodes its parallel size /
+    GPUs per pod (config_model/stack.py fills gpusPerPod with gpuPool.gpusPerNode), one pod per node."""
+    return topology_of(model).group_size(model)
 
 
 def gpu_workloads(model: ServedModel) -> list[GpuWorkload]:

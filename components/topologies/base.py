@@ -90,6 +90,11 @@ class Topology:
             return model.gpus_per_pod
         return parallel_size(model) * self.engines_per_pod
 
+    def group_size(self, model: ServedModel) -> int:
+        """Pods one replica of the model's own workload spans: the engine's GPUs over the pod's, at least 1
+        (a gpusPerPod that does not divide them is refused by stacks/rules/multinode.py)."""
+        return max(1, parallel_size(model) * self.engines_per_pod // self.gpus_per_pod(model))
+
     def fleet_replicas(self, model: ServedModel) -> int:
         """RayClusters of each fleet side, one head-only pod each."""
         return model.replicas
@@ -109,9 +114,10 @@ class Topology:
     def gpu_workloads(self, model: ServedModel) -> list[GpuWorkload]:
         out = []
         if self.model_workload:
-            rollout = model.rollout
+            rollout, group = model.rollout, self.group_size(model)
             surge = 0 if rollout.strategy == "Recreate" else rollout.max_surge
-            out.append(GpuWorkload(model.name, peak_replicas(model), surge, self.gpus_per_pod(model)))
+            # Every pod of every group: replicas x pods per group, each of gpus_per_pod (issue 29).
+            out.append(GpuWorkload(model.name, peak_replicas(model) * group, surge * group, self.gpus_per_pod(model)))
         if self.fleets:
             pairs, per_pod = self.fleet_replicas(model), self.gpus_per_pod(model)
             # The pair's overshoot reserve sits on the prefill side; either fleet may use it.
@@ -124,7 +130,7 @@ class Topology:
         """Engine pods when nothing rolls out: the model's own (an autoscaled model counts its
         minReplicas), plus one pod per RayCluster of each fleet side (head only)."""
         own = model.autoscaling.min_replicas if model.autoscaling.enabled else model.replicas
-        return ((own if self.model_workload else 0)
+        return ((own * self.group_size(model) if self.model_workload else 0)
                 + (len(derived.FLEET_SIDES) * self.fleet_replicas(model) if self.fleets else 0))
 
     def engine_image_key(self, model: ServedModel) -> str:

@@ -50,12 +50,36 @@ def multi_key_args(env_names: list[str]) -> list[str]:
 # them in extraArgs beside every flag serve_args renders.
 # Settings of models[].sglang (model_dump names) under which serve_args takes every branch: every flag it
 # can render appears (stacks/rules/passthrough.py reads the owned flags off that argv).
-EVERY_BRANCH = {"speculative_algorithm": "DSPARK", "max_running_requests": 1, "cuda_graph_max_bs": 1,
+EVERY_BRANCH = {"speculative_algorithm": "DSPARK", "pipeline_parallel_size": 2, "max_running_requests": 1, "cuda_graph_max_bs": 1,
                 "context_length": 4096, "moe_runner_backend": "x", "swa_full_tokens_ratio": 0.5,
                 "reasoning_parser": "x", "tool_call_parser": "x", "trust_remote_code": True,
                 "mem_fraction_static": 0.5, "chunked_prefill_size": 1024}
-UNRENDERED_OWNED_FLAGS = ("--model", "--pipeline-parallel-size", "--pp-size", "--nnodes", "--node-rank",
-                          "--dist-init-addr")
+UNRENDERED_OWNED_FLAGS = ("--model", "--pp-size", "--nccl-init-addr", "--dist-timeout", "--nccl-port")
+
+# ---- a model spanning nodes (issue 29), read from the installed 0.5.23 (sglang/srt/arg_groups/fields/
+# parallel.py: --nnodes, --node-rank, --dist-init-addr alias --nccl-init-addr; host:port, a DNS name is fine,
+# utils/network.py NetworkAddress.parse). Every node runs the same argv but its rank; node 0 hosts the
+# rendezvous at --dist-init-addr. Ranks >= 1 run no OpenAI API but a placeholder /health and /ping on
+# --host:--port (entrypoints/engine.py _launch_subprocesses, launch_dummy_health_check_server), so every
+# rank is TCP-probed alike. Message queues and NCCL/Gloo bind ephemeral ports (SGLANG_PORT unset), so the
+# group's pods must reach each other on every TCP port. The port below is the one RBG's and LWS's SGLang
+# examples use (rbg v0.7.0 examples/deprecated/v1alpha1/multi-nodes/sglang.yaml: $(LWS_LEADER_ADDRESS):20000). ----
+GROUP_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr")
+DIST_INIT_PORT = 20000
+# SGLang's own address: unset, HOST_IP, a NIC, or the route to 8.8.8.8 (utils/network.py get_local_ip_auto).
+HOST_IP_ENV = "SGLANG_HOST_IP"
+WORKER_SERVES_HTTP = True
+
+
+def group_address(leader_address: str) -> str:
+    """What --dist-init-addr takes: host:port of node 0's rendezvous."""
+    return f"{leader_address}:{DIST_INIT_PORT}"
+
+
+def group_args(nodes: int, rank: str, address: str, leader: bool) -> list[str]:
+    """The flags that make one pod a rank of a group of `nodes` pods (the same for leader and workers):
+    `rank` and `address` (group_address) as `$(VAR)`s Kubernetes expands from the pod's environment."""
+    return ["--nnodes", str(nodes), "--node-rank", rank, "--dist-init-addr", address]
 
 # ---- names each pinned release registers (tests/test_profiles.py reads them back from the installed
 # sources; "auto" detects from the chat template or checkpoint). SGLang's own parser refuses any other
@@ -89,6 +113,7 @@ REGISTERED_NAMES: dict[str, dict[str, frozenset[str]]] = {
 # --tensor-parallel-size, --dp-size and its alias --data-parallel-size, at 0.5.17 and 0.5.23); SGLang
 # has no --tp or --dp, they only parse as abbreviations (tests/test_engine_modules.py) ----
 TENSOR_PARALLEL_FLAGS = ("--tensor-parallel-size", "--tp-size")
+PIPELINE_PARALLEL_FLAGS = ("--pipeline-parallel-size", "--pp-size")
 DATA_PARALLEL_FLAGS = ("--data-parallel-size", "--dp-size")
 
 # ---- /metrics with --enable-metrics (tests/upstream_sglang.py METRICS): histograms by name, counters by
@@ -144,19 +169,22 @@ def cache_env(mount: str) -> dict[str, str]:
 
 
 def parallel_size(sglang: Any) -> int:
-    """GPUs one engine drives: TP (the program sets no data parallelism for SGLang)."""
-    return sglang.tensor_parallel_size
+    """GPUs one engine drives, on one node or several: TP x PP (the program sets no data parallelism for
+    SGLang)."""
+    return sglang.tensor_parallel_size * sglang.pipeline_parallel_size
 
 
 def describe_parallel_size(sglang: Any) -> str:
     """The settings the parallel size comes from, as a config message names them."""
-    return f"sglang.tensorParallelSize {parallel_size(sglang)}"
+    return (f"sglang.tensorParallelSize {sglang.tensor_parallel_size} x pipelineParallelSize "
+            f"{sglang.pipeline_parallel_size}")
 
 
 def parallel_size_of_argv(argv: list[str]) -> int:
-    """TP x DP as the argv asks. SGLang's --enable-dp-attention would run DP inside the TP group; the
+    """TP x PP x DP as the argv asks. SGLang's --enable-dp-attention would run DP inside the TP group; the
     program renders neither, and this does not model it."""
     return (int(flag_value(argv, *TENSOR_PARALLEL_FLAGS) or 1)
+            * int(flag_value(argv, *PIPELINE_PARALLEL_FLAGS) or 1)
             * int(flag_value(argv, *DATA_PARALLEL_FLAGS) or 1))
 
 
@@ -181,7 +209,7 @@ def memory_fraction_at_most(sglang: Any, gpu_mib: float) -> float:
     at whatever SGLang computes."""
     if sglang.mem_fraction_static is not None:
         return sglang.mem_fraction_static
-    return round((gpu_mib - (1536 + sglang.tensor_parallel_size / 8 * 1024)) / gpu_mib, 3)
+    return round((gpu_mib - (1536 + sglang.tensor_parallel_size * sglang.pipeline_parallel_size / 8 * 1024)) / gpu_mib, 3)
 
 
 def kv_cache_dtype(sglang: Any) -> str:
@@ -219,7 +247,8 @@ def serve_args(model_path: str, served_model_name: str, port: int, sglang: Any) 
         "--model-path", model_path,
         "--served-model-name", served_model_name,
         "--tensor-parallel-size", str(sglang.tensor_parallel_size),
-    ] + _given("--moe-runner-backend", sglang.moe_runner_backend)
+    ] + (["--pipeline-parallel-size", str(sglang.pipeline_parallel_size)] if sglang.pipeline_parallel_size > 1 else [])
+    args += _given("--moe-runner-backend", sglang.moe_runner_backend)
     if sglang.speculative_algorithm != "off":
         args += ["--speculative-algorithm", sglang.speculative_algorithm]
     if sglang.mem_fraction_static is not None:

@@ -56,11 +56,43 @@ def multi_key_args(env_names: list[str]) -> list[str]:
 # stacks/rules/passthrough.py refuses them in extraArgs beside every flag serve_args renders.
 # Settings of models[].vllm (model_dump names) under which serve_args takes every branch: every flag it
 # can render appears (stacks/rules/passthrough.py reads the owned flags off that argv).
-EVERY_BRANCH = {"data_parallel_size": 2, "speculative_decoding": "dspark", "enforce_eager": True,
+EVERY_BRANCH = {"data_parallel_size": 2, "pipeline_parallel_size": 2, "speculative_decoding": "dspark", "enforce_eager": True,
                 "enable_prefix_caching": True, "tokenizer_mode": "auto", "tool_call_parser": "x", "reasoning_parser": "x",
                 "block_size": 16, "max_model_len": 4096, "trust_remote_code": True, "kv_cache_dtype": "fp8",
                 "gpu_memory_utilization": 0.5}
-UNRENDERED_OWNED_FLAGS = ("--model", "-tp", "-dp", "-pp", "--pipeline-parallel-size", "--data-parallel-size-local")
+UNRENDERED_OWNED_FLAGS = ("--model", "-tp", "-dp", "-pp", "--data-parallel-size-local", "-dpl",
+                          "--data-parallel-address", "-dpa", "--data-parallel-rpc-port", "-dpp",
+                          "--data-parallel-start-rank", "-dpr", "--data-parallel-rank", "-dpn",
+                          "--data-parallel-backend", "-dpb", "--distributed-executor-backend", "--api-server-count",
+                          "-asc", "-n", "-r")
+
+# ---- a model spanning nodes (issue 29): vLLM's native multi-node mode, read from the installed 0.33.0
+# (vllm/engine/arg_utils.py EngineArgs.add_cli_args, vllm/config/parallel.py ParallelConfig: --nnodes/-n,
+# --node-rank/-r, --master-addr, --master-port default 29501; --nnodes > 1 picks the mp executor itself and
+# refuses ray). Every node runs the same argv but its rank; the workers run --headless, which opens no HTTP
+# port and no /health (vllm/entrypoints/cli/serve.py run_headless), so only the leader serves and is probed.
+# The leader hosts torch's rendezvous at --master-addr:--master-port; the leader-to-worker message queues and
+# NCCL/Gloo bind OS-assigned ports (vllm/distributed/device_communicators/shm_broadcast.py MessageQueue binds
+# tcp://<ip>:0), so the group's pods must reach each other on every TCP port. ----
+GROUP_FLAGS = ("--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless")
+MASTER_PORT = 29501
+# vLLM's own address on the group network: unset, it takes the source address of a route to 8.8.8.8
+# (vllm/utils/network_utils.py get_ip), which need not be the pod network; the pod IP is set explicitly.
+HOST_IP_ENV = "VLLM_HOST_IP"
+# A worker rank serves no port: it is neither probed nor drained.
+WORKER_SERVES_HTTP = False
+
+
+def group_address(leader_address: str) -> str:
+    """What --master-addr takes: the leader's host name alone (the port is --master-port)."""
+    return leader_address
+
+
+def group_args(nodes: int, rank: str, address: str, leader: bool) -> list[str]:
+    """The flags that make one pod a rank of a group of `nodes` pods: `rank` and `address` (group_address)
+    as `$(VAR)`s Kubernetes expands from the pod's environment."""
+    return (["--nnodes", str(nodes), "--node-rank", rank, "--master-addr", address,
+             "--master-port", str(MASTER_PORT)] + ([] if leader else ["--headless"]))
 
 # ---- names each pinned release registers (tests/test_profiles.py reads them back from the installed
 # sources). vLLM's parser takes any string for these and only checks it when the server starts
@@ -97,6 +129,7 @@ REGISTERED_NAMES: dict[str, dict[str, frozenset[str]]] = {
 
 # ---- `vllm serve` options the pack reads back (declared names only: tests/test_engine_flags.py asks vLLM's parsers) ----
 TENSOR_PARALLEL_FLAGS = ("--tensor-parallel-size",)
+PIPELINE_PARALLEL_FLAGS = ("--pipeline-parallel-size",)
 DATA_PARALLEL_FLAGS = ("--data-parallel-size",)
 OFFLOAD_SIZE_FLAG = "--kv-offloading-size"
 OFFLOAD_BACKEND_FLAG = "--kv-offloading-backend"
@@ -144,17 +177,20 @@ def cache_env(mount: str) -> dict[str, str]:
 
 
 def parallel_size(vllm: Any) -> int:
-    """GPUs one engine drives: TP x DP (each data-parallel rank is an engine core of TP GPUs)."""
-    return vllm.tensor_parallel_size * vllm.data_parallel_size
+    """GPUs one engine drives, on one node or several: TP x PP x DP (each data-parallel rank is an engine
+    core of TP x PP GPUs; vllm/config/parallel.py world_size is TP x PP, DP multiplies it)."""
+    return vllm.tensor_parallel_size * vllm.pipeline_parallel_size * vllm.data_parallel_size
 
 
 def describe_parallel_size(vllm: Any) -> str:
     """The settings the parallel size comes from, as a config message names them."""
-    return f"tensorParallelSize {vllm.tensor_parallel_size} x dataParallelSize {vllm.data_parallel_size}"
+    return (f"tensorParallelSize {vllm.tensor_parallel_size} x pipelineParallelSize {vllm.pipeline_parallel_size} "
+            f"x dataParallelSize {vllm.data_parallel_size}")
 
 
 def parallel_size_of_argv(argv: list[str]) -> int:
     return (int(flag_value(argv, *TENSOR_PARALLEL_FLAGS) or 1)
+            * int(flag_value(argv, *PIPELINE_PARALLEL_FLAGS) or 1)
             * int(flag_value(argv, *DATA_PARALLEL_FLAGS) or 1))
 
 
@@ -214,6 +250,8 @@ def serve_args(model_path: str, served_model_name: str, port: int, vllm: Any) ->
     if vllm.trust_remote_code:
         args.append("--trust-remote-code")
     args += ["--tensor-parallel-size", str(vllm.tensor_parallel_size)]
+    if vllm.pipeline_parallel_size > 1:
+        args += ["--pipeline-parallel-size", str(vllm.pipeline_parallel_size)]
     if vllm.data_parallel_size > 1:
         args += ["--data-parallel-size", str(vllm.data_parallel_size)]
     args += _given("--kv-cache-dtype", vllm.kv_cache_dtype)

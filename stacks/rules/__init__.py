@@ -11,14 +11,25 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from config_model import StackConfig, derived
-from stacks.rules import capacity, consumers, hardware, models, network, operations, parsers, passthrough, storage
+from stacks.rules import (
+    capacity,
+    consumers,
+    hardware,
+    models,
+    multinode,
+    network,
+    operations,
+    parsers,
+    passthrough,
+    storage,
+)
 from stacks.rules.capacity import gpu_demand, gpu_total
 from stacks.rules.problem import Problem
 
 __all__ = ["Problem", "check", "gpu_demand", "gpu_total"]
 
 RULES: list[Callable[[StackConfig], Iterator[Problem]]] = [
-    hardware.gpu_type, models.each_model, models.dspark_pairs, capacity.autoscaling_bounds, capacity.budget,
+    hardware.gpu_type, models.each_model, multinode.multi_node, models.dspark_pairs, capacity.autoscaling_bounds, capacity.budget,
     capacity.gpu_pool, capacity.kv_cache_offload, capacity.node_fit, hardware.memory_fit_rule, hardware.architecture_defaults, storage.model_volume,
     storage.model_capacity, storage.object_store, storage.compile_cache, operations.images, operations.operations,
     operations.gateway_needed, storage.mounts, models.int32_deadlines, models.names_apart, network.clients,

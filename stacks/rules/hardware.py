@@ -57,6 +57,7 @@ class ModelBudget:
 
     budget: memory_fit.GpuBudget
     tensor_parallel: int
+    pipeline_parallel: int
     size_gib: float
     gpu_name: str
     kv_bytes_per_token: int | None
@@ -119,7 +120,7 @@ def model_budget(cfg: StackConfig, i: int) -> ModelBudget | None:
         return None
     engine, at = engine_of(m), f"models[{i}]"
     section = engine.section(m)
-    tp = section.tensor_parallel_size
+    tp, pp = section.tensor_parallel_size, section.pipeline_parallel_size
     profile = profile_of(m)
     # The context the engine and the warm-up take (components/engines.py max_model_len), and where it comes from.
     context, declared = max_model_len(m), engine.max_model_len(section)
@@ -133,7 +134,7 @@ def model_budget(cfg: StackConfig, i: int) -> ModelBudget | None:
         context_source = f"{at}.{engine.SECTION}.{engine.CONTEXT_FIELD}"
     shape, shape_source = kv_shape(m)
     dtype = engine.kv_cache_dtype(section)
-    per_token = shape.bytes_per_token_per_gpu(tp, ELEMENT_BYTES.get(dtype, 2)) if shape is not None else None
+    per_token = shape.bytes_per_token_per_gpu(tp, ELEMENT_BYTES.get(dtype, 2), pp) if shape is not None else None
     fraction = engine.memory_fraction(section)
     utilization_source = _fraction_source(m, at)
     if fraction is None:
@@ -141,10 +142,11 @@ def model_budget(cfg: StackConfig, i: int) -> ModelBudget | None:
         fraction = engine.memory_fraction_at_most(section, gpu[1] * 1024)
         utilization_source = (f"unset: {engine.DISPLAY_NAME} computes it at start, at most {fraction:g} on this GPU "
                               f"(policy/engines/{engine.NAME}.py memory_fraction_at_most)")
-    b = memory_fit.budget(m.size_gib, tp, gpu[1], fraction, per_token, context)
+    b = memory_fit.budget(m.size_gib, tp, gpu[1], fraction, per_token, context, pipeline_parallel=pp)
     size_source = f"profile {m.profile}" if profile.SIZE_GIB == m.size_gib else f"{at}.sizeGiB"
-    return ModelBudget(b, tp, m.size_gib, gpu[0], per_token, dtype, {
-        "weights": f"{size_source} / {engine.SECTION}.tensorParallelSize",
+    return ModelBudget(b, tp, pp, m.size_gib, gpu[0], per_token, dtype, {
+        "weights": f"{size_source} / {engine.SECTION}.tensorParallelSize"
+                   + (" x pipelineParallelSize" if pp > 1 else ""),
         "kv": (f"{f'{at}.kvCache' if shape_source == 'kvCache' else shape_source}, {engine.SECTION} kvCacheDtype {dtype}, "
                f"context {context_source}") if shape is not None else
               f"unknown: no {at}.kvCache and profile {m.profile} has no KV_CACHE",
@@ -183,7 +185,8 @@ def memory_fit_rule(cfg: StackConfig) -> Iterator[Problem]:
               if b.kv_gib is not None else "")
         yield Problem(f"models[{i}].sizeGiB", m.size_gib,
                       f"does not fit: {b.weights_gib:.2f} GiB of weights per GPU ({m.size_gib:g} GiB / "
-                      f"{engine.SECTION}.tensorParallelSize {mb.tensor_parallel}){kv} need "
+                      f"{engine.SECTION}.tensorParallelSize {mb.tensor_parallel}"
+                      f"{f' x pipelineParallelSize {mb.pipeline_parallel}' if mb.pipeline_parallel > 1 else ''}){kv} need "
                       f"{b.weights_gib + (b.kv_gib or 0):.2f} GiB, more than the {b.usable_gib:.2f} GiB "
                       f"{engine.DISPLAY_NAME} may use of one {mb.gpu_name} ({b.gpu_gib:.2f} GiB x "
                       f"{engine.SECTION}.{engine.MEMORY_FRACTION_FIELD} {b.utilization:g}"
@@ -205,22 +208,29 @@ def _what_fits(cfg: StackConfig, m: ServedModel, mb: ModelBudget) -> list[str]:
     shape, _ = kv_shape(m)
     element = ELEMENT_BYTES.get(mb.kv_dtype, 2)
 
-    def fits(tp: int, gpu_gib: float) -> bool:
-        per_token = shape.bytes_per_token_per_gpu(tp, element) if shape is not None else None
-        return memory_fit.budget(mb.size_gib, tp, gpu_gib, b.utilization, per_token, b.context).fits
+    pp = mb.pipeline_parallel
+
+    def fits(tp: int, gpu_gib: float, stages: int = pp) -> bool:
+        per_token = shape.bytes_per_token_per_gpu(tp, element, stages) if shape is not None else None
+        return memory_fit.budget(mb.size_gib, tp, gpu_gib, b.utilization, per_token, b.context,
+                                 pipeline_parallel=stages).fits
     out = []
-    larger = [tp for tp in TP_SIZES if tp > mb.tensor_parallel and fits(tp, b.gpu_gib)]
     per_node = cfg.gpu_pool.gpus_per_node
-    if larger and larger[0] <= per_node:
-        out.append(f"{engine.SECTION}.tensorParallelSize {larger[0]} ({larger[0]} GPUs per pod)")
-    elif larger:
-        out.append(f"tensorParallelSize {larger[0]}, more GPUs than one node's gpuPool.gpusPerNode {per_node}")
+    larger = [tp for tp in TP_SIZES if tp > mb.tensor_parallel and tp * pp <= per_node and fits(tp, b.gpu_gib)]
+    if larger:
+        out.append(f"{engine.SECTION}.tensorParallelSize {larger[0]} ({larger[0] * pp} GPUs per pod)")
     else:
-        out.append(f"no tensorParallelSize up to {TP_SIZES[-1]} on this GPU")
+        # Past one node: pipeline stages of one node's GPUs each (docs/topologies.md, multi-node).
+        tp_node = max((tp for tp in TP_SIZES if tp <= per_node), default=1)
+        stages = next((n for n in range(2, 17) if fits(tp_node, b.gpu_gib, n)), None)
+        out.append(f"a model spanning {stages} nodes: {engine.SECTION}.tensorParallelSize {tp_node} x "
+                   f"pipelineParallelSize {stages} ({stages} pods of {tp_node} GPUs per replica, on an orchestrator "
+                   "that runs multi-node groups: docs/topologies.md)" if stages else
+                   "no tensorParallelSize x pipelineParallelSize up to 16 nodes on this GPU")
     bigger = [t.name for t in gpus.CATALOGUE.values() if t.memory_gib > b.gpu_gib and fits(mb.tensor_parallel, t.memory_gib)]
     if bigger:
         out.append(f"a GPU with more memory at this parallel size: {', '.join(bigger)} (gpuPool.gpuType)")
-    largest = memory_fit.largest_weights_gib(b, mb.tensor_parallel)
+    largest = memory_fit.largest_weights_gib(b, mb.tensor_parallel, pp)
     out.append(f"a quantised checkpoint of at most {largest:.0f} GiB at this parallel size (FP8 weights take half "
                "of BF16's)" if largest > 0 else "no checkpoint at this parallel size: the KV cache alone does not fit")
     longest = memory_fit.longest_context(b, mb.kv_bytes_per_token)

@@ -22,6 +22,7 @@ from config_model import ServedModel, StackConfig, k8s, stack_key
 from config_model.resources import GIB
 from policy.engines import ENGINES
 from policy.manifests import SHM_GIB_PER_GPU
+from stacks.rules.multinode import spans_nodes
 from stacks.rules.problem import Problem
 
 
@@ -76,16 +77,21 @@ def each_model(cfg: StackConfig) -> Iterator[Problem]:
             yield Problem(f"{at}.{engine.SECTION}.{stack_key(engine.SPECULATIVE_FIELD)}",
                           getattr(engine.section(m), engine.SPECULATIVE_FIELD),
                           f"needs a checkpoint with a DSpark head; profile {m.profile!r} has none (set it 'off')")
-        if m.gpus_per_pod is not None and m.gpus_per_pod != size:
+        per_node = cfg.gpu_pool.gpus_per_node
+        if "gpus_per_pod" in m.model_fields_set and m.gpus_per_pod != min(size, per_node):
             how = engine.describe_parallel_size(engine.section(m))
-            yield Problem(f"{at}.gpusPerPod", m.gpus_per_pod, f"must equal the parallel size {size} ({how})")
-        if gpus_per_pod(m) > cfg.gpu_pool.gpus_per_node:
+            yield Problem(f"{at}.gpusPerPod", m.gpus_per_pod,
+                          f"must equal the parallel size {size} ({how})" if size <= per_node else
+                          f"must equal gpuPool.gpusPerNode {per_node}: a model of {size} GPUs ({how}) spans whole "
+                          "nodes, one pod each")
+        elif gpus_per_pod(m) > per_node and topology_of(m).engines_per_pod > 1:
             section = engine.section(m)
             unset = ("" if "tensor_parallel_size" in section.model_fields_set else
                      " (unset, so the field report's 8-GPU node's: set it for this pool)")
             yield Problem(f"{at}.{engine.SECTION}.tensorParallelSize", section.tensor_parallel_size,
                           f"one engine pod needs {gpus_per_pod(m)} GPUs but gpuPool.gpusPerNode is "
-                          f"{cfg.gpu_pool.gpus_per_node}; a pod must fit on one node{unset}")
+                          f"{cfg.gpu_pool.gpus_per_node}; a {m.topology} pod holds both engines and must fit on one "
+                          f"node{unset}")
 
         estimate = cold_start_estimate_seconds(m)
         if estimate is not None and startup_budget_seconds(m) < estimate:
@@ -126,7 +132,8 @@ def _rollout(at: str, m: ServedModel) -> Iterator[Problem]:
 def _engine_and_orchestrator(cfg: StackConfig, i: int, m: ServedModel) -> Iterator[Problem]:
     at = f"models[{i}]"
     topology = topology_of(m)
-    if (m.engine, m.orchestrator) not in topology.supported:
+    # A model spanning nodes runs where an orchestrator runs groups: stacks/rules/multinode.py says which.
+    if (m.engine, m.orchestrator) not in topology.supported and not spans_nodes(cfg, m):
         combos = ", ".join(f"{t} {e}+{o}" for t, e, o in sorted(supported()))
         yield Problem(f"{at}.orchestrator", m.orchestrator,
                       f"topology {m.topology!r} with engine {m.engine!r} on {m.orchestrator!r} is not a combination "

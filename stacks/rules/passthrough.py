@@ -13,6 +13,7 @@ from typing import Iterator
 
 from components.disaggregated import fleet_engine_args, fleet_env, same_pod_engine_args, same_pod_env
 from components.engines import OFFLINE_ENV, engine_command
+from components.group import NETWORK_ENV
 from components.pod_template import cache_env
 from components.topologies import TOPOLOGIES
 from config_model import ServedModel, StackConfig
@@ -43,7 +44,8 @@ def owned_flags(engine: str) -> frozenset[str]:
     """Every flag the program renders for the engine, in any topology and profile, and the
     spellings it reads back (TP/DP aliases) or keeps to itself (the API key flag)."""
     e = engine_named(engine)
-    out = {e.API_KEY_FLAG, *e.TENSOR_PARALLEL_FLAGS, *e.DATA_PARALLEL_FLAGS, *e.UNRENDERED_OWNED_FLAGS}
+    out = {e.API_KEY_FLAG, *e.TENSOR_PARALLEL_FLAGS, *e.PIPELINE_PARALLEL_FLAGS, *e.DATA_PARALLEL_FLAGS,
+           *e.UNRENDERED_OWNED_FLAGS, *e.GROUP_FLAGS}
     runs = {t for t in TOPOLOGIES.values() for name, _ in t.supported if name == engine}
     for profile in PROFILES:
         m = _every_branch(engine, profile)
@@ -61,7 +63,18 @@ def owned_env() -> frozenset[str]:
     and API keys, the P/D side channel."""
     probe = _every_branch(ENGINES[0].NAME, PROFILES[0])
     return frozenset({*cache_env(), *OFFLINE_ENV, *(k for e in ENGINES for k in e.ENV), *(e.API_KEY_ENV for e in ENGINES),
-                      *fleet_env(probe), *same_pod_env(probe, "1", 1)})
+                      *fleet_env(probe), *same_pod_env(probe, "1", 1), *(e.HOST_IP_ENV for e in ENGINES), *NETWORK_ENV})
+
+
+# What the refusal of a multi-node flag says instead of a field (issue 29: no field sets them).
+GROUP_HOW = ("the program renders it for a model spanning nodes, from tensorParallelSize x pipelineParallelSize and "
+             "gpuPool.gpusPerNode, with each pod's rank and its leader's address from the orchestrator "
+             "(docs/topologies.md, multi-node)")
+
+
+def _group_flags(engine) -> set[str]:
+    """The engine's multi-node flags and their short spellings (vLLM's -n and -r)."""
+    return {*engine.GROUP_FLAGS, *(f for f in engine.UNRENDERED_OWNED_FLAGS if f in ("-n", "-r"))}
 
 
 def _owner(flag: str, owned: frozenset[str]) -> str | None:
@@ -98,7 +111,8 @@ def passthrough(cfg: StackConfig) -> Iterator[Problem]:
                 section = engine.section(m)
                 field = _field_of(section, owner)
                 how = (f"set models[{i}].{engine.SECTION}.{field[1]} instead (now {json.dumps(getattr(section, field[0]))})"
-                       if field else "set the model's own field for it (docs/config-reference.md)")
+                       if field else GROUP_HOW if owner in _group_flags(engine)
+                       else "set the model's own field for it (docs/config-reference.md)")
                 yield Problem(f"models[{i}].{engine.SECTION}.extraArgs[{j}]", arg,
                               f"{what} rendered by the program; {how}, not extraArgs")
         for name in sorted(set(m.env) & owned_env()):
