@@ -70,8 +70,12 @@ def changes_md(plan: Plan, previous: str) -> str:
     if plan.models:
         lines += ["| Served model | During the update | Expected downtime | Why |", "|---|---|---|---|"]
         for m in plan.models:
-            downtime = f"about {minutes(m.seconds)}" if m.verdict == "no serving" and m.seconds is not None else (
-                "unknown (no time-to-serving estimate)" if m.verdict == "no serving" else "none")
+            downtime = ("none" if m.verdict != "no serving" else
+                        "unknown (no time-to-serving estimate)" if m.seconds is None else
+                        f"about {minutes(m.seconds)}" if m.measured else
+                        (f"at least {minutes(m.seconds)}, plus " if m.seconds >= 30 else "") + "a cold start no "
+                        "measurement gives (none for its profile on its engine: plan.md's Rollouts bounds it by the "
+                        "startup budget)")
             lines.append(f"| {m.served} | {m.verdict} | {downtime} | {m.why} |")
     else:
         lines.append("No engine workload in either render.")

@@ -44,6 +44,7 @@ class ModelImpact:
     verdict: str         # "no downtime", "reduced capacity", "no serving", "new", "removed"
     seconds: float | None
     why: str
+    measured: bool = True   # False: no cold start is measured for the model's profile on its engine: a lower bound
 
 
 def _stack_resources(records: list[dict]) -> list[StackResource]:
@@ -147,22 +148,22 @@ def _rendered(records: list[dict], outputs: dict):
     return Rendered(stack="", resources=resources, outputs=outputs, secret_outputs=set())
 
 
-def _time_to_serving(new: list[dict], outputs: dict, served: str, image_changed: bool) -> float | None:
+def _time_to_serving(new: list[dict], outputs: dict, served: str, image_changed: bool) -> tuple[float | None, bool]:
     """Seconds from the pods' scheduling to the first token (components/time_to_serving.py): the weights
     are on the volume already; the image is pulled again only when it changed and is not pre-pulled."""
     from render.output import time_to_serving_inputs
     try:
         rows = time_to_serving_inputs(_rendered(new, outputs))
     except StopIteration:
-        return None  # an engine pod without the model gate (not one this program renders): no estimate
+        return None, True  # an engine pod without the model gate (not one this program renders): no estimate
     for row in rows:
         if row["served"] == served and row["sizeGiB"] is not None and row["engine"] is not None and row.get("profile"):
             estimate = time_to_serving(row["sizeGiB"], row["engine"], row["gpus"],
                                        pre_pulled=row["preloaded"] or not image_changed,
                                        images_per_node=row.get("imagesPerNode") or len(row["images"]),
                                        profile=row["profile"])
-            return estimate.gpu_wait_seconds
-    return None
+            return estimate.gpu_wait_seconds, estimate.measured
+    return None, True
 
 
 def _images(record: dict | None) -> set[str]:
@@ -182,7 +183,7 @@ def models(steps: list[Step], new: list[dict], outputs: dict, fails: bool) -> li
         news = [s for s in model_steps if any(m == served for m, _ in _engine_refs(s.new))]
         image_changed = any(s.action == CREATE for s in news) or any(
             _images(s.old) != _images(s.new) for s in model_steps if s.old and s.new)
-        seconds = _time_to_serving(new, outputs, served, image_changed)
+        seconds, measured = _time_to_serving(new, outputs, served, image_changed)
         if not olds:
             out.append(ModelImpact(served, "new", seconds, "first serving after its time to serving" + caveat))
             continue
@@ -193,7 +194,7 @@ def models(steps: list[Step], new: list[dict], outputs: dict, fails: bool) -> li
         why = "; ".join(reason for _, reason in fates) + caveat
         kept = [f for f, _ in fates if f != "new"]
         if all(f == "down" for f in kept):
-            out.append(ModelImpact(served, "no serving", seconds, why))
+            out.append(ModelImpact(served, "no serving", seconds, why, measured))
         elif any(f in ("down", "reduced") for f in kept):
             out.append(ModelImpact(served, "reduced capacity", None, why))
         else:
