@@ -46,7 +46,7 @@ CONTEXTS = ("e2e", "gpu-dev", "gpu-staging", "gpu-prod")  # Pulumi.<stack>.yaml 
 # 26257 (CockroachDB) and 2379/6443/10257/10259 (a real cluster on this machine) are avoided on purpose.
 PORT_DEFAULTS = {"etcd": 23790, "etcd_peer": 23800, "apiserver": 26443, "controller_manager": 26444,
                  "scheduler": 26445, "kuberay_metrics": 26446, "kuberay_health": 26447,
-                 "aibrix_metrics": 26448, "aibrix_health": 26449, "scheduler_plugins": 26450}
+                 "aibrix_metrics": 26448, "aibrix_health": 26449}
 PORTS = {k: int(os.environ.get(f"E2E_{k.upper()}_PORT", v)) for k, v in PORT_DEFAULTS.items()}
 # Every wait is bounded; E2E_WAIT_SCALE stretches them all on a slow or busy machine.
 WAIT_SCALE = float(os.environ.get("E2E_WAIT_SCALE", "1"))
@@ -54,7 +54,8 @@ ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", 
 # The workload controllers that could be built (e2e/controllers.py), started once their CRDs are Established:
 # each decides at start-up which of its controllers run. KubeRay first: AIBrix's fleets create RayClusters.
 WORKLOAD_CONTROLLERS = ("kuberay", "aibrix")
-# Started only by the tests that ask (e2e/coscheduling.py), never by `up`; `down` stops them with the rest.
+# Started only by the tests that ask (e2e/coscheduling.py: its port is not in PORTS, which `up` holds all of),
+# never by `up`; `down` stops them with the rest.
 ON_DEMAND = ("kube-scheduler-plugins",)
 
 # Fake nodes. Pod and node IPs are invented by kwok: they come from RFC 2544/5737 test ranges, routed nowhere,
