@@ -28,6 +28,10 @@ import yaml
 MODULE, WRAPPER = "sigs.k8s.io/scheduler-plugins", "scheduler-plugins"  # e2e/tools/scheduler-plugins
 BINARY = "kube-scheduler-plugins"  # e2e/build-tools.sh build_scheduler_plugins
 assert BINARY in cluster.ON_DEMAND
+# What upstream's Helm chart names it (manifests/install/charts/as-a-second-scheduler/values.yaml
+# scheduler.name, v0.31.8). AIBrix v0.7.0 creates the PodGroup of a RoleSet with a coschedulingSchedulingStrategy
+# and labels its pods with POD_GROUP_LABEL (pkg/controller/roleset/sync.go, utils.go) but sets no
+# schedulerName: the pod template must name this scheduler.
 SCHEDULER_NAME = "scheduler-plugins-scheduler"
 # manifests/coscheduling/crd.yaml is byte for byte config/crd/bases/scheduling.x-k8s.io_podgroups.yaml at
 # v0.31.8; the first is the one upstream's coscheduling install (doc/install.md) applies.
