@@ -8,7 +8,7 @@
 # only links. Nothing built here is committed.
 #
 #   e2e/build-tools.sh [name ...]   names: etcd kubernetes kwok pulumi pulumi-kubernetes aibrix kuberay rbg
-#                                   quantity yamlread envoy-gateway (default: all)
+#                                   scheduler-plugins quantity yamlread envoy-gateway (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -24,7 +24,7 @@ log() { printf '[e2e-tools %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 # The stamp: what the binaries of one wrapper were built from.
 stamp_of() {
-	find "$TOOLS/$1" -maxdepth 1 -type f \( -name 'go.*' -o -name '*.go' -o -name VERSION -o -name RELEASE \) |
+	find "$TOOLS/$1" -maxdepth 1 -type f \( -name 'go.*' -o -name '*.go' -o -name VERSION -o -name RELEASE -o -name OVERRIDES \) |
 		sort | xargs cat "$ROOT/e2e/build-tools.sh" | sha256sum | cut -d' ' -f1
 }
 
@@ -129,6 +129,21 @@ build_kuberay() {
 	stamp kuberay kuberay-operator
 }
 
+# e2e/coscheduling.py's second scheduler (gang scheduling, e2e/test_gang.py): scheduler-plugins' cmd/scheduler,
+# kube-scheduler's app with the scheduler-plugins registered (Coscheduling among them), at the version AIBrix
+# v0.7.0's go.mod requires (its controller creates that release's PodGroups). The wrapper carries upstream's
+# replace lines but for OVERRIDES (check_replaces): k8s.io/kubernetes v1.31.8, not the release
+# e2e/tools/kubernetes builds, so it shares few compiled packages with the control plane.
+build_scheduler_plugins() {
+	fresh scheduler-plugins kube-scheduler-plugins && return
+	local v
+	v=$(module_version scheduler-plugins sigs.k8s.io/scheduler-plugins)
+	# Upstream's Makefile (build-scheduler, v0.31.8) sets the same: `--version` prints the plugins' release.
+	(cd "$TOOLS/scheduler-plugins" && "${GO_BUILD[@]}" -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$v" \
+		-o "$BIN/kube-scheduler-plugins" sigs.k8s.io/scheduler-plugins/cmd/scheduler)
+	stamp scheduler-plugins kube-scheduler-plugins
+}
+
 # e2e/test_quantity.py's reference: k8s.io/apimachinery's ParseQuantity, at the version kube-apiserver is
 # built with (check_kubernetes_pins), in a module of its own so that it compiles apimachinery only.
 build_quantity() {
@@ -177,18 +192,24 @@ build_rbg() {
 	log "rbg: not built: the Go module proxy refuses sigs.k8s.io/rbgs@v0.7.0 and github.com/sgl-project/rbg@v0.7.0"
 }
 
-check_replaces() { # name module: the wrapper carries exactly the replace lines of the module's own go.mod
-	local name=$1 module=$2 v upstream want have
+check_replaces() { # name module: the wrapper carries exactly the replace lines of the module's own go.mod, but
+	# for those e2e/tools/<name>/OVERRIDES changes (`old=new@version` lines, each with its reason)
+	local name=$1 module=$2 v upstream want have overrides=()
 	local lines='import json, sys
+over = dict(a.split("=", 1) for a in sys.argv[1:])
 for r in json.load(sys.stdin).get("Replace") or []:
-    print(" ".join(x["Path"] + ("@" + x["Version"] if x.get("Version") else "") for x in (r["Old"], r["New"])))'
+    old, new = (x["Path"] + ("@" + x["Version"] if x.get("Version") else "") for x in (r["Old"], r["New"]))
+    print(old, over.get(old, new))'
+	if [[ -f "$TOOLS/$name/OVERRIDES" ]]; then
+		mapfile -t overrides < <(grep -v -e '^#' -e '^$' "$TOOLS/$name/OVERRIDES")
+	fi
 	v=$(module_version "$name" "$module")
 	upstream=$(cd "$TOOLS/$name" && go mod download -json "$module@$v" |
 		python3 -c 'import json, sys; print(json.load(sys.stdin)["GoMod"])')
-	want=$(go mod edit -json "$upstream" | python3 -c "$lines" | sort)
+	want=$(go mod edit -json "$upstream" | python3 -c "$lines" "${overrides[@]}" | sort)
 	have=$(cd "$TOOLS/$name" && go mod edit -json | python3 -c "$lines" | sort)
 	if [[ "$want" != "$have" ]]; then
-		printf 'e2e/tools/%s/go.mod: replace lines differ from %s@%s'"'"'s go.mod; want:\n%s\n' \
+		printf 'e2e/tools/%s/go.mod: replace lines differ from %s@%s'"'"'s go.mod (with OVERRIDES); want:\n%s\n' \
 			"$name" "$module" "$v" "$want" >&2
 		exit 2
 	fi
@@ -210,7 +231,7 @@ check_kubernetes_replaces() {
 	fi
 }
 
-ALL=(etcd kwok kubernetes pulumi pulumi-kubernetes aibrix kuberay rbg quantity yamlread envoy-gateway)
+ALL=(etcd kwok kubernetes pulumi pulumi-kubernetes aibrix kuberay rbg scheduler-plugins quantity yamlread envoy-gateway)
 WANT=("$@")
 [[ ${#WANT[@]} -gt 0 ]] || WANT=("${ALL[@]}")
 command -v go >/dev/null || { echo "go not found: the e2e tools build with Go 1.26 from the Go module proxy" >&2; exit 2; }
@@ -219,7 +240,8 @@ i=0
 for name in "${WANT[@]}"; do
 	i=$((i + 1))
 	case "$name" in
-	etcd | kwok | kubernetes | pulumi | pulumi-kubernetes | aibrix | kuberay | rbg | quantity | yamlread | envoy-gateway) ;;
+	etcd | kwok | kubernetes | pulumi | pulumi-kubernetes | aibrix | kuberay | rbg | scheduler-plugins | quantity | yamlread | \
+		envoy-gateway) ;;
 	*) echo "unknown tool '$name' (one of: ${ALL[*]})" >&2; exit 2 ;;
 	esac
 	t0=$(date +%s)
@@ -227,6 +249,7 @@ for name in "${WANT[@]}"; do
 	[[ "$name" == kubernetes ]] && check_kubernetes_replaces
 	[[ "$name" == aibrix ]] && check_replaces aibrix github.com/vllm-project/aibrix
 	[[ "$name" == kuberay ]] && check_replaces kuberay github.com/ray-project/kuberay/ray-operator
+	[[ "$name" == scheduler-plugins ]] && check_replaces scheduler-plugins sigs.k8s.io/scheduler-plugins
 	[[ "$name" == quantity ]] && check_kubernetes_pins
 	[[ "$name" == yamlread ]] && check_kubernetes_pins yamlread sigs.k8s.io/yaml go.yaml.in/yaml/v2
 	[[ "$name" == envoy-gateway ]] && check_replaces envoy-gateway github.com/envoyproxy/gateway

@@ -43,3 +43,17 @@ def pulumi(cluster) -> harness.Pulumi:
     cli = harness.Pulumi(harness.E2E / f"work{harness.worker_suffix()}")
     cli.prepare()
     return cli
+
+
+@pytest.fixture(scope="module")
+def coscheduling(cluster) -> str:
+    """scheduler-plugins' scheduler (the Coscheduling plugin) beside kube-scheduler, with the PodGroup CRD
+    installed (e2e/coscheduling.py): yields its schedulerName; stopped after the module that asked for it."""
+    import cluster as control_plane
+    import coscheduling as gang
+
+    try:
+        with gang.second_scheduler() as name:
+            yield name
+    except control_plane.Failure as e:  # missing binary, port taken, not ready in time: say which, no traceback
+        pytest.fail(str(e), pytrace=False)

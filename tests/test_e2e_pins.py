@@ -49,6 +49,15 @@ def test_egctl_is_the_envoy_gateway_aibrix_installs_and_the_crd_is_read_from():
     assert required("envoy-gateway", module) == AIBRIX_BUNDLED["envoyGateway"] == version
 
 
+def test_the_gang_scheduler_is_the_scheduler_plugins_release_aibrix_builds_podgroups_for():
+    # e2e/test_gang.py proves gang scheduling with scheduler-plugins' scheduler; AIBrix v0.7.0's controller
+    # compiles that release's PodGroup API (scheduling.x-k8s.io/v1alpha1) in, and the e2e reads the CRD
+    # from the same module (e2e/coscheduling.py).
+    version = (TOOLS / "scheduler-plugins" / "VERSION").read_text().strip()
+    assert required("scheduler-plugins", "sigs.k8s.io/scheduler-plugins") == version
+    assert required("aibrix", "sigs.k8s.io/scheduler-plugins") == version
+
+
 def test_the_control_plane_is_a_kubernetes_release_the_stacks_accept():
     version = (TOOLS / "kubernetes" / "VERSION").read_text().strip()
     minor = re.fullmatch(r"v(1\.\d+)\.\d+", version)[1]
@@ -91,5 +100,5 @@ def test_no_build_output_is_committed_under_e2e():
     # generated schema copies.
     tracked = subprocess.run(["git", "ls-files", "e2e"], cwd=PROJECT_DIR, capture_output=True, text=True,
                              check=True).stdout.split()
-    allowed = re.compile(r".*(\.py|\.sh|\.yaml|/go\.mod|/go\.sum|/main\.go|/VERSION|/RELEASE|/run-policy-pack)$")
+    allowed = re.compile(r".*(\.py|\.sh|\.yaml|/go\.mod|/go\.sum|/main\.go|/VERSION|/RELEASE|/OVERRIDES|/run-policy-pack)$")
     assert tracked and [f for f in tracked if not allowed.fullmatch(f)] == []
