@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from components.orchestrators.base import GROUP_ROLE
 from policy.engines import engine_of_argv
 from policy.gpu_accounting import peak_gpus
 from policy.manifests import flag_value, quantity_gib
@@ -16,7 +17,7 @@ from render.runtime import Rendered
 from render.serialize import kubernetes_objects
 
 
-def _probe_kinds(container: dict) -> str:
+def probe_kinds(container: dict) -> str:
     kinds = []
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         p = container.get(probe)
@@ -66,6 +67,7 @@ def workload_rows(rendered: Rendered) -> list[dict[str, Any]]:
             gpus = pod_gpus(ref.template)
             top = peak[ref.path]
             pa = scaled.get((kind, (obj.get("metadata") or {}).get("namespace"), name))
+            labels = (ref.template.get("metadata") or {}).get("labels") or {}
             rows.append({
                 # A DaemonSet's pod count is its node count, which no manifest states.
                 "kind": kind, "name": name,
@@ -73,8 +75,10 @@ def workload_rows(rendered: Rendered) -> list[dict[str, Any]]:
                 f"{ref.replicas} (autoscaled {pa['spec'].get('minReplicas', 1)}-{pa['spec']['maxReplicas']})",
                 "surge": top.extra_pods, "gpusPerPod": gpus, "peakGpus": peak_gpus(top.replicas, top.extra_pods, gpus),
                 "images": sorted({c.get("image", "") for _, c in containers(ref.template)}),
-                "probes": "; ".join(f"{c['name']}: {_probe_kinds(c)}" for c in main),
+                "probes": "; ".join(f"{c['name']}: {probe_kinds(c)}" for c in main),
                 "modelMount": _model_mount_mode(ref.template),
+                # Which model's pods, and their part in a group spanning nodes (leader, worker; None: not a group's).
+                "model": labels.get("llm-serving.io/model"), "groupRole": labels.get(GROUP_ROLE),
             })
     return rows
 
@@ -174,16 +178,18 @@ def engine_memory_rows(rendered: Rendered) -> list[dict[str, Any]]:
     (sums over its containers) and its /dev/shm sizeLimit."""
     rows = []
     for obj in kubernetes_objects(rendered):
-        for ref in pod_templates(obj.get("kind", ""), obj):
-            if ((ref.template.get("metadata") or {}).get("annotations") or {}).get("llm-serving.io/role") != "engine":
-                continue
+        refs = [ref for ref in pod_templates(obj.get("kind", ""), obj)
+                if ((ref.template.get("metadata") or {}).get("annotations") or {}).get("llm-serving.io/role") == "engine"]
+        for ref in refs:
+            # A group's leader and workers, where they have templates of their own (LeaderWorkerSet).
+            role = ((ref.template.get("metadata") or {}).get("labels") or {}).get(GROUP_ROLE) if len(refs) > 1 else None
             main = [c for g, c in containers(ref.template) if g == "containers"]
             volumes = {v.get("name"): v for v in (ref.template.get("spec") or {}).get("volumes") or []}
             shm = next((volumes.get(m.get("name"), {}).get("emptyDir", {}).get("sizeLimit")
                         for c in main for m in c.get("volumeMounts") or [] if m.get("mountPath") == "/dev/shm"), None)
             memory = {k: sum(quantity_gib(((c.get("resources") or {}).get(k) or {}).get("memory", 0)) for c in main)
                       for k in ("requests", "limits")}
-            rows.append({"workload": f"{obj['kind']} {obj['metadata']['name']}",
+            rows.append({"workload": f"{obj['kind']} {obj['metadata']['name']}" + (f" ({role})" if role else ""),
                          "offload": "; ".join(f"{c['name']}: {kv_offload_of(c)}" for c in main if max(gpu_count(c))),
                          "request": memory["requests"], "limit": memory["limits"], "shm": shm})
     return rows
