@@ -130,6 +130,17 @@ def ab_pairs(rendered: Rendered) -> list[dict]:
     return pairs
 
 
+def served_name(rendered: Rendered, labels: dict) -> str | None:
+    """The served model name of an engine pod template: its AIBrix label, else the model's servedModelName in the
+    config, for a template that does not carry it (a RoleBasedGroup's leaderWorkerPattern template is the worker
+    pod's; only the leader's patch adds the AIBrix labels, components/orchestrators/rolebasedgroup.py)."""
+    served = labels.get("model.aibrix.ai/name")
+    if served is None and rendered.config is not None:
+        served = next((m.served_model_name for m in rendered.config.models
+                       if m.name == labels.get("llm-serving.io/model")), None)
+    return served
+
+
 def served_model_gpus(rendered: Rendered) -> list[dict[str, Any]]:
     """Per served model: its topology, workloads and GPUs (steady and peak: rollouts included, and an
     autoscaled workload at its maxReplicas, as the budget counts it), from the manifests."""
@@ -143,7 +154,7 @@ def served_model_gpus(rendered: Rendered) -> list[dict[str, Any]]:
             if not name or (meta.get("annotations") or {}).get("llm-serving.io/role") != "engine":
                 continue
             gpus = pod_gpus(ref.template)
-            row = models.setdefault(name, {"model": name, "served": (meta.get("labels") or {}).get("model.aibrix.ai/name"),
+            row = models.setdefault(name, {"model": name, "served": served_name(rendered, meta.get("labels") or {}),
                                            "topology": (meta.get("annotations") or {}).get("llm-serving.io/topology"),
                                            "workloads": [], "gpus": 0, "peakGpus": 0})
             row["workloads"].append(f"{obj['kind']} {obj['metadata']['name']}")
@@ -241,7 +252,7 @@ def time_to_serving_inputs(rendered: Rendered) -> list[dict[str, Any]]:
             engines = [c for c in main if max(gpu_count(c))]
             gate = next(c for g, c in containers(ref.template) if c.get("name") == "model-gate")
             model_dir = flag_value([str(a) for a in gate.get("args") or []], "--model-dir")
-            row = models.setdefault(name, {"model": name, "served": (meta.get("labels") or {}).get("model.aibrix.ai/name"),
+            row = models.setdefault(name, {"model": name, "served": served_name(rendered, meta.get("labels") or {}),
                                            "engine": _engine_name(engines[0]), "gpus": 0, "images": set(),
                                            "sizeGiB": sizes.get(model_dir), "profile": profiles.get(model_dir),
                                            "preloaded": True})
