@@ -230,3 +230,90 @@ def test_pods_rollouts_and_time_to_serving_count_every_group(pair):
     assert tts[9] == f">= {e['gpus'] * IMAGE_PULL_SECONDS / 60:.0f}"
     assert (f"- GPUs of deepseek-r1, which spans nodes: {e['replicas']} replica{'s' if e['replicas'] > 1 else ''} x "
             f"{e['nodes']} nodes x {e['gpn']} GPUs = {e['gpus']}, every one of them waiting") in text
+
+
+# ---- the README's and docs/topologies.md's worked example and refusals, against the fixture and the rules ----
+
+def _doc_examples(path) -> list[dict]:
+    """The stack-file snippets of the page's multi-node section, as the config they set (llm-serving: dropped)."""
+    import yaml
+
+    text = (PROJECT_DIR / path).read_text(encoding="utf-8")
+    part = text[text.index("Models larger than one node"):]
+    out = []
+    for block in re.findall(r"```yaml\n(.*?)```", part, flags=re.S):
+        data = yaml.safe_load(block if block.startswith("config:") else "config:\n" + block)
+        out.append({k.removeprefix("llm-serving:"): v for k, v in data["config"].items()})
+    return out
+
+
+@pytest.mark.parametrize("path, pairs", [
+    ("docs/topologies.md", [(("leaderworkerset", "vllm"), RDMA_NETWORK), (("rolebasedgroup", "sglang"), None)]),
+    ("README.md", [(("leaderworkerset", "vllm"), RDMA_NETWORK)]),
+])
+def test_the_docs_example_is_the_tested_stack(path, pairs):
+    """Each snippet sets what tests/multinode_stacks.py r1_config sets, which the tests above render."""
+    examples = _doc_examples(path)
+    assert len(examples) == len(pairs)
+    for example, (pair, network) in zip(examples, pairs):
+        cfg = r1_config(*pair, network=network)
+        assert set(example) == {"gpuBudget", "gpuPool", "models"}
+        assert {k: cfg[k] for k in example} == example
+
+
+def _refused(mutate, pair=("leaderworkerset", "vllm")) -> list[str]:
+    from test_config import SECRETS
+
+    from stacks import loader
+    from stacks.loader import ConfigError
+
+    cfg = r1_config(*pair)
+    mutate(cfg)
+    with pytest.raises(ConfigError) as err:
+        loader.validate(cfg, "r1", SECRETS)
+    return str(err.value).splitlines()
+
+
+def _set(path: str, value):
+    def mutate(cfg):
+        *keys, last = path.split(".")
+        node = cfg
+        for k in keys:
+            node = node[int(k)] if k.isdigit() else node.setdefault(k, {})
+        node[last] = value
+    return mutate
+
+
+REFUSALS = [
+    (_set("models.0.vllm", {"tensorParallelSize": 12}), "models[0].vllm.tensorParallelSize",
+     "a model spanning nodes takes whole nodes, so the product must be a multiple of 8"),
+    (_set("models.0.vllm", {"tensorParallelSize": 16, "dataParallelSize": 2}), "models[0].vllm.dataParallelSize",
+     "data parallelism across nodes is not offered; raise replicas for more copies of the model"),
+    (_set("gpuPool.nodeCount", 1), "gpuPool.nodeCount", "is fewer than the 2 nodes one replica of models[0] (deepseek-r1) spans"),
+    (_set("models.0.topology", "pd"), "models[0].topology", "must be 'combined' for a model spanning nodes"),
+    (_set("models.0.orchestrator", "stormservice"), "models[0].orchestrator",
+     "the group would never be Ready; for vLLM use leaderworkerset"),
+    (_set("models.0.orchestrator", "deployment"), "models[0].orchestrator", "a Deployment's pods are independent replicas"),
+    (_set("models.0.vllm", {"tensorParallelSize": 8}), "models[0].orchestrator", "runs models that span nodes"),
+    (_set("gpuPool.gangScheduling", {}), "gpuPool.gangScheduling.scheduler",
+     "is required: models[0] (deepseek-r1) spans 2 nodes per replica"),
+    (_set("gpuPool.gangScheduling", {"scheduler": "coscheduling"}), "gpuPool.gangScheduling.scheduler",
+     "is not one leaderworkerset creates pod groups for"),
+    (_set("models.0.autoscaling", {"enabled": True, "minReplicas": 1, "maxReplicas": 2}), "models[0].autoscaling.enabled",
+     "must be false for a model spanning nodes"),
+    (_set("models.0.vllm.extraArgs", ["--nnodes", "2"]), "models[0].vllm.extraArgs[0]",
+     "the program renders it for a model spanning nodes"),
+    (_set("models.0.env", {"NCCL_IB_HCA": "mlx5_0"}), "models[0].env.NCCL_IB_HCA", "is set by the program on the engine containers"),
+    (_set("gpuPool.network", {"ibHca": "mlx5_0"}), "gpuPool.network.ibHca", "needs gpuPool.network.rdma"),
+    (_set("models.0.name", "deepseek-r1-0528-distill"), "models[0].name",
+     "must be at most 21 characters for a StormService spanning nodes", ("stormservice", "sglang")),
+]
+
+
+def test_the_refusals_the_docs_quote_are_the_rules_messages():
+    doc = (PROJECT_DIR / "docs" / "topologies.md").read_text(encoding="utf-8")
+    refusals = doc[doc.index("### What is refused"):]
+    for mutate, field, quote, *pair in REFUSALS:
+        assert f'"{quote}"' in refusals, quote
+        lines = _refused(mutate, *pair)
+        assert any(f"llm-serving:{field} = " in line and quote in line for line in lines), (quote, lines)
