@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from components.orchestrators.base import GROUP_ROLE
 from policy.engines import engine_of_argv
 from policy.gpu_accounting import peak_gpus
 from policy.manifests import flag_value, quantity_gib
@@ -16,7 +17,7 @@ from render.runtime import Rendered
 from render.serialize import kubernetes_objects
 
 
-def _probe_kinds(container: dict) -> str:
+def probe_kinds(container: dict) -> str:
     kinds = []
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         p = container.get(probe)
@@ -66,6 +67,7 @@ def workload_rows(rendered: Rendered) -> list[dict[str, Any]]:
             gpus = pod_gpus(ref.template)
             top = peak[ref.path]
             pa = scaled.get((kind, (obj.get("metadata") or {}).get("namespace"), name))
+            labels = (ref.template.get("metadata") or {}).get("labels") or {}
             rows.append({
                 # A DaemonSet's pod count is its node count, which no manifest states.
                 "kind": kind, "name": name,
@@ -73,8 +75,10 @@ def workload_rows(rendered: Rendered) -> list[dict[str, Any]]:
                 f"{ref.replicas} (autoscaled {pa['spec'].get('minReplicas', 1)}-{pa['spec']['maxReplicas']})",
                 "surge": top.extra_pods, "gpusPerPod": gpus, "peakGpus": peak_gpus(top.replicas, top.extra_pods, gpus),
                 "images": sorted({c.get("image", "") for _, c in containers(ref.template)}),
-                "probes": "; ".join(f"{c['name']}: {_probe_kinds(c)}" for c in main),
+                "probes": "; ".join(f"{c['name']}: {probe_kinds(c)}" for c in main),
                 "modelMount": _model_mount_mode(ref.template),
+                # Which model's pods, and their part in a group spanning nodes (leader, worker; None: not a group's).
+                "model": labels.get("llm-serving.io/model"), "groupRole": labels.get(GROUP_ROLE),
             })
     return rows
 
@@ -126,6 +130,17 @@ def ab_pairs(rendered: Rendered) -> list[dict]:
     return pairs
 
 
+def served_name(rendered: Rendered, labels: dict) -> str | None:
+    """The served model name of an engine pod template: its AIBrix label, else the model's servedModelName in the
+    config, for a template that does not carry it (a RoleBasedGroup's leaderWorkerPattern template is the worker
+    pod's; only the leader's patch adds the AIBrix labels, components/orchestrators/rolebasedgroup.py)."""
+    served = labels.get("model.aibrix.ai/name")
+    if served is None and rendered.config is not None:
+        served = next((m.served_model_name for m in rendered.config.models
+                       if m.name == labels.get("llm-serving.io/model")), None)
+    return served
+
+
 def served_model_gpus(rendered: Rendered) -> list[dict[str, Any]]:
     """Per served model: its topology, workloads and GPUs (steady and peak: rollouts included, and an
     autoscaled workload at its maxReplicas, as the budget counts it), from the manifests."""
@@ -139,7 +154,7 @@ def served_model_gpus(rendered: Rendered) -> list[dict[str, Any]]:
             if not name or (meta.get("annotations") or {}).get("llm-serving.io/role") != "engine":
                 continue
             gpus = pod_gpus(ref.template)
-            row = models.setdefault(name, {"model": name, "served": (meta.get("labels") or {}).get("model.aibrix.ai/name"),
+            row = models.setdefault(name, {"model": name, "served": served_name(rendered, meta.get("labels") or {}),
                                            "topology": (meta.get("annotations") or {}).get("llm-serving.io/topology"),
                                            "workloads": [], "gpus": 0, "peakGpus": 0})
             row["workloads"].append(f"{obj['kind']} {obj['metadata']['name']}")
@@ -174,16 +189,18 @@ def engine_memory_rows(rendered: Rendered) -> list[dict[str, Any]]:
     (sums over its containers) and its /dev/shm sizeLimit."""
     rows = []
     for obj in kubernetes_objects(rendered):
-        for ref in pod_templates(obj.get("kind", ""), obj):
-            if ((ref.template.get("metadata") or {}).get("annotations") or {}).get("llm-serving.io/role") != "engine":
-                continue
+        refs = [ref for ref in pod_templates(obj.get("kind", ""), obj)
+                if ((ref.template.get("metadata") or {}).get("annotations") or {}).get("llm-serving.io/role") == "engine"]
+        for ref in refs:
+            # A group's leader and workers, where they have templates of their own (LeaderWorkerSet).
+            role = ((ref.template.get("metadata") or {}).get("labels") or {}).get(GROUP_ROLE) if len(refs) > 1 else None
             main = [c for g, c in containers(ref.template) if g == "containers"]
             volumes = {v.get("name"): v for v in (ref.template.get("spec") or {}).get("volumes") or []}
             shm = next((volumes.get(m.get("name"), {}).get("emptyDir", {}).get("sizeLimit")
                         for c in main for m in c.get("volumeMounts") or [] if m.get("mountPath") == "/dev/shm"), None)
             memory = {k: sum(quantity_gib(((c.get("resources") or {}).get(k) or {}).get("memory", 0)) for c in main)
                       for k in ("requests", "limits")}
-            rows.append({"workload": f"{obj['kind']} {obj['metadata']['name']}",
+            rows.append({"workload": f"{obj['kind']} {obj['metadata']['name']}" + (f" ({role})" if role else ""),
                          "offload": "; ".join(f"{c['name']}: {kv_offload_of(c)}" for c in main if max(gpu_count(c))),
                          "request": memory["requests"], "limit": memory["limits"], "shm": shm})
     return rows
@@ -235,7 +252,7 @@ def time_to_serving_inputs(rendered: Rendered) -> list[dict[str, Any]]:
             engines = [c for c in main if max(gpu_count(c))]
             gate = next(c for g, c in containers(ref.template) if c.get("name") == "model-gate")
             model_dir = flag_value([str(a) for a in gate.get("args") or []], "--model-dir")
-            row = models.setdefault(name, {"model": name, "served": (meta.get("labels") or {}).get("model.aibrix.ai/name"),
+            row = models.setdefault(name, {"model": name, "served": served_name(rendered, meta.get("labels") or {}),
                                            "engine": _engine_name(engines[0]), "gpus": 0, "images": set(),
                                            "sizeGiB": sizes.get(model_dir), "profile": profiles.get(model_dir),
                                            "preloaded": True})

@@ -23,9 +23,11 @@ from components.time_to_serving import (
 )
 from components.topologies import inherited_pod_sizes_of
 from config_model.inherited import inherited
+from policy import gpu_accounting
 from policy.profiles import PROFILES, profile_named
 from policy.workloads import pod_gpus, pod_templates, rollout_waves
 from render.manifest_facts import autoscalers, time_to_serving_inputs
+from render.multinode_md import group_shapes, plural
 from render.runtime import Rendered
 from render.serialize import kubernetes_objects
 
@@ -66,6 +68,7 @@ def rollout_rows(rendered: Rendered) -> list[dict[str, Any]]:
     pods a rollout takes down at once (`down`; None: none, a surge pod keeps every one serving)."""
     inputs = {r["model"]: r for r in time_to_serving_inputs(rendered)}
     scaled = autoscalers(rendered)
+    shapes = group_shapes(rendered.config)
     rows = []
     for obj in kubernetes_objects(rendered):
         kind, ref = obj.get("kind", ""), _engine_template(obj)
@@ -86,6 +89,14 @@ def rollout_rows(rendered: Rendered) -> list[dict[str, Any]]:
             how = f"RollingUpdate, {down} pod{'s' if down != 1 else ''} down at a time (maxSurge {surge})"
         meta = ref.template.get("metadata") or {}
         model = (meta.get("labels") or {}).get("llm-serving.io/model")
+        group = shapes.get(model)
+        if group is not None and group.kind == kind:
+            # A model spanning nodes rolls by whole groups, maxSurge 0: each orchestrator's maxUnavailable
+            # counts groups (components/orchestrators/: LWS rollingUpdateConfiguration, the StormService role,
+            # the RBG role), written from models[].rollout.maxUnavailable.
+            down = -(-group.replicas // gpu_accounting.rollout_waves(group.replicas, group.max_unavailable))
+            how = (f"RollingUpdate by whole groups, {plural(down, 'group')} ({plural(down * group.nodes, 'pod')}) down "
+                   "at a time (maxSurge 0)")
         row = inputs.get(model) or {}
         pa = scaled.get((kind, obj["metadata"].get("namespace"), obj["metadata"]["name"]))
         counts = sorted({pods} if pa is None else {pa["spec"].get("minReplicas", 1), pa["spec"]["maxReplicas"]})
@@ -93,6 +104,7 @@ def rollout_rows(rendered: Rendered) -> list[dict[str, Any]]:
                     if row.get("profile") in PROFILES and row.get("engine") else None)
         budget = (meta.get("annotations") or {}).get(ANN_STARTUP_BUDGET)
         rows.append({"workload": f"{kind} {obj['metadata']['name']}", "strategy": how, "counts": counts, "down": down,
+                     "group": group if group is not None and group.kind == kind else None,
                      "surgeGpus": surge * pod_gpus(ref.template), "coldSeconds": measured, "budget": budget,
                      "cold": cold_start_words(row.get("profile"), row.get("engine"), budget)})
     return rows
@@ -102,6 +114,8 @@ def _serving_words(r: dict[str, Any]) -> str:
     """How many pods serve during a rollout at each pod count the workload may run."""
     outage = (f"about {minutes(r['coldSeconds'])} down (one cold start, plus the image pull when the image changed)"
               if r["coldSeconds"] is not None else "down for one cold start (unknown: see the next column)")
+    if r.get("group") is not None:
+        return _group_serving_words(r, outage)
     out = []
     for n in r["counts"]:
         if n == 0:
@@ -117,6 +131,16 @@ def _serving_words(r: dict[str, Any]) -> str:
     return "; ".join(out)
 
 
+def _group_serving_words(r: dict[str, Any], outage: str) -> str:
+    """A model spanning nodes: a wave takes whole groups down, and a group serves only with every pod back."""
+    g = r["group"]
+    if r["down"] >= g.replicas:
+        return (f"at {plural(g.replicas, 'group')}: **no group serves** (a wave replaces whole groups, and every group "
+                f"is in the first), {outage}; the wave ends when the new group's slowest node has joined")
+    return (f"at {g.replicas} groups: {g.replicas - r['down']} of {g.replicas} serve, "
+            f"{-(-g.replicas // r['down'])} waves in a row, each ending when its groups' slowest node has joined")
+
+
 def rollout_section(rendered: Rendered) -> list[str]:
     rows = rollout_rows(rendered)
     if not rows:
@@ -126,7 +150,10 @@ def rollout_section(rendered: Rendered) -> list[str]:
              "`models[].rollout`: a Deployment that never runs more than one pod recreates it (its GPUs are free "
              "before the new pod starts), more pods roll one at a time; `rollout.maxSurge: 1` keeps every pod "
              "serving where gpuBudget has room for one more pod (docs/operations.md, \"Rollouts\"). Each wave waits "
-             "one cold start, plus the image pull when the image changed.", "",
+             "one cold start, plus the image pull when the image changed."
+             + (" A model spanning nodes rolls by whole groups: a group serves only when all its pods do, so a wave "
+                "takes down every GPU of its groups (replicas x nodes x GPUs per pod counted in groups)."
+                if group_shapes(rendered.config) else ""), "",
              "| Workload | Strategy | Serving during a rollout | Cold start per wave |", "|---|---|---|---|"]
     lines += [f"| {r['workload']} | {r['strategy']} | {_serving_words(r)} | {r['cold']} |" for r in rows]
     return lines
@@ -181,6 +208,10 @@ def time_to_serving_section(rendered: Rendered) -> list[str]:
               "else unknown.",
               "- First token and GPU-minutes: derived: sync + image pull + cold start; the GPUs wait for the pull "
               "(or what of the pre-pull outlasts the sync) and the cold start."]
+    for g in group_shapes(rendered.config).values():
+        lines.append(f"- GPUs of {g.model}, which spans nodes: {g.replicas} replica{'s' if g.replicas != 1 else ''} x "
+                     f"{g.nodes} nodes x {g.gpus_per_pod} GPUs = {g.gpus}, every one of them waiting: a group serves only "
+                     "once its slowest node has loaded its shard from the shared volume and joined the leader.")
     if unknown:
         lines.append(f"- **Lower bounds** (marked >=) for {', '.join(unknown)}: no cold start is measured for them, "
                      "so these figures leave it out; the Rollouts section gives what bounds it (the startup budget).")

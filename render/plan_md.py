@@ -11,7 +11,7 @@ from config_model.stack import secret_command
 from policy.engines import ENGINES
 from policy.manifests import flag_value
 from policy.workloads import gpu_count, pod_templates
-from render import consumers_md, gpu_budget_md, model_families_md
+from render import consumers_md, gpu_budget_md, model_families_md, multinode_md
 from render.manifest_facts import (
     ab_pairs,
     autoscalers,
@@ -173,7 +173,7 @@ def _topology_section(rendered: Rendered) -> list[str]:
     lines = ["", "## GPUs per served model", "",
              "Compare topologies at fixed GPU totals (field report 7): these are the totals to hold equal.", "",
              "| Served model | Topology | Workloads | GPUs | Peak GPUs |", "|---|---|---|---|---|"]
-    lines += [f"| {r['served']} | {r['topology']} | {', '.join(sorted(r['workloads']))} | {r['gpus']} | {r['peakGpus']} |"
+    lines += [f"| {r['served']} | {r['topology']} | {', '.join(sorted(set(r['workloads'])))} | {r['gpus']} | {r['peakGpus']} |"
               for r in rows]
     # The topology of each row is the llm-serving.io/topology annotation of its workloads.
     shown = sorted({r["topology"] for r in rows} & set(TOPOLOGIES))
@@ -245,13 +245,21 @@ def plan_md(rendered: Rendered) -> str:
         "| Kind | Name | Replicas | Rollout extra pods (surge + known overshoot) | GPUs per pod | Peak GPUs | Images (by digest) | Probes | Model mount (volume/mounts) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+    shapes = multinode_md.group_shapes(rendered.config)
+    templates: dict[tuple[str, str], int] = {}
+    for r in rows:
+        templates[(r["kind"], r["name"])] = templates.get((r["kind"], r["name"]), 0) + 1
     for r in rows:
         images = "<br>".join(f"`{i}`" for i in r["images"])
-        lines.append(f"| {r['kind']} | {r['name']} | {r['replicas']} | {r['surge']} | {r['gpusPerPod']} | "
+        shape = shapes.get(r["model"])
+        replicas = r["replicas"] if shape is None or shape.kind != r["kind"] else multinode_md.group_pods_words(
+            shape, r["replicas"], r["groupRole"] if templates[(r["kind"], r["name"])] > 1 else None)
+        lines.append(f"| {r['kind']} | {r['name']} | {replicas} | {r['surge']} | {r['gpusPerPod']} | "
                      f"{r['peakGpus']} | {images} | {r['probes']} | {r['modelMount']} |")
     lines += rollout_section(rendered)
     lines += model_families_md.plan_section(rendered)
     lines += _topology_section(rendered)
+    lines += multinode_md.section(rendered)
     lines += _memory_section(rendered)
     lines += gpu_budget_md.section(rendered.config)
     lines += time_to_serving_section(rendered)
