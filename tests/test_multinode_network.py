@@ -26,6 +26,10 @@ from test_network_monitoring import CONTROLLER, ENVOY, IMPOSTOR, OTHER_GATEWAY, 
 from test_operations import crd_scale
 from variants import render, variant_file
 
+from components.platform import manifest_urls
+from config_model import Platform
+from render import plan_md, runtime
+
 REPLICAS = 2
 # Ports the group uses that no container declares: vLLM's --master-port default, an SGLang --dist-init-addr
 # port, and an OS-assigned one (the message queues bind :0: /work/briefs/facts-engines.md).
@@ -34,11 +38,16 @@ MODEL = "llm-serving.io/model"
 
 
 @functools.lru_cache(maxsize=None)
-def objects(orchestrator: str, engine: str, replicas: int = REPLICAS) -> list[dict]:
+def rendered(orchestrator: str, engine: str, replicas: int = REPLICAS) -> runtime.Rendered:
     cfg = r1_config(orchestrator, engine, replicas=replicas)
     cfg["gpuBudget"] = 16 * replicas
     cfg["operations"] = {**cfg.get("operations", {}), "loadTest": {"enabled": True}}
-    return k8s_objects(render(variant_file(f"r1-{orchestrator}-{engine}", **cfg)))
+    return render(variant_file(f"r1-{orchestrator}-{engine}", **cfg))
+
+
+@functools.lru_cache(maxsize=None)
+def objects(orchestrator: str, engine: str, replicas: int = REPLICAS) -> list[dict]:
+    return k8s_objects(rendered(orchestrator, engine, replicas))
 
 
 def pods(objs: list[dict]) -> list[GroupPod]:
@@ -220,3 +229,25 @@ def test_the_budget_form_is_one_the_disruption_controller_computes_for_group_pod
     # maxUnavailable would need the owners' count: an RBG RoleInstance and an AIBrix PodSet have no /scale.
     failed = kube.sync({"maxUnavailable": 1}, budget_pods(group, {p.name for p in group}, set())).sync_failed
     assert (failed is None) == (orchestrator == "leaderworkerset"), failed
+
+
+# ---- what the cluster needs ----
+
+@pytest.mark.parametrize("orchestrator,engine", PAIRS)
+def test_a_leaderworkerset_stack_says_it_needs_lws_and_the_others_do_not(orchestrator, engine):
+    r = rendered(orchestrator, engine)
+    prerequisites = r.outputs["prerequisites"]
+    assert ("lws" in prerequisites) == (orchestrator == "leaderworkerset")
+    line = next(x for x in plan_md.plan_md(r).splitlines() if x.startswith("- Cluster prerequisites:"))
+    assert ("lws v0.10.0" in line) == (orchestrator == "leaderworkerset"), line
+    assert line.endswith("(installed separately; see README)")   # platform.install is false in these stacks
+    for stack in ("dev", "staging", "prod"):
+        assert "lws" not in render_stack(stack).outputs["prerequisites"]
+
+
+def test_a_stack_that_installs_the_prerequisites_installs_lws_and_says_so():
+    urls = manifest_urls(Platform(install=True))
+    assert list(urls)[-1] == "lws" and urls["lws"].endswith("/v0.10.0/manifests.yaml")
+    from components.platform import required_versions
+    assert required_versions(Platform(install=True))["lws"] == "v0.10.0"
+    assert "lws" not in required_versions(Platform())
