@@ -210,7 +210,8 @@ class Operations(Model):
     open_webui: OpenWebUi = Field(default_factory=OpenWebUi, alias="openWebUI", description="OpenWebUI.")
     disruption_budget: bool = Field(True, description="A PodDisruptionBudget per served model letting one engine pod go at a time: maxUnavailable 1 "
                                      "for Deployment pods, else minAvailable (pods - 1), which the disruption controller computes "
-                                     "without the scale subresource RoleSets, RoleInstances and RayClusters lack.")
+                                     "without the scale subresource RoleSets, RoleInstances and RayClusters lack; a model spanning "
+                                     "nodes, whose group goes down with any of its pods, one group at a time (docs/operations.md).")
     image_pre_pull: ImagePrePull = Field(default_factory=ImagePrePull, description="Engine image pre-pull on the GPU nodes.")
 
 
