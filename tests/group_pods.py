@@ -1,8 +1,8 @@
 """The pods each controller makes of a rendered multi-node workload (issue 29), with the labels the controller
 adds and the controller on their ownerReferences, for the tests that evaluate NetworkPolicies (tests/netpol.py)
 and disruption budgets (tests/upstream_kubernetes.py) over a rendered stack. What each controller does is read
-at its pinned tag (/work/briefs/facts-lws-rbg.md, facts-aibrix.md), written here from those sources and not
-from the program's own constants, so a label the program expects and the controller never sets fails a test:
+at its pinned tag (the files named below), written here from those sources and not from the program's own
+constants, so a label the program expects and the controller never sets fails a test:
 
 - LeaderWorkerSet (kubernetes-sigs/lws v0.10.0): group g's leader `<lws>-<g>` from leaderTemplate, owned by the
   leader StatefulSet `<lws>` (replicas = groups); its workers `<lws>-<g>-<i>` from workerTemplate, owned by the

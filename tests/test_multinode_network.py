@@ -31,8 +31,9 @@ from config_model import Platform
 from render import plan_md, runtime
 
 REPLICAS = 2
-# Ports the group uses that no container declares: vLLM's --master-port default, an SGLang --dist-init-addr
-# port, and an OS-assigned one (the message queues bind :0: /work/briefs/facts-engines.md).
+# Ports the group uses that no container declares: vLLM 0.33.0's --master-port default (vllm/config/parallel.py),
+# an SGLang --dist-init-addr port, and an OS-assigned one (vLLM's MessageQueue binds tcp://<ip>:0:
+# vllm/distributed/device_communicators/shm_broadcast.py; SGLang's broadcaster takes get_open_port()).
 GROUP_PORTS = (29501, 20000, 45678)
 MODEL = "llm-serving.io/model"
 
