@@ -54,6 +54,17 @@ def served_model_selector(model: ServedModel) -> dict[str, str]:
     return {"llm-serving.io/model": model.name, "app.kubernetes.io/component": "engine"}
 
 
+def serving_selector(model: ServedModel) -> dict[str, str]:
+    """The engine pods that serve the model's API: every engine pod, or a group's leaders only (a vLLM
+    worker serves no port, an SGLang worker a placeholder): what the route's Service selects."""
+    return group_leader_selector(model) if spans_nodes(model) else served_model_selector(model)
+
+
+def group_leader_selector(model: ServedModel) -> dict[str, str]:
+    """The leaders of a model's groups: its engine pods with the labels only the orchestrator's leaders carry."""
+    return {**served_model_selector(model), **orchestrator_of(model).leader_selector(model)}
+
+
 def aibrix_labels(model: ServedModel) -> dict[str, str]:
     """AIBrix v0.7.0 discovery labels: the name must equal the request body's `model`; the metric
     port where it is not the plugin's default 8000 (SGLang, same-pod P/D)."""
@@ -222,8 +233,7 @@ class CombinedEngine(Component):
                 metadata={**meta, "annotations": {**annotations, **workload_annotations(m)}},
                 spec=spec, opts=self.child_opts(custom_timeouts=wait, ignore_changes=ignore))
         # A group's route reaches its leader only (the workers of vLLM serve no port, SGLang's a placeholder).
-        selector = {**served_model_selector(m), **(orchestrator.leader_selector(m) if spans_nodes(m) else {})}
         self.route_backend = RouteBackend(
-            served_model_name=m.served_model_name, service_name=service_name(m), selector=selector,
+            served_model_name=m.served_model_name, service_name=service_name(m), selector=serving_selector(m),
             port=engine_of(m).PORT, target_port="engine", service_labels=aibrix_labels(m), timeouts=wait)
         self.register_outputs({"workload": m.name})

@@ -16,6 +16,19 @@ matches the container port of that name on the selected pod):
 The NIXL side channel and KV transfer (UCX picks its ports) are open only between the prefill and
 decode pods of one roleset.
 
+A model spanning nodes (issue 29) runs groups of pods, a leader and workers (components/group.py). Both
+engines need every TCP port between the pods of a group: vLLM 0.33.0's torch.distributed rendezvous on
+--master-port, and its leader->worker and worker->leader message queues bind OS-assigned ports (vllm/
+v1/executor/multiproc_executor.py, vllm/distributed/device_communicators/shm_broadcast.py MessageQueue:
+`bind(f"tcp://{connect_ip}:0")`); SGLang 0.5.23's --dist-init-addr port, its broadcaster on get_open_port()
+and NCCL/Gloo's own ephemeral ports. So the pods of one model's groups (the orchestrator's group label:
+Orchestrator.group_label) reach each other on every TCP port, and no one else gains anything: only the
+leaders (Orchestrator.leader_selector) take the engine ingress above, and a worker takes Prometheus' scrape
+of its metrics port besides its group (a vLLM worker runs --headless with no port; an SGLang worker serves
+a placeholder /metrics and /health on its port: sglang/srt/utils/common.py launch_dummy_health_check_server,
+with its node's scheduler metrics, labelled pp_rank). No policy here restricts egress (every policyTypes is
+Ingress), so the group needs no egress rule.
+
 Other teams' namespaces (`networkPolicy.clients`) are admitted only where the exported per-model URL
 leads (stacks/exports.py): without the gateway, to each model's Service, that is to the pods it
 selects on its target port, by one policy per Service; with the gateway, the URL is the Envoy
@@ -33,7 +46,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import PART_OF, Component, metadata
-from config_model import derived
+from components.combined import group_leader_selector, served_model_selector
+from components.orchestrators import orchestrator_of
+from config_model import ServedModel, derived
 
 # Container port names: `engine` (combined pods and fleet heads), the same-pod `proxy` in front of
 # the same-pod `prefill` and `decode` engines.
@@ -53,6 +68,32 @@ AIBRIX_GATEWAY_PLUGIN_LABELS = {"app": "gateway-plugins"}
 AIBRIX_CONTROLLER_MANAGER_LABELS = {"control-plane": "controller-manager"}
 # Prometheus Operator pkg/prometheus/server/operator.go makeSelectorLabels: every Prometheus pod.
 PROMETHEUS_LABELS = {"app.kubernetes.io/name": "prometheus"}
+MODEL_LABEL = "llm-serving.io/model"
+
+
+@dataclass(frozen=True)
+class ModelGroups:
+    """The pods of a model spanning nodes: every pod of its groups, and its leaders, as label selectors."""
+    model: str
+    members: dict
+    leaders: dict
+
+
+def model_groups(m: ServedModel) -> ModelGroups:
+    """Its engine pods that carry the label the controller puts on every pod of a group (an LWS's group-key,
+    an RBG's role-instance-name, a StormService PodSet's podset-name: the leader and the workers alike, the
+    one template of a StormService included); its leaders by the labels only they carry."""
+    members = {"matchLabels": served_model_selector(m),
+               "matchExpressions": [{"key": orchestrator_of(m).group_label, "operator": "Exists"}]}
+    return ModelGroups(m.name, members, {"matchLabels": group_leader_selector(m)})
+
+
+def group_policy_name(model: str) -> str:
+    return derived.bounded(f"llm-serving-group-{model}")
+
+
+def leaders_policy_name(model: str) -> str:
+    return derived.bounded(f"llm-serving-leaders-{model}")
 
 
 @dataclass(frozen=True)
@@ -68,6 +109,7 @@ class NetworkArgs:
     # networkPolicy.clients as namespaceSelectors, and where they are admitted (no gateway only).
     client_namespaces: list[dict] = field(default_factory=list)
     client_targets: list[ClientTarget] = field(default_factory=list)
+    groups: list[ModelGroups] = field(default_factory=list)     # the models spanning nodes
 
 
 @dataclass(frozen=True)
@@ -109,15 +151,27 @@ def engine_ingress(args: NetworkArgs) -> list[dict]:
 
 def policies(args: NetworkArgs) -> dict[str, dict]:
     """Name -> NetworkPolicy spec, pure so the rules can be read and tested without Pulumi."""
+    engines: dict = {"matchLabels": {"app.kubernetes.io/component": "engine", "app.kubernetes.io/part-of": PART_OF}}
+    if args.groups:
+        # A group's workers take none of it: its leaders have a policy of their own below.
+        engines["matchExpressions"] = [{"key": MODEL_LABEL, "operator": "NotIn",
+                                        "values": sorted({g.model for g in args.groups})}]
     specs: dict[str, dict] = {
         "llm-serving-default-deny-ingress": {"podSelector": {}, "policyTypes": ["Ingress"]},
         "llm-serving-engine-ingress": {
-            "podSelector": {"matchLabels": {"app.kubernetes.io/component": "engine",
-                                            "app.kubernetes.io/part-of": PART_OF}},
+            "podSelector": engines,
             "policyTypes": ["Ingress"],
             "ingress": engine_ingress(args),
         },
     }
+    for g in sorted(args.groups, key=lambda g: g.model):
+        specs[leaders_policy_name(g.model)] = {"podSelector": g.leaders, "policyTypes": ["Ingress"],
+                                               "ingress": engine_ingress(args)}
+        # Every TCP port (a port entry with a protocol only) from the pods of the model's own groups.
+        group = [{"from": [{"podSelector": g.members}], "ports": [{"protocol": "TCP"}]}]
+        if args.prometheus_namespace is not None:
+            group.append({"from": [_peer(args.prometheus_namespace, PROMETHEUS_LABELS)], "ports": _ports(METRICS_PORTS)})
+        specs[group_policy_name(g.model)] = {"podSelector": g.members, "policyTypes": ["Ingress"], "ingress": group}
     if args.autoscaled_models:
         # Only the autoscaled models' engines, only their metrics ports: the controller never sends requests.
         specs["llm-serving-autoscaler-metrics"] = {

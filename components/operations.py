@@ -17,8 +17,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, job_metadata, labels, metadata
-from components.combined import rollout_timeouts, served_model_selector
+from components.combined import rollout_timeouts, served_model_selector, serving_selector
 from components.engines import max_model_len, smoke_settings, tokenizer_mode
+from components.group import spans_nodes
 from components.ops_commands import Engines, SmokeRoute, load_test_plan, smoke_args, warmup_args
 from components.orchestrators import orchestrator_of
 from components.pod_template import API_KEY_ENTRY, SCRIPTS_MOUNT, container_security, cpu_job_pod, revision_path
@@ -62,7 +63,9 @@ def smoke_route(m: ServedModel, via_gateway: bool) -> SmokeRoute:
 
 
 def engines_service(m: ServedModel) -> str:
-    """The load test's headless Service of every engine pod. No controller derives it: StormService
+    """The load test's headless Service of every engine pod that serves: of a group, its leader, through
+    which every request enters, so its running and queued counts are the group's (a vLLM worker serves no
+    /metrics at all). No controller derives it: StormService
     Services take the workload's name (the model's), RBG role Services <rbg>-<role> and
     s-<rbg>-<role> with role `server`, KubeRay head Services end in -head-svc (tests/upstream_*.py).
     A name past 63 characters keeps a hash of the whole, so two long model names stay apart."""
@@ -117,7 +120,23 @@ def disruption_budget(m: ServedModel) -> dict[str, int]:
     Otherwise an integer minAvailable, the one form computed from the matching pods alone, with no
     controller lookup (getExpectedPodCount: expectedCount = len(pods)): all pods but one. For an
     autoscaled model the count varies; minReplicas - 1 never blocks a drain (above the minimum more
-    pods may go, never fewer than one) and at the minimum it still keeps all pods but one."""
+    pods may go, never fewer than one) and at the minimum it still keeps all pods but one.
+
+    A model spanning nodes (issue 29) counts groups: one pod's eviction takes its whole group down (LWS
+    v0.10.0 pkg/controllers/pod_controller.go handleRestartPolicy: a deleted pod deletes its leader, and the
+    group is created again; RBG v0.7.0 and AIBrix v0.7.0 replace the pod alone, and the group serves again
+    only once it has rejoined its leader: orchestrators' group_restart). So its budget is all pods but one,
+    replicas x size - 1, which lets one group go and holds every other: while a group is down, its size
+    (>= 2) pods are not healthy, fewer than the budget's all-but-one, and the disruption controller allows
+    no eviction until it is back (disruption.go updatePdbStatus: disruptionsAllowed = currentHealthy -
+    desiredHealthy, floored at 0). The integer form, whatever the controllers: an RBG group's pods are
+    owned by a RoleInstance and a StormService group's by a PodSet (AIBrix v0.7.0 pkg/controller/podset/
+    podset_controller.go), neither with /scale in its CRD, so maxUnavailable would fail the sync; an LWS's
+    are owned by StatefulSets (a leader one and one per group, owned by its leader pod), which the
+    controller counts, but the group's worker StatefulSet goes with its leader while the group is created
+    again. A model of one replica lets its group go, as a one-pod model lets its pod."""
+    if spans_nodes(m):
+        return {"minAvailable": steady_engine_pods(m) - 1}
     if pod_controllers(m) <= SCALED_POD_CONTROLLERS:
         return {"maxUnavailable": 1}
     return {"minAvailable": max(0, steady_engine_pods(m) - 1)}
@@ -181,7 +200,7 @@ class ModelOperations(Component):
             engines = k8s.core.v1.Service(
                 f"{name}-engines", metadata={**metadata(engines_service(m), ns, "load-test"),
                                              "annotations": {"pulumi.com/skipAwait": "true"}},
-                spec={"clusterIP": "None", "publishNotReadyAddresses": True, "selector": served_model_selector(m),
+                spec={"clusterIP": "None", "publishNotReadyAddresses": True, "selector": serving_selector(m),
                       "ports": [{"name": f"metrics-{p}", "port": p, "targetPort": p, "protocol": "TCP"}
                                 for p in engine_metric_ports(m)]},
                 opts=self.child_opts())

@@ -1,6 +1,7 @@
 """Cluster prerequisites from pinned release manifests: AIBrix (its dependency bundle carries the
-KubeRay operator v1.2.1 and Envoy Gateway v1.2.8 it was tested with) and the RBG controller.
-The versions match the CRDs the tests validate against (../shared/crds/SOURCES.md)."""
+KubeRay operator v1.2.1 and Envoy Gateway v1.2.8 it was tested with), the RBG controller and the
+LeaderWorkerSet controller. The versions match the CRDs the tests validate against
+(../shared/crds/SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,16 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component
-from config_model import Platform
+from components.orchestrators import ORCHESTRATORS
+from config_model import Platform, ServedModel
 
 # What AIBrix v0.7.0 bundles (config/dependency at that tag); for the exports.
 AIBRIX_BUNDLED = {"kuberay": "v1.2.1", "envoyGateway": "v1.2.8", "gatewayApi": "v1.2.1"}
+
+
+# Releases a stack needs only when one of its models' workloads is of their API group: a LeaderWorkerSet
+# (issue 29). AIBrix and RBG are listed by every stack.
+ON_DEMAND = {"leaderworkerset.x-k8s.io": "lws"}
 
 
 def manifest_urls(platform: Platform) -> dict[str, str]:
@@ -27,11 +34,37 @@ def manifest_urls(platform: Platform) -> dict[str, str]:
         "aibrix-core-crds": f"{aibrix}/aibrix-core-crds-{platform.aibrix_version}.yaml",
         "aibrix-core": f"{aibrix}/aibrix-core-{platform.aibrix_version}.yaml",
         "rbg": f"https://raw.githubusercontent.com/sgl-project/rbg/{platform.rbg_version}/deploy/kubectl/manifests.yaml",
+        "lws": lws_manifest_url(platform.lws_version),
     }
 
 
-def required_versions(platform: Platform) -> dict[str, str]:
-    return {"aibrix": platform.aibrix_version, **AIBRIX_BUNDLED, "rbg": platform.rbg_version}
+def lws_manifest_url(version: str) -> str:
+    """The release asset upstream's installation page applies (kubernetes-sigs/lws v0.10.0
+    site/content/en/docs/installation/_index.md: `kubectl apply --server-side -f
+    https://github.com/kubernetes-sigs/lws/releases/download/$VERSION/manifests.yaml`; the Makefile's
+    `artifacts` target builds it from config/default). That build leaves gang scheduling off: its controller
+    configuration (config/manager/controller_manager_config.yaml) has no gangSchedulingManagement and
+    config/default/kustomization.yaml leaves the Volcano RBAC component commented out, so a cluster whose
+    LeaderWorkerSets are gang-scheduled by Volcano installs the controller with the chart's
+    gangSchedulingManagement.schedulerProvider=volcano instead (charts/lws/values.yaml; README)."""
+    return f"https://github.com/kubernetes-sigs/lws/releases/download/{version}/manifests.yaml"
+
+
+def needed_on_demand(models: list[ServedModel]) -> set[str]:
+    """The ON_DEMAND releases the models' workloads need."""
+    # A P/D fleet (rayclusterfleet) is no model workload (components/orchestrators/): AIBrix's own.
+    groups = {ORCHESTRATORS[m.orchestrator].api_version.rpartition("/")[0] for m in models
+              if m.orchestrator in ORCHESTRATORS}
+    return {key for group, key in ON_DEMAND.items() if group in groups}
+
+
+def required_versions(platform: Platform, models: list[ServedModel] | tuple = ()) -> dict[str, str]:
+    """What the stack is built for: AIBrix with what it bundles and RBG always; LeaderWorkerSet where a model
+    runs on one, or where this stack installs it."""
+    out = {"aibrix": platform.aibrix_version, **AIBRIX_BUNDLED, "rbg": platform.rbg_version}
+    if platform.install or "lws" in needed_on_demand(list(models)):
+        out["lws"] = platform.lws_version
+    return out
 
 
 class ClusterPrerequisites(Component):

@@ -66,11 +66,15 @@ class Platform(Model):
     """Cluster prerequisites, pinned. Install them from exactly one stack per cluster (they are
     cluster-wide); every stack exports the versions it was built for."""
 
-    install: bool = Field(False, description="Install AIBrix (with its KubeRay and Envoy Gateway) and RBG from this stack.")
+    install: bool = Field(False, description="Install AIBrix (with its KubeRay and Envoy Gateway), RBG and LeaderWorkerSet "
+                          "from this stack.")
     aibrix_version: text(r"^v[0-9]+\.[0-9]+\.[0-9]+$", "a release tag such as 'v0.7.0'") = Field(
         "v0.7.0", description="AIBrix release; its dependency bundle brings KubeRay v1.2.1 and Envoy Gateway v1.2.8.")
     rbg_version: text(r"^v[0-9]+\.[0-9]+\.[0-9]+$", "a release tag such as 'v0.7.0'") = Field(
         "v0.7.0", description="RoleBasedGroup controller release.")
+    lws_version: text(r"^v[0-9]+\.[0-9]+\.[0-9]+$", "a release tag such as 'v0.7.0'") = Field(
+        "v0.10.0", description="LeaderWorkerSet controller release (models[].orchestrator leaderworkerset), installed from "
+        "its release manifest, which runs without gang scheduling.")
 
 
 class Warmup(Model):
@@ -206,7 +210,8 @@ class Operations(Model):
     open_webui: OpenWebUi = Field(default_factory=OpenWebUi, alias="openWebUI", description="OpenWebUI.")
     disruption_budget: bool = Field(True, description="A PodDisruptionBudget per served model letting one engine pod go at a time: maxUnavailable 1 "
                                      "for Deployment pods, else minAvailable (pods - 1), which the disruption controller computes "
-                                     "without the scale subresource RoleSets, RoleInstances and RayClusters lack.")
+                                     "without the scale subresource RoleSets, RoleInstances and RayClusters lack; a model spanning "
+                                     "nodes, whose group goes down with any of its pods, one group at a time (docs/operations.md).")
     image_pre_pull: ImagePrePull = Field(default_factory=ImagePrePull, description="Engine image pre-pull on the GPU nodes.")
 
 

@@ -89,7 +89,7 @@ def outputs(cfg: StackConfig, models: list[ServedModel], routes: ModelRoutes,
         "modelVerifyImage": references["modelVerify"],
         "vllmRayImage": references.get("vllmRay") or "",
         "workloadImages": workload_images,
-        "prerequisites": required_versions(cfg.platform),
+        "prerequisites": required_versions(cfg.platform, cfg.models),
         "gpuTotal": rules.gpu_total(cfg),
         "gpuBudget": cfg.gpu_budget,
         # Per consumer: the output holding its token, its limit and its namespaces (the URLs are `models`').

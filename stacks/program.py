@@ -22,9 +22,10 @@ from components.disaggregated import (
 from components.engines import profile_of, with_speculative_decoding
 from components.gateway import ModelRoutes, ModelRoutesArgs, RouteBackend
 from components.gateway_policies import ConsumerLimit, RateLimits
+from components.group import spans_nodes
 from components.images import ImageMirror, ImageMirrorArgs
 from components.monitoring import EngineMonitoring, MonitoringArgs
-from components.network import ClientTarget, NetworkArgs, NetworkPolicies
+from components.network import ClientTarget, NetworkArgs, NetworkPolicies, model_groups
 from components.openwebui import OpenWebUiApp, OpenWebUiArgs
 from components.operations import BenchResults, ModelOperations, OperationsArgs
 from components.ops_commands import gateway_endpoint
@@ -346,6 +347,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             aibrix_namespace=cfg.gateway.namespace,
             autoscaled_models=[m.name for m in cfg.models if m.autoscaling.enabled],
             client_namespaces=client_namespaces(cfg),
+            groups=[model_groups(m) for m in cfg.models if spans_nodes(m)],
             client_targets=[] if exports.through_gateway(cfg) else [
                 ClientTarget(b.service_name, b.selector, b.target_port) for b in backends]), opts)
 

@@ -451,6 +451,8 @@ def test_platform_installs_pinned_manifests_in_order():
         "https://github.com/vllm-project/aibrix/releases/download/v0.7.0/aibrix-core-v0.7.0.yaml",
         "https://github.com/vllm-project/aibrix/releases/download/v0.7.0/aibrix-core-crds-v0.7.0.yaml",
         "https://github.com/vllm-project/aibrix/releases/download/v0.7.0/aibrix-dependency-v0.7.0.yaml",
+        # kubernetes-sigs/lws v0.10.0 site/content/en/docs/installation/_index.md, "Install by kubectl".
+        "https://github.com/kubernetes-sigs/lws/releases/download/v0.10.0/manifests.yaml",
         "https://raw.githubusercontent.com/sgl-project/rbg/v0.7.0/deploy/kubectl/manifests.yaml"]
     # Applied in order: dependency, then the CRDs (a separate asset since v0.7.0), then core.
     crds = next(f for f in files if "aibrix-core-crds" in f.inputs["file"])
