@@ -16,13 +16,23 @@ ROOT = Path(__file__).resolve().parent.parent
 # The unit tests' variants, one per workload kind and topology; the RoleBasedGroup controller cannot be built here (README), so that variant's
 # custom resource never reports Ready and stops at preview and a server-side dry run.
 VARIANTS = ("vllm-stormservice", "pd-rayclusterfleet", "pd-same-pod-deployment", "hybrid-stormservice",
-            "sglang-rolebasedgroup")
-NEEDS_CONTROLLER_WE_LACK = {"sglang-rolebasedgroup": "RoleBasedGroup (sgl-project/rbg v0.7.0 is not served)"}
+            "sglang-rolebasedgroup", "r1-leaderworkerset", "r1-rolebasedgroup", "r1-stormservice")
+NEEDS_CONTROLLER_WE_LACK = {"sglang-rolebasedgroup": "RoleBasedGroup (sgl-project/rbg v0.7.0 is not served)",
+                            "r1-rolebasedgroup": "RoleBasedGroup (sgl-project/rbg v0.7.0 is not served)",
+                            "r1-leaderworkerset": "LeaderWorkerSet (the proxy answers 403 for sigs.k8s.io/lws@v0.10.0's "
+                                                  "zip, its .info and .mod are served)"}
+# Variants with a test of their own (e2e/test_multinode.py): they need nodes and a scheduler the test brings.
+OWN_TEST = {"r1-stormservice"}
+# The node pool of the two-node model on the real AIBrix controller: nodes e2e/test_multinode.py adds and
+# removes (a label and a taint only its pods tolerate, as e2e/test_gang.py's pools).
+MULTINODE_POOL = ("e2e.llm-serving.io/pool", "multinode")
 
 
 def _variant(name: str):
     from test_pd import stack as pd_stack
     from variants import model, sglang_stack, variant_file
+    if name.startswith("r1-"):
+        return _r1(name.removeprefix("r1-"))
     if name == "vllm-stormservice":
         m = model(orchestrator="stormservice")
         m.pop("rollout")
@@ -36,6 +46,24 @@ def _variant(name: str):
             "pd-same-pod-deployment": lambda: pd_stack("pd-same-pod", "deployment", 8),
             "hybrid-stormservice": lambda: pd_stack("hybrid", "stormservice", 32),
             "sglang-rolebasedgroup": sglang_stack}[name]()
+
+
+def _r1(orchestrator: str):
+    """DeepSeek-R1 on two nodes of 8 GPUs (tests/multinode_stacks.py) on one orchestrator: SGLang on the
+    StormService (its gang pool of nodes the test adds, coscheduling, a compile-cache claim the e2e storage
+    class binds), vLLM on the LeaderWorkerSet, SGLang on the RoleBasedGroup."""
+    from multinode_stacks import r1_stack
+    engine = "vllm" if orchestrator == "leaderworkerset" else "sglang"
+    if orchestrator != "stormservice":
+        return r1_stack(orchestrator, engine, stack=f"r1-{orchestrator}")
+    key, value = MULTINODE_POOL
+    pool = {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H20", key: value},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                            {"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}]}
+    sf = r1_stack(orchestrator, engine, stack="r1-stormservice", pool=pool)
+    sf.config["llm-serving:compileCache"] = json.dumps({"kind": "claim", "storageClassName": "e2e-standard",
+                                                        "sizeGiB": 50})
+    return sf
 
 
 def _as_stored(key: str, text: str):
