@@ -114,6 +114,17 @@ def _pods(orchestrator: str, engine: str, tp: int, pp: int) -> list[GroupPod]:
     return out
 
 
+def pod_ids(engine: str) -> list[str]:
+    """GroupPod.where of every rank of the engine's pairs, without rendering (for test ids at collection)."""
+    return [f"{o}/{e}/tp{tp}xpp{pp}/rank{r}" for o, e in GROUP_PAIRS if e == engine for tp, pp in SHAPES
+            for r in range(tp * pp // 8)]
+
+
+def pod(where: str) -> GroupPod:
+    (found,) = [p for p in group_pods() if p.where == where]
+    return found
+
+
 @functools.lru_cache(maxsize=None)
 def group_pods() -> tuple[GroupPod, ...]:
     return tuple(p for o, e in GROUP_PAIRS for tp, pp in SHAPES for p in _pods(o, e, tp, pp))

@@ -21,6 +21,9 @@ from components.orchestrators.base import GROUP_ROLE
 from render.__main__ import main as render_main
 from stacks.rules.passthrough import GROUP_HOW
 
+# The renders of tests/multinode_pods.py are kept per process: one worker renders them once.
+pytestmark = pytest.mark.xdist_group("multinode")
+
 
 def _render(tmp_path, capsys, cfg: dict) -> tuple[int, str, object]:
     text = yaml.safe_dump({"config": {f"llm-serving:{k}": v for k, v in cfg.items()}}, sort_keys=False)

@@ -19,14 +19,15 @@ import vllm_cli
 from engine_containers import engine_packages, sglang_options
 from engine_containers import option_names as flags
 from engine_containers import vllm_releases as parse_every_vllm_argv
-from multinode_pods import group_pods
+from multinode_pods import group_pods, pod, pod_ids
 
 from policy.engines import sglang, vllm
 from policy.manifests import flag_value
 from policy.workloads import gpu_count
 
-VLLM_PODS = {p.where: p for p in group_pods() if p.engine == "vllm"}
-SGLANG_PODS = {p.where: p for p in group_pods() if p.engine == "sglang"}
+# Rendered when a test first asks (tests/multinode_pods.py), not at collection on every worker; one worker.
+pytestmark = pytest.mark.xdist_group("multinode")
+VLLM_PODS, SGLANG_PODS = pod_ids("vllm"), pod_ids("sglang")
 GPUS_PER_NODE = 8   # H20 nodes of tests/multinode_stacks.py
 
 
@@ -43,6 +44,7 @@ def vllm_releases(tmp_path_factory) -> dict[str, vllm_cli.Release]:
 def test_every_pair_and_shape_renders_every_rank_of_a_group():
     seen = {(p.orchestrator, p.engine, p.tp, p.pp) for p in group_pods()}
     assert len(seen) == 8 and {p.where for p in group_pods()} == set(VLLM_PODS) | set(SGLANG_PODS)
+    assert {p.rank for p in group_pods()} == {0, 1}
     for p in group_pods():
         gpus = gpu_count(p.container)[1]
         assert gpus == GPUS_PER_NODE and p.size * gpus == p.tp * p.pp, p.where
@@ -53,7 +55,7 @@ def test_every_pair_and_shape_renders_every_rank_of_a_group():
 @pytest.mark.parametrize("version", upstream_vllm.RELEASES)
 @pytest.mark.parametrize("where", sorted(VLLM_PODS))
 def test_vllm_accepts_every_rank_and_configures_it_as_part_of_the_group(vllm_releases, version, where):
-    p, r = VLLM_PODS[where], vllm_releases[version]
+    p, r = pod(where), vllm_releases[version]
     assert r.results[p.argv] is None, f"vLLM {version} `vllm {' '.join(p.argv)}`: {r.results[p.argv]}"
     assert not [f for f in flags(p.argv[1:]) if f not in r.options], "abbreviations only"
     # The leader serves; every other rank runs headless (no API server: upstream_vllm HEADLESS_FUNCTION).
@@ -72,7 +74,7 @@ def test_vllm_accepts_every_rank_and_configures_it_as_part_of_the_group(vllm_rel
 
 @pytest.mark.parametrize("where", sorted(SGLANG_PODS))
 def test_sglang_accepts_every_rank_with_its_dist_init_address(where):
-    p = SGLANG_PODS[where]
+    p = pod(where)
     options = sglang_options(upstream_sglang.MULTI_NODE_RELEASE)
     sglang_cli.parser(options).parse_args(list(p.argv[1:]))   # raises Refused as `sglang serve` would exit 2
     assert not [f for f in flags(p.argv[1:]) if f not in options], "abbreviations only"
@@ -88,7 +90,7 @@ def test_sglang_accepts_every_rank_with_its_dist_init_address(where):
 
 
 def test_only_the_vllm_leader_serves_a_port():
-    for p in VLLM_PODS.values():
+    for p in map(pod, VLLM_PODS):
         served = bool(p.container.get("ports")) and bool(p.container.get("readinessProbe"))
         assert served == (p.rank == 0) and bool(p.container.get("lifecycle")) == (p.rank == 0), p.where
 

@@ -29,6 +29,8 @@ from components.orchestrators.stormservice import ORCHESTRATOR as SS
 from policy import workloads
 from stacks.rules.multinode import STORMSERVICE_GROUP_NAME_MAX
 
+# The renders of tests/multinode_pods.py are kept per process: one worker renders them once.
+pytestmark = pytest.mark.xdist_group("multinode")
 MIRRORS = Path("/work/.mirror")
 CASES = [(o, e, tp, pp) for o, e in GROUP_PAIRS for tp, pp in SHAPES]
 
