@@ -205,8 +205,13 @@ VLLM_REFUSED = {("serve", "/m", "--no-such-flag", "1"): "unrecognized arguments:
 
 
 def vllm_releases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, vllm_cli.Release]:
-    """Every rendered vLLM argv of engine_containers() and VLLM_REFUSED through each pinned release's parser: one
+    """Every rendered vLLM argv of engine_containers(), the group pods' and VLLM_REFUSED through each pinned
+    release's parser: one
     batch, so the parsers run once per release per session (and per set of argvs: vllm_cli keeps the answers),
     whichever test file asks first; the others wait for that run and read its answers."""
-    argvs = [c.argv for c in engine_containers() if c.engine == "vllm"] + list(VLLM_REFUSED)
-    return vllm_cli.parse(argvs, vllm_cli.session_tmp_root(tmp_path_factory))
+    # Issue 29: every rank of the multi-node stacks, as the kubelet expands it (tests/multinode_pods.py), to the
+    # engine config as well.
+    from multinode_pods import group_pods
+    group = [p.argv for p in group_pods() if p.engine == "vllm"]
+    argvs = [c.argv for c in engine_containers() if c.engine == "vllm"] + list(VLLM_REFUSED) + group
+    return vllm_cli.parse(argvs, vllm_cli.session_tmp_root(tmp_path_factory), configs=group)

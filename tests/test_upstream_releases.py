@@ -381,7 +381,8 @@ def _mirror(repo: str) -> Path | None:
     return path if path.is_dir() else None
 
 
-@pytest.mark.parametrize("repo", ["vllm-project/aibrix", "sgl-project/rbg", "pulumi/pulumi", "pulumi/pulumi-kubernetes"])
+@pytest.mark.parametrize("repo", ["vllm-project/aibrix", "sgl-project/rbg", "kubernetes-sigs/lws", "pulumi/pulumi",
+                                  "pulumi/pulumi-kubernetes"])
 def test_declared_files_exist_at_the_release_in_the_mirror(repo):
     # The mirrors are this workplace's (/work/.mirror), not the project's: elsewhere this is skipped.
     mirror = _mirror(repo)

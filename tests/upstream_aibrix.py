@@ -29,7 +29,8 @@ PORTED_FROM = {
         "pkg/plugins/gateway/gateway_rsp_headers.go", "pkg/plugins/gateway/configprofiles/configprofiles.go",
         "pkg/plugins/gateway/algorithms/", "pkg/types/router_context.go", "pkg/utils/pod.go", "pkg/utils/util.go",
         "pkg/controller/modelrouter/modelrouter_controller.go", "pkg/controller/stormservice/",
-        "pkg/controller/roleset/", "pkg/controller/rayclusterfleet/sync.go",
+        "pkg/controller/roleset/", "pkg/controller/podset/podset_controller.go", "pkg/webhook/stormservice_webhook.go",
+        "api/orchestration/v1alpha1/podset_types.go", "pkg/controller/rayclusterfleet/sync.go",
         "pkg/controller/rayclusterreplicaset/rayclusterreplicaset_utils.go", "pkg/controller/constants/stormservice.go",
         "pkg/controller/util/controller_utils.go", "pkg/controller/podautoscaler/", "pkg/metrics/",
         "api/autoscaling/v1alpha1/podautoscaler_types.go", "api/orchestration/v1alpha1/stormservice_types.go",
@@ -688,3 +689,69 @@ def ss_status(spec: dict, rolesets: list[RoleSet], current_revision: str, update
 #   (tests/upstream_kuberay.py POD_CONTROLLER).
 # Whether RoleSet has /scale is read from its CRD (../shared/crds/aibrix), not stated here.
 ROLESET_POD_CONTROLLER = ("orchestration.aibrix.ai/v1alpha1", "RoleSet")
+
+
+# ---- a role with podGroupSize > 1: groups of pods across nodes (issue 29; /work/briefs/facts-aibrix.md) ----
+PODSET_CONTROLLER = "pkg/controller/podset/podset_controller.go"
+ROLESET_UTILS = "pkg/controller/roleset/utils.go"
+PODSET_ROLLSYNCER = "pkg/controller/roleset/podset_rollsyncer.go"
+SS_CONSTANTS = "pkg/controller/constants/stormservice.go"
+# createPodFromTemplate puts these first into every container (a template variable of the same name is dropped),
+# then the RoleSet's own, which injectContainerEnvVars put first into the PodSet's template.
+PODSET_ENV = ("PODSET_NAME", "POD_GROUP_INDEX", "POD_GROUP_SIZE")
+ROLESET_ENV = ("STORM_SERVICE_NAME", "ROLESET_NAME", "ROLESET_INDEX", "ROLE_NAME", "ROLE_TEMPLATE_HASH",
+               "ROLE_REPLICA_INDEX")
+GROUP_INDEX_LABEL = "stormservice.orchestration.aibrix.ai/pod-group-index"
+PODSET_NAME_LABEL = "stormservice.orchestration.aibrix.ai/podset-name"
+COSCHEDULING_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+# The role's podGroupSize is 1..100 (RoleSpec); a PodSet's, which only the RoleSet controller writes, 2..100 and
+# required (api/orchestration/v1alpha1/podset_types.go, "an internal API").
+ROLE_POD_GROUP_SIZE = (1, 100)
+PODSET_POD_GROUP_SIZE = (2, 100)
+# pkg/webhook/stormservice_webhook.go ValidateCreate: len(name) + longest podGroupSize role name + 36 <= 63.
+PODSET_NAME_SUFFIX_ESTIMATE = 36
+
+
+def podset_name(roleset: str, role: str, template_hash: str, role_index: int) -> str:
+    """podset_rollsyncer.go createPodSetForRole (Shorten leaves a name under 63 characters as it is)."""
+    return f"{roleset}-{role}-{template_hash}-{role_index}"
+
+
+def podset_injected_env(stormservice: str, roleset: str, roleset_index: int, role: str, template_hash: str,
+                        role_index: int, group_index: int, size: int) -> list[dict]:
+    """What a container of pod `group_index` of a PodSet holds before its template's variables."""
+    podset = podset_name(roleset, role, template_hash, role_index)
+    values = (podset, group_index, size, stormservice, roleset, roleset_index, role, template_hash, role_index)
+    return [{"name": n, "value": str(v)} for n, v in zip(PODSET_ENV + ROLESET_ENV, values, strict=True)]
+
+
+def group_leader_address(podset: str, stormservice: str, namespace: str) -> str:
+    """createPodFromTemplate sets hostname = the pod's name (<podset>-<index>) and subdomain = the StormService's
+    name, whose headless Service (stormservice/sync.go syncHeadlessService) publishes not-ready pods too."""
+    return f"{podset}-0.{stormservice}.{namespace}"
+
+
+GROUP_SOURCE = (
+    (SS_CONSTANTS, 'PodSetNameEnvKey       = "PODSET_NAME"'),
+    (SS_CONSTANTS, 'PodSetIndexEnvKey      = "POD_GROUP_INDEX"'),
+    (SS_CONSTANTS, 'PodSetSizeEnvKey       = "POD_GROUP_SIZE"'),
+    (SS_CONSTANTS, f'PodGroupIndexLabelKey        = "{GROUP_INDEX_LABEL}"'),
+    (SS_CONSTANTS, f'PodSetNameLabelKey           = "{PODSET_NAME_LABEL}"'),
+    (SS_CONSTANTS, f'CoschedulingPodGroupNameLabelKey = "{COSCHEDULING_POD_GROUP_LABEL}"'),
+    (PODSET_CONTROLLER, "{Name: constants.PodSetNameEnvKey, Value: podSet.Name},"),
+    (PODSET_CONTROLLER, "pod.Spec.Hostname = pod.Name"),
+    (PODSET_CONTROLLER, "pod.Spec.Subdomain = podSet.Labels[constants.StormServiceNameLabelKey]"),
+    (PODSET_CONTROLLER, 'pod.Name = utils.Shorten(fmt.Sprintf("%s-%d", podSet.Name, podIndex), false, false)'),
+    # One scheduler-plugins PodGroup per PodSet, its spec the role's strategy as given: minMember is never derived.
+    (PODSET_CONTROLLER, "Spec:       schedulerpluginsv1aplha1.PodGroupSpec(*podSet.Spec.SchedulingStrategy."
+                        "CoschedulingSchedulingStrategy),"),
+    (PODSET_ROLLSYNCER, "podSet.Labels[constants.CoschedulingPodGroupNameLabelKey] = podSet.Name"),
+    (PODSET_ROLLSYNCER, 'podSet.Name = utils.Shorten(fmt.Sprintf("%s-%s-%s-%d", roleSet.Name, role.Name, templateHash, '
+                        '*roleIndex), false, false)'),
+    (ROLESET_UTILS, "Name:  constants.StormServiceNameEnvKey,"),
+    ("pkg/controller/roleset/rolesyncer.go", "if role.PodGroupSize != nil && *role.PodGroupSize > 1 {"),
+    ("api/orchestration/v1alpha1/podset_types.go", "// +kubebuilder:validation:Minimum=2"),
+    ("pkg/webhook/stormservice_webhook.go", "const estimatedPodNameSuffixLength = 36"),
+    # Recovery is per pod (ReplaceUnhealthy, the PodSet CRD's default, never set from a StormService).
+    (PODSET_CONTROLLER, "return r.handleReplaceUnhealthy(ctx, podSet, activePods, currentPodCount, desiredPodCount)"),
+)

@@ -219,3 +219,47 @@ def sync(spec: dict, pods: list[Pod]) -> Status:
     if expected <= 0 or allowed <= 0:
         allowed = 0
     return Status(expected, desired, current, allowed, unmanaged_pods=unmanaged)
+
+
+# ---- the kubelet's $(VAR) expansion (read at kubernetes/kubernetes v1.37 in the search index's stored copies) ----
+# third_party/forked/golang/expansion/expand.go Expand/MappingFuncFor: `$$` is one `$`, `$(NAME)` is NAME's value
+# when the mapping has it and stays `$(NAME)` when not, an unclosed `$(` stays as written.
+# pkg/kubelet/kubelet_pods.go makeEnvironmentVariables: the container's env in order, each value expanded with the
+# variables declared before it (a valueFrom is resolved, not expanded); then command and args are expanded with
+# the whole environment (pkg/kubelet/container/helpers.go ExpandContainerCommandAndArgs).
+
+def expand(text: str, mapping: dict[str, str]) -> str:
+    out, checkpoint, cursor = [], 0, 0
+    while cursor < len(text):
+        if text[cursor] == "$" and cursor + 1 < len(text):
+            out.append(text[checkpoint:cursor])
+            rest = text[cursor + 1:]
+            if rest[0] == "$":
+                out.append("$")
+                advance = 1
+            elif rest[0] == "(":
+                close = rest.find(")", 1)
+                if close < 0:
+                    out.append("$(")
+                    advance = 1
+                else:
+                    name = rest[1:close]
+                    out.append(mapping.get(name, f"$({name})"))
+                    advance = close + 1
+            else:
+                out.append("$" + rest[0])
+                advance = 1
+            cursor += advance
+            checkpoint = cursor + 1
+        cursor += 1
+    return "".join(out) + text[checkpoint:]
+
+
+def container_environment(env: list[dict], resolve) -> dict[str, str]:
+    """The container's environment as the kubelet makes it from `env` (the controller's injected variables
+    first, as it writes them): `resolve(valueFrom)` answers a valueFrom (the downward API, a Secret)."""
+    out: dict[str, str] = {}
+    for e in env:
+        value = e.get("value") or ""
+        out[e["name"]] = expand(value, out) if value else (resolve(e["valueFrom"]) if "valueFrom" in e else "")
+    return out

@@ -173,3 +173,22 @@ DSV4_HICACHE_SIZE_REFUSAL = "DeepSeek V4 HiCache currently does not support --hi
 # `update-alternatives --set python3 /usr/bin/python3.12`. The pre-pull holder's `command` replaces it.
 IMAGE_ENTRYPOINT: tuple[str, ...] | None = None
 IMAGE_PYTHON = "/usr/bin/python3"
+
+
+# ---- a model spanning nodes (issue 29; /work/briefs/facts-engines.md 6-8), READ from the 0.5.23 wheel and checked
+# against the installed source by tests/test_multinode_engines.py ----
+MULTI_NODE_RELEASE = "0.5.23"
+# --dist-init-addr's alias (sglang/srt/arg_groups/fields/parallel.py class Parallel); there is no --headless.
+DIST_INIT_ALIAS = "--nccl-init-addr"
+MULTI_NODE_SOURCE = (
+    ("sglang/srt/arg_groups/fields/parallel.py", 'aliases=["--nccl-init-addr"],'),
+    # get_local_ip_auto: SGLANG_HOST_IP (or HOST_IP) first, else a NIC or the route to 8.8.8.8.
+    ("sglang/srt/utils/network.py", 'host_ip = os.getenv("SGLANG_HOST_IP", "") or os.getenv("HOST_IP", "")'),
+    # Ranks >= 1 run no tokenizer and no OpenAI API, but a dummy health server on --host:--port answering
+    # /ping, /health and /health_generate: a worker pod is probed like the leader (WORKER_SERVES_HTTP).
+    ("sglang/srt/entrypoints/engine.py", "if get_parallel().node_rank >= 1:"),
+    ("sglang/srt/entrypoints/engine.py", "launch_dummy_health_check_server("),
+    ("sglang/srt/utils/common.py", '@app.get("/health")'),
+    ("sglang/srt/utils/common.py", '@app.get("/ping")'),
+    ("sglang/srt/entrypoints/http_server.py", "if get_parallel().node_rank >= 1:"),
+)

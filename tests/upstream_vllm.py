@@ -219,3 +219,23 @@ BENCH_STREAMS = True
 # `command` replaces the ENTRYPOINT, so the pre-pull holder runs python3, never the server.
 IMAGE_ENTRYPOINT = ("python3", "-m", "vllm.entrypoints.openai.api_server")
 IMAGE_PYTHON = "/usr/bin/python3"
+
+
+# ---- a model spanning nodes (issue 29; /work/briefs/facts-engines.md 1-5), READ from both wheels and checked
+# against the installed sources by tests/test_multinode_engines.py ----
+# The rank flags and their short forms are the parsers' own (vllm_cli answers the option strings);
+# --master-port's default and what each text below says:
+MASTER_PORT_DEFAULT = 29501
+# The worker ranks run `--headless`: ServeSubcommand.cmd sends them to run_headless, which builds the engine
+# config and starts the workers with no API server (no HTTP port, no /health): only rank 0 serves.
+MULTI_NODE_SOURCE = (
+    ("vllm/config/parallel.py", "master_port: int = 29501"),
+    ("vllm/config/parallel.py", "nnodes: int = Field(default=1, ge=1)"),
+    ("vllm/entrypoints/cli/serve.py", "if args.headless:"),
+    ("vllm/entrypoints/cli/serve.py", "run_headless(args)"),
+    # get_ip(): VLLM_HOST_IP first, else the source address of a route to 8.8.8.8 (which need not be the pod
+    # network): the program sets it to the pod's IP.
+    ("vllm/utils/network_utils.py", "host_ip = envs.VLLM_HOST_IP"),
+)
+# The function whose body must not start a server: run_headless in vllm/entrypoints/cli/serve.py.
+HEADLESS_FUNCTION = ("vllm/entrypoints/cli/serve.py", "run_headless")

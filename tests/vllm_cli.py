@@ -36,6 +36,8 @@ class Release:
     options: dict[str, bool]        # option string of the serve subparser: takes a value
     platform_lines: tuple[str, ...]
     results: dict[tuple[str, ...], str | None]   # argv: None when accepted, else why not
+    # argv: the parallel configuration create_engine_config gives (vllm_parse.py), else why not
+    configs: dict[tuple[str, ...], dict | str]
 
 
 def venvs() -> Path:
@@ -48,8 +50,8 @@ def venvs() -> Path:
     return root
 
 
-def _run(root: Path, argvs: list[list[str]], out_dir: Path) -> dict[str, dict]:
-    request = json.dumps({"argvs": argvs}).encode()
+def _run(root: Path, argvs: list[list[str]], out_dir: Path, configs: list[list[str]]) -> dict[str, dict]:
+    request = json.dumps({"argvs": argvs, "configs": configs}).encode()
     procs = {}
     for v in upstream_vllm.RELEASES:
         out, log = out_dir / f"{v}.json", (out_dir / f"{v}.log").open("wb")
@@ -82,13 +84,15 @@ def verdicts_dir() -> Path:
     return Path(os.environ.get("VLLM_VERDICTS") or cache / "llm-serving" / "vllm-verdicts")
 
 
-def verdict_key(root: Path, argvs: list[tuple[str, ...]]) -> str:
+def verdict_key(root: Path, argvs: list[tuple[str, ...]], configs: list[tuple[str, ...]] = ()) -> str:
     """What a run's answers follow from, and nothing else: the argvs, the parse script, and each
     release's installed packages (the uv-written RECORD of every distribution: each file's hash).
     The answers of a run are kept in verdicts_dir() by this key: the parsers take about 35 s of CPU
     (50-60 s on a new virtualenv's first run), and the next `make test` of the same argvs on the same
     packages gets the same answers; a new argv, script or package is a new key, so a new run."""
     h = hashlib.sha256(json.dumps(argvs).encode())
+    if configs:
+        h.update(json.dumps(configs).encode())
     h.update(PARSE_SCRIPT.read_bytes())
     for v in upstream_vllm.RELEASES:
         for record in sorted((root / v).glob("lib/python*/site-packages/*.dist-info/RECORD")):
@@ -100,11 +104,13 @@ def verdict_key(root: Path, argvs: list[tuple[str, ...]]) -> str:
     return h.hexdigest()[:16]
 
 
-def parse(argvs: list[tuple[str, ...]], tmp_root: Path) -> dict[str, Release]:
-    """Every argv (from "serve" on) through each release's parser; one run per set of argvs and session."""
+def parse(argvs: list[tuple[str, ...]], tmp_root: Path, configs: list[tuple[str, ...]] = ()) -> dict[str, Release]:
+    """Every argv (from "serve" on) through each release's parser, and each of `configs` on to vLLM's engine
+    config; one run per set of argvs and session."""
     root = venvs()
     unique = sorted({tuple(a) for a in argvs})
-    key = verdict_key(root, unique)
+    unique_configs = sorted({tuple(a) for a in configs})
+    key = verdict_key(root, unique, unique_configs)
     out_dir = tmp_root / f"vllm-parse-{key}"
     out_dir.mkdir(parents=True, exist_ok=True)
     answer_file = out_dir / "answers.json"
@@ -115,7 +121,8 @@ def parse(argvs: list[tuple[str, ...]], tmp_root: Path) -> dict[str, Release]:
             if kept.exists():
                 answer_file.write_text(kept.read_text())
             else:
-                answer_file.write_text(json.dumps(_run(root, [list(a) for a in unique], out_dir)))
+                answer_file.write_text(json.dumps(_run(root, [list(a) for a in unique], out_dir,
+                                                       [list(a) for a in unique_configs])))
                 kept.parent.mkdir(parents=True, exist_ok=True)
                 tmp = kept.with_suffix(f".{os.getpid()}.tmp")
                 tmp.write_text(answer_file.read_text())
@@ -123,7 +130,8 @@ def parse(argvs: list[tuple[str, ...]], tmp_root: Path) -> dict[str, Release]:
         answers = json.loads(answer_file.read_text())
     return {v: Release(vllm=a["vllm"], torch=a["torch"], detected_platform=a["detected_platform"],
                        options=a["options"], platform_lines=tuple(a["platform_lines"]),
-                       results=dict(zip(unique, a["results"], strict=True)))
+                       results=dict(zip(unique, a["results"], strict=True)),
+                       configs=dict(zip(unique_configs, a.get("configs", []), strict=True)))
             for v, a in answers.items()}
 
 

@@ -64,6 +64,38 @@ def _options(serve_parser: argparse.ArgumentParser) -> dict[str, bool]:
     return {s: a.nargs != 0 for a in serve_parser._actions for s in a.option_strings}
 
 
+# A config-only model directory (facts-engines.md section 4 ran the same step on it).
+_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, "intermediate_size": 4096,
+           "num_attention_heads": 16, "num_key_value_heads": 16, "num_hidden_layers": 16, "vocab_size": 32000,
+           "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "torch_dtype": "bfloat16"}
+_PARALLEL = ("world_size", "tensor_parallel_size", "pipeline_parallel_size", "nnodes", "node_rank", "local_world_size",
+             "master_addr", "master_port", "distributed_executor_backend")
+
+
+def _engine_config(parser, cmd, argv: list[str]) -> dict | str:
+    import os
+
+    import vllm
+    from vllm.usage.usage_lib import UsageContext
+    model = os.path.abspath("config-only-model")
+    os.makedirs(model, exist_ok=True)
+    with open(os.path.join(model, "config.json"), "w") as f:
+        json.dump(_CONFIG, f)
+    try:
+        args = parser.parse_args([argv[0], model, *argv[2:]])
+        cmd.validate(args)
+        args.model = args.model_tag
+        if args.headless:
+            args.api_server_count = 0
+        config = vllm.AsyncEngineArgs.from_cli_args(args).create_engine_config(
+            usage_context=UsageContext.OPENAI_API_SERVER, headless=args.headless)
+        return {k: getattr(config.parallel_config, k) for k in _PARALLEL}
+    except SystemExit as e:
+        return f"exit {e.code}"
+    except Exception as e:    # noqa: BLE001 - what the server's start would die of, reported per argv
+        return f"{type(e).__name__}: {e}"
+
+
 def main() -> None:
     request = json.load(sys.stdin)
     from vllm import platforms
@@ -96,8 +128,10 @@ def main() -> None:
         except Exception as e:    # noqa: BLE001 - what `vllm serve` would die of, reported per argv
             results.append(f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=-3)}")
 
+    configs = [_engine_config(parser, cmd, list(argv)) for argv in request.get("configs", [])]
     answer = {"vllm": vllm.__version__, "torch": torch.__version__, "detected_platform": detected,
-              "options": _options(serve_parser), "platform_lines": _platform_lines(), "results": results}
+              "options": _options(serve_parser), "platform_lines": _platform_lines(), "results": results,
+              "configs": configs}
     with open(sys.argv[1], "w") as f:
         json.dump(answer, f)
 

@@ -72,9 +72,22 @@ GROUP_HOW = ("the program renders it for a model spanning nodes, from tensorPara
              "(docs/topologies.md, multi-node)")
 
 
-def _group_flags(engine) -> set[str]:
-    """The engine's multi-node flags and their short spellings (vLLM's -n and -r)."""
-    return {*engine.GROUP_FLAGS, *(f for f in engine.UNRENDERED_OWNED_FLAGS if f in ("-n", "-r"))}
+# Second spellings the engines' parsers declare for a flag the program renders (vLLM 0.26.0/0.33.0
+# vllm/engine/arg_utils.py EngineArgs.add_cli_args: -tp, -pp, -dp, -n, -r; SGLang 0.5.23
+# sglang/srt/arg_groups/fields/parallel.py: --nccl-init-addr for --dist-init-addr; SGLang's --tp-size/--pp-size/
+# --dp-size are in the engine module's own flag tuples): a refusal names the field, or the multi-node note, of
+# the flag they stand for.
+ALIASES = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
+           "-n": "--nnodes", "-r": "--node-rank", "--nccl-init-addr": "--dist-init-addr"}
+
+
+def _spellings(engine, flag: str) -> tuple[str, ...]:
+    """`flag` and the spellings of the flag it stands for."""
+    flag = ALIASES.get(flag, flag)
+    for family in (engine.TENSOR_PARALLEL_FLAGS, engine.PIPELINE_PARALLEL_FLAGS, engine.DATA_PARALLEL_FLAGS):
+        if flag in family:
+            return tuple(family)
+    return (flag,)
 
 
 def _owner(flag: str, owned: frozenset[str]) -> str | None:
@@ -109,9 +122,10 @@ def passthrough(cfg: StackConfig) -> Iterator[Problem]:
             if owner is not None:
                 what = "is" if owner == flag else f"sets {owner}, which is"
                 section = engine.section(m)
-                field = _field_of(section, owner)
+                spellings = _spellings(engine, owner)
+                field = next(filter(None, (_field_of(section, f) for f in spellings)), None)
                 how = (f"set models[{i}].{engine.SECTION}.{field[1]} instead (now {json.dumps(getattr(section, field[0]))})"
-                       if field else GROUP_HOW if owner in _group_flags(engine)
+                       if field else GROUP_HOW if set(spellings) & set(engine.GROUP_FLAGS)
                        else "set the model's own field for it (docs/config-reference.md)")
                 yield Problem(f"models[{i}].{engine.SECTION}.extraArgs[{j}]", arg,
                               f"{what} rendered by the program; {how}, not extraArgs")
