@@ -62,62 +62,6 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-# ---- what each orchestrator's controller makes of the workload, and what it needs in the cluster: facts read
-# at the pinned tags (/work/briefs facts, tests/upstream_*.py), in words for plan.md. Keyed by orchestrator
-# name; components/orchestrators/ owns everything the program renders. ----
-CREATES = {
-    "leaderworkerset": ("per group a leader pod (`{name}-<group>`, from the LeaderWorkerSet's leader StatefulSet) "
-                        "and a worker StatefulSet `{name}-<group>` of its {workers} (`{name}-<group>-1` on), all "
-                        "behind the headless Service `{name}` (lws v0.10.0 pkg/controllers/"
-                        "leaderworkerset_controller.go, pod_controller.go)"),
-    "stormservice": ("one RoleSet whose role `server` (podGroupSize {nodes}) makes one PodSet per group, and each "
-                     "PodSet its {nodes} pods `<podset>-0` to `<podset>-{last}`; pod 0 is the leader, reached as "
-                     "`<podset>-0.{name}.<namespace>` through the StormService's headless Service (aibrix v0.7.0 "
-                     "pkg/controller/roleset/rolesyncer.go GetRoleSyncer, podset/podset_controller.go)"),
-    "rolebasedgroup": ("a RoleInstanceSet `{name}-server` with one RoleInstance per group (`{name}-server-<i>`), each "
-                       "making its leader pod `<instance>-0` and its {workers} `<instance>-1` on (rbg v0.7.0 "
-                       "pkg/reconciler/roleinstanceset_reconciler.go constructRoleInstanceTemplateByLeaderWorkerPattern)"),
-}
-GANG_OBJECT = {
-    ("leaderworkerset", "volcano"): ("the LeaderWorkerSet controller, run with gangSchedulingManagement.schedulerProvider: "
-                                     "volcano, creates one Volcano PodGroup (scheduling.volcano.sh/v1beta1) per group and "
-                                     "revision, minMember {nodes}, owned by the leader pod (lws v0.10.0 "
-                                     "pkg/schedulerprovider/volcano_provider.go); nothing on the object asks for it"),
-    ("stormservice", "coscheduling"): ("AIBrix creates one scheduler-plugins PodGroup (scheduling.x-k8s.io/v1alpha1) per "
-                                       "PodSet, that is per group, with the role's minMember {nodes} as this program writes "
-                                       "it (aibrix v0.7.0 pkg/controller/podset/podset_controller.go reconcilePodGroup); "
-                                       "without the PodGroup CRD it skips this silently and the group is not ganged"),
-    ("rolebasedgroup", "coscheduling"): ("RBG creates ONE scheduler-plugins PodGroup (scheduling.x-k8s.io/v1alpha1) `{name}` "
-                                         "for the whole RoleBasedGroup, minMember replicas x size = {pods}: every group is "
-                                         "scheduled together with the others (rbg v0.7.0 api/workloads/v1alpha2/helper.go "
-                                         "GetGroupSize, pkg/scheduler/k8s-scheduler-plugin/manager.go)"),
-    ("rolebasedgroup", "volcano"): ("RBG creates ONE Volcano PodGroup `{name}` for the whole RoleBasedGroup, minMember "
-                                    "replicas x size = {pods} (rbg v0.7.0 pkg/scheduler/volcano/manager.go)"),
-}
-CONTROLLER_NEEDS = {
-    "leaderworkerset": ("the LeaderWorkerSet v0.10.0 controller and CRD with its webhooks (the pod webhook, "
-                        "failurePolicy Fail, sets the group labels and LWS_LEADER_ADDRESS / LWS_WORKER_INDEX; the "
-                        "controller rotates their certificates itself, no cert-manager)"),
-    "stormservice": "AIBrix v0.7.0 with the PodSet CRD (podsets.orchestration.aibrix.ai, in its core CRD bundle)",
-    "rolebasedgroup": "RBG v0.7.0 (its RoleInstanceSet and RoleInstance CRDs)",
-}
-GANG_NEEDS = {
-    ("leaderworkerset", "volcano"): ("Volcano running as the pods' scheduler, and the LeaderWorkerSet controller "
-                                     "configured with gangSchedulingManagement.schedulerProvider: volcano and RBAC on "
-                                     "scheduling.volcano.sh podgroups (its Helm value and config/components/volcano)"),
-    ("stormservice", "coscheduling"): ("scheduler-plugins v0.31.8 (the version AIBrix v0.7.0's go.mod pins) as a second "
-                                       "scheduler with the Coscheduling plugin, and its PodGroup CRD "
-                                       "(podgroups.scheduling.x-k8s.io); the AIBrix controller's RBAC on podgroups: "
-                                       "config/rbac/controller-manager/role.yaml grants it, the v0.7.0 Helm chart's "
-                                       "rbac.yaml does not"),
-    ("rolebasedgroup", "coscheduling"): ("scheduler-plugins as a second scheduler with the Coscheduling plugin and its "
-                                         "PodGroup CRD installed before the RBG (else the RBG's reconcile fails: "
-                                         "\"scheduling plugin podgroups.scheduling.x-k8s.io not ready\"), and the RBG "
-                                         "controller run with --scheduler-name scheduler-plugins (its default)"),
-    ("rolebasedgroup", "volcano"): "Volcano, and the RBG controller run with --scheduler-name volcano",
-}
-
-
 def _engine_refs(rendered: Rendered, shape: GroupShape) -> list[tuple[str, Any]]:
     """(who, template) of each engine pod template of the model's workload: leader, workers, or every rank
     where one template makes them all."""
@@ -143,10 +87,23 @@ def _probes(refs: list[tuple[str, Any]]) -> str:
 
 
 def _selects(selector: dict, labels: dict) -> bool:
-    """A podSelector (matchLabels only, as this program writes them) that selects pods with these labels."""
-    if selector.get("matchExpressions"):
+    """A label selector (matchLabels and matchExpressions In, NotIn, Exists, DoesNotExist: apimachinery
+    pkg/apis/meta/v1 LabelSelectorAsSelector) that selects pods with these labels."""
+    if not all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items()):
         return False
-    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+        held = key in labels
+        if not {"In": held and labels[key] in values, "NotIn": not held or labels[key] not in values,
+                "Exists": held, "DoesNotExist": not held}.get(op, False):
+            return False
+    return True
+
+
+def _every_tcp_port(rule: dict) -> bool:
+    """No ports (every port, every protocol), or a TCP entry without a port (every TCP port)."""
+    ports = rule.get("ports")
+    return not ports or any(p.get("protocol", "TCP") == "TCP" and p.get("port") is None for p in ports)
 
 
 def group_traffic(rendered: Rendered, labels: dict) -> str:
@@ -160,7 +117,7 @@ def group_traffic(rendered: Rendered, labels: dict) -> str:
         return "no NetworkPolicy selects the engine pods: the group's pods reach each other on every port"
     for p in policies:
         for rule in (p.get("spec") or {}).get("ingress") or []:
-            if rule.get("ports"):
+            if not _every_tcp_port(rule):
                 continue
             for peer in rule.get("from") or []:
                 if "namespaceSelector" not in peer and "ipBlock" not in peer and _selects(peer.get("podSelector") or {}, labels):
@@ -241,21 +198,23 @@ def _model_lines(cfg: Any, rendered: Rendered, m: Any, shape: GroupShape, namesp
                "like the leader; no route reaches it")
     refs = _engine_refs(rendered, shape)
     labels = dict(((refs[0][1].get("metadata") or {}).get("labels") or {}) if refs else {})
+    # The label the controller puts on every pod of one group, which the group's NetworkPolicy selects on.
+    labels[orchestrator.group_label] = "<group>"
     if gang.scheduler in (None, "none"):
         gang_line = ("**none**: gpuPool.gangScheduling.scheduler none, so a group may bind partly and hold its GPUs "
                      "while it waits for the rest")
         gang_need = None
     else:
         gang_line = (f"{gang.scheduler}: the pods' schedulerName is `{gang.pod_scheduler_name}`; "
-                     + GANG_OBJECT[(m.orchestrator, gang.scheduler)].format(**fill))
-        gang_need = GANG_NEEDS[(m.orchestrator, gang.scheduler)]
+                     + orchestrator_of(m).gang_objects[gang.scheduler].format(**fill))
+        gang_need = orchestrator_of(m).gang_needs[gang.scheduler]
     placement, affinity_need = _topology(cfg, orchestrator)
-    needs = [CONTROLLER_NEEDS[m.orchestrator]] + [n for n in (gang_need, affinity_need) if n]
+    needs = [orchestrator_of(m).controller_needs] + [n for n in (gang_need, affinity_need) if n]
     return [
         "", f"### {m.name}", "",
         f"- **Shape**: {shape_line}.",
         f"- **Orchestrator**: {orchestrator.kind} `{m.name}` ({orchestrator.api_version}), "
-        f"{plural(shape.replicas, 'group')}: " + CREATES[m.orchestrator].format(**fill) + ".",
+        f"{plural(shape.replicas, 'group')}: " + orchestrator_of(m).group_creates.format(**fill) + ".",
         f"- **Leader and workers**: the leader (rank 0) serves the OpenAI API; the route's Service selects leaders "
         f"only ({', '.join(f'`{k}={v}`' for k, v in leader.items())}). The "
         + ("worker (rank 1) joins" if shape.nodes == 2 else f"workers (ranks 1 to {shape.nodes - 1}) join")

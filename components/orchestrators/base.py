@@ -56,13 +56,22 @@ class Orchestrator:
         """How the workload replaces pods when models[].rollout.strategy is unset: without Recreate it rolls."""
         return "RollingUpdate"
 
-    # Gang schedulers (config_model GangScheduling.scheduler) whose pod group its controller creates.
-    gang_schedulers: frozenset[str] = frozenset()
     # The label the controller puts on every pod of one group, with a value of its own per group
     # (components/group.py group_affinity), and the labels only a group's leader carries (the route's Service).
     group_label: str = ""
     # What happens to a group when one of its pods fails, for plan.md and docs (the failure domain).
     group_restart: str = ""
+    # plan.md's words (render/multinode_md.py): what the controller makes of a group workload, what the cluster
+    # needs for it, and per gang scheduler the pod group it creates and what that needs.
+    group_creates: str = ""
+    controller_needs: str = ""
+    gang_objects: dict[str, str] = {}
+    gang_needs: dict[str, str] = {}
+
+    @property
+    def gang_schedulers(self) -> frozenset[str]:
+        """Gang schedulers (config_model GangScheduling.scheduler) whose pod group its controller creates."""
+        return frozenset(self.gang_objects)
 
     def spec(self, model: ServedModel, template: dict) -> dict:
         raise NotImplementedError

@@ -44,14 +44,33 @@ class LeaderWorkerSet(Orchestrator):
     pod_controller = "StatefulSet"
     single_node = False
     group_engines = frozenset({"vllm", "sglang"})
-    # v0.10.0's only gang provider is Volcano, chosen in the controller's configuration
-    # (pkg/schedulerprovider/interface.go SupportedSchedulerProviders), never on the object.
-    gang_schedulers = frozenset({"volcano"})
     group_label = GROUP_KEY_LABEL
     group_restart = ("RecreateGroupOnPodRestart: a restarted container or a deleted pod (eviction, drain, node loss) "
                      "anywhere in a group deletes its leader, and the whole group is created again (lws v0.10.0 "
                      "pkg/controllers/pod_controller.go handleRestartPolicy); a pod Failed without a container "
                      "restart is not seen")
+    # For plan.md (render/multinode_md.py): what the controller makes of a group workload and what the cluster
+    # needs for it, with each gang scheduler's pod group; {name}, {nodes}, {last}, {workers}, {pods} filled in there.
+    group_creates = ("per group a leader pod (`{name}-<group>`, from the LeaderWorkerSet's leader StatefulSet) and "
+                     'a worker StatefulSet `{name}-<group>` of its {workers} (`{name}-<group>-1` on), all behind '
+                     'the headless Service `{name}` (lws v0.10.0 pkg/controllers/leaderworkerset_controller.go, '
+                     'pod_controller.go)')
+    controller_needs = ('the LeaderWorkerSet v0.10.0 controller and CRD with its webhooks (the pod webhook, '
+                        'failurePolicy Fail, sets the group labels and LWS_LEADER_ADDRESS / LWS_WORKER_INDEX; the '
+                        'controller rotates their certificates itself, no cert-manager)')
+    # v0.10.0's only gang provider is Volcano, chosen in the controller's configuration
+    # (pkg/schedulerprovider/interface.go SupportedSchedulerProviders), never on the object.
+    gang_objects = {
+        'volcano': ('the LeaderWorkerSet controller, run with gangSchedulingManagement.schedulerProvider: '
+                        'volcano, creates one Volcano PodGroup (scheduling.volcano.sh/v1beta1) per group and '
+                        'revision, minMember {nodes}, owned by the leader pod (lws v0.10.0 '
+                        'pkg/schedulerprovider/volcano_provider.go); nothing on the object asks for it'),
+    }
+    gang_needs = {
+        'volcano': ("Volcano running as the pods' scheduler, and the LeaderWorkerSet controller configured "
+                        'with gangSchedulingManagement.schedulerProvider: volcano and RBAC on '
+                        'scheduling.volcano.sh podgroups (its Helm value and config/components/volcano)'),
+    }
 
     def spec(self, model: ServedModel, template: dict) -> dict:
         raise ValueError(f"{model.name}: a LeaderWorkerSet runs models spanning nodes only")

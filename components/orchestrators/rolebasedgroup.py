@@ -66,13 +66,34 @@ class RoleBasedGroup(Orchestrator):
     # RoleBasedGroup -> RoleInstanceSet -> RoleInstance -> pod (RBG v0.7.0, the role's default workload).
     pod_controller = "RoleInstance"
     group_engines = frozenset({"sglang"})
-    gang_schedulers = frozenset({"coscheduling", "volcano"})
     group_label = INSTANCE_LABEL
     group_restart = ("RecreateRoleInstanceOnPodRestart: a pod in phase Failed or a restarted container recreates "
                      "the whole RoleInstance (every pod of the group), once the instance has been Ready and no "
                      "update is under way (rbg v0.7.0 pkg/reconciler/roleinstance/sync/instance_scale.go "
                      "shouldRecreateInstance); a deleted pod is replaced alone, and a crash before the group was "
                      "first Ready restarts only that container")
+    # For plan.md (render/multinode_md.py): what the controller makes of a group workload and what the cluster
+    # needs for it, with each gang scheduler's pod group; {name}, {nodes}, {last}, {workers}, {pods} filled in there.
+    group_creates = ('a RoleInstanceSet `{name}-server` with one RoleInstance per group (`{name}-server-<i>`), '
+                     'each making its leader pod `<instance>-0` and its {workers} `<instance>-1` on (rbg v0.7.0 '
+                     'pkg/reconciler/roleinstanceset_reconciler.go '
+                     'constructRoleInstanceTemplateByLeaderWorkerPattern)')
+    controller_needs = 'RBG v0.7.0 (its RoleInstanceSet and RoleInstance CRDs)'
+    gang_objects = {
+        'coscheduling': ('RBG creates ONE scheduler-plugins PodGroup (scheduling.x-k8s.io/v1alpha1) `{name}` '
+                             'for the whole RoleBasedGroup, minMember replicas x size = {pods}: every group is '
+                             'scheduled together with the others (rbg v0.7.0 api/workloads/v1alpha2/helper.go '
+                             'GetGroupSize, pkg/scheduler/k8s-scheduler-plugin/manager.go)'),
+        'volcano': ('RBG creates ONE Volcano PodGroup `{name}` for the whole RoleBasedGroup, minMember '
+                        'replicas x size = {pods} (rbg v0.7.0 pkg/scheduler/volcano/manager.go)'),
+    }
+    gang_needs = {
+        'coscheduling': ('scheduler-plugins as a second scheduler with the Coscheduling plugin and its '
+                             'PodGroup CRD installed before the RBG (else the RBG\'s reconcile fails: "scheduling '
+                             'plugin podgroups.scheduling.x-k8s.io not ready"), and the RBG controller run with '
+                             '--scheduler-name scheduler-plugins (its default)'),
+        'volcano': 'Volcano, and the RBG controller run with --scheduler-name volcano',
+    }
 
     def spec(self, model: ServedModel, template: dict) -> dict:
         return rolebasedgroup_spec(model, template)

@@ -102,7 +102,6 @@ class StormService(Orchestrator):
     kind = "StormService"
     pod_controller = "RoleSet"
     group_engines = frozenset({"sglang"})
-    gang_schedulers = frozenset({"coscheduling"})
     group_label = PODSET_LABEL
     group_restart = ("AIBrix v0.7.0 replaces only a pod that is gone, under the same name "
                      "(pkg/controller/podset/podset_controller.go handleReplaceUnhealthy), deleting the group's pods "
@@ -110,6 +109,27 @@ class StormService(Orchestrator):
                      "still there, is left as it is, and a pod in phase Failed is never replaced (its name is "
                      "taken). The route reaches rank 0 only, and the group serves again once every rank has "
                      "rejoined its leader")
+    # For plan.md (render/multinode_md.py): what the controller makes of a group workload and what the cluster
+    # needs for it, with each gang scheduler's pod group; {name}, {nodes}, {last}, {workers}, {pods} filled in there.
+    group_creates = ('one RoleSet whose role `server` (podGroupSize {nodes}) makes one PodSet per group, and each '
+                     'PodSet its {nodes} pods `<podset>-0` to `<podset>-{last}`; pod 0 is the leader, reached as '
+                     "`<podset>-0.{name}.<namespace>` through the StormService's headless Service (aibrix v0.7.0 "
+                     'pkg/controller/roleset/rolesyncer.go GetRoleSyncer, podset/podset_controller.go)')
+    controller_needs = ('AIBrix v0.7.0 with the PodSet CRD (podsets.orchestration.aibrix.ai, in its core CRD '
+                        'bundle)')
+    gang_objects = {
+        'coscheduling': ('AIBrix creates one scheduler-plugins PodGroup (scheduling.x-k8s.io/v1alpha1) per '
+                             "PodSet, that is per group, with the role's minMember {nodes} as this program writes "
+                             'it (aibrix v0.7.0 pkg/controller/podset/podset_controller.go reconcilePodGroup); '
+                             'without the PodGroup CRD it skips this silently and the group is not ganged'),
+    }
+    gang_needs = {
+        'coscheduling': ("scheduler-plugins v0.31.8 (the version AIBrix v0.7.0's go.mod pins) as a second "
+                             'scheduler with the Coscheduling plugin, and its PodGroup CRD '
+                             "(podgroups.scheduling.x-k8s.io); the AIBrix controller's RBAC on podgroups: "
+                             "config/rbac/controller-manager/role.yaml grants it, the v0.7.0 Helm chart's "
+                             'rbac.yaml does not'),
+    }
 
     def spec(self, model: ServedModel, template: dict) -> dict:
         return stormservice_spec(model, template)
