@@ -28,6 +28,7 @@ MANDATORY = {
     "no-privileged", "no-host-access", "secret-refs", "pd-wiring", "aibrix-profiles-schema", "capabilities-minimal",
     "no-router-owned-routes", "custom-resources-awaited", "daemonsets-no-gpu", "gateway-no-resend",
     "gpu-budget", "data-protected", "gpu-budget-stack", "data-protected-stack", "pd-rolesets", "model-writers",
+    "group-patches",
 }
 
 
