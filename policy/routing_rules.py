@@ -17,7 +17,7 @@ from policy.manifests import (
     templates,
 )
 from policy.unknowns import decide, items_of, mapping
-from policy.workloads import PodTemplateRef
+from policy.workloads import PodTemplateRef, rbg_worker_views
 
 # Kinds whose own labels AIBrix v0.7.0's model router watches to create a `<model>-router` route.
 ROUTER_WATCHED_KINDS = {"Deployment", "RayClusterFleet", "LeaderWorkerSet", "ModelAdapter"}
@@ -46,7 +46,16 @@ def no_router_owned_routes(resource_type: str, props: dict) -> list[str]:
                     "serves the model, so only it may be routed to."]
         return []
 
-    out = decide(top_level)
+    def rbg_workers() -> list[str]:
+        # RBG's template is the leader's too: its workers are the template with workerTemplatePatch.
+        if kind_of(resource_type) != "RoleBasedGroup":
+            return []
+        return [f"{name_of(props)}: the group's worker pods ({path}) carry {MODEL_LABEL}; only the leader serves the "
+                "model, so only it may be routed to."
+                for path, t in rbg_worker_views(props.get("spec") or {})
+                if MODEL_LABEL in ((t.get("metadata") or {}).get("labels") or {})]
+
+    out = decide(top_level) + decide(rbg_workers)
     for ref in templates(resource_type, props):
         out += decide(worker, ref)
     return out

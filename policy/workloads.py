@@ -33,8 +33,9 @@ class PodTemplateRef:
     # Variables the controller puts into every container of these pods itself, which $(VAR) in their argv and
     # env may name (issue 29: a group pod's rank and leader address; GROUP_ENV).
     injected_env: tuple[str, ...] = ()
-    # The workers of a group (LeaderWorkerSet workerTemplate, RBG leaderWorkerPattern without the leader's
-    # patch): a vLLM worker rank runs --headless and serves no port (policy/pod_rules.py).
+    # A template only the workers of a group run (a LeaderWorkerSet workerTemplate beside its leaderTemplate): a vLLM
+    # worker rank runs --headless and serves no port (policy/pod_rules.py). Not StormService's one template or
+    # RBG's leaderWorkerPattern template, which the leader runs too.
     group_worker: bool = False
 
     @property
@@ -140,30 +141,39 @@ def _rolebasedgroup_templates(spec: dict) -> list[PodTemplateRef]:
         if "standalonePattern" in role:
             pattern = known_or_unknown(lambda: role["standalonePattern"] or {})
             path = f"spec.roles[{i}].standalonePattern"
-            return [PodTemplateRef(_rbg_path(path, pattern), _rbg_template(spec, pattern), replicas, surge)]
+            return [PodTemplateRef(_rbg_path(path, pattern), rbg_pattern_template(spec, pattern), replicas, surge)]
         if "leaderWorkerPattern" in role:
             # Every pod of an instance runs the role's template, with leaderTemplatePatch for the leader and
             # workerTemplatePatch for the size - 1 workers, each a strategic merge patch (rbg v0.7.0
             # pkg/reconciler/roleinstanceset_reconciler.go constructRoleInstanceTemplateByLeaderWorkerPattern).
-            # The pack applies their metadata only: policy/workload_rules.py group_patches_touch_metadata_only
-            # refuses a patch that touches anything else (a patch giving the leader other resources, argv or
-            # probes would escape the GPU count and every pod rule), so the pods are the template's.
+            # policy/workload_rules.py group_patches_touch_metadata_only refuses a patch that touches anything but
+            # the pods' labels and annotations (one giving the leader other resources, argv or probes would escape
+            # the GPU count and every pod rule), so the template is every pod's, the leader's included: not a
+            # group_worker view (a headless vLLM template would leave the leader serving nothing). One reference
+            # per template, as render/ keys the templates by path.
             lwp = known_or_unknown(lambda: role["leaderWorkerPattern"] or {})
             size = _count(lambda: lwp.get("size"), 1)
             path = _rbg_path(f"spec.roles[{i}].leaderWorkerPattern", lwp)
-            base = _rbg_template(spec, lwp)
-            leader = known_or_unknown(lambda: _patched(base, lwp.get("leaderTemplatePatch")))
-            worker = known_or_unknown(lambda: _patched(base, lwp.get("workerTemplatePatch")))
-            return [PodTemplateRef(path, leader, replicas, surge, injected_env=RBG_GROUP_ENV),
-                    PodTemplateRef(path, worker, known_or_unknown(lambda: replicas * (size - 1)),
-                                   known_or_unknown(lambda: surge * (size - 1)), injected_env=RBG_GROUP_ENV,
-                                   group_worker=True)]
+            return [PodTemplateRef(path, rbg_pattern_template(spec, lwp), replicas * size, known_or_unknown(lambda: surge * size),
+                                   injected_env=RBG_GROUP_ENV)]
         return []
 
     refs = []
     for i, role in enumerate(each(known_or_unknown(lambda: spec.get("roles")))):
         refs += decide(role_ref, i, role)
     return refs
+
+
+def rbg_worker_views(spec: dict) -> list[tuple[str, Any]]:
+    """(path, template) of what the workers of each leaderWorkerPattern role run, as far as the pack reads it: the
+    template with workerTemplatePatch's labels and annotations (patched)."""
+    out = []
+    for i, role in enumerate(each(known_or_unknown(lambda: spec.get("roles")))):
+        lwp = role.get("leaderWorkerPattern")
+        if lwp:
+            out.append((f"{_rbg_path(f'spec.roles[{i}].leaderWorkerPattern', lwp)} with workerTemplatePatch",
+                        known_or_unknown(lambda: patched(rbg_pattern_template(spec, lwp), lwp.get("workerTemplatePatch")))))
+    return out
 
 
 def _rbg_path(pattern_path: str, pattern: dict) -> str:
@@ -176,7 +186,7 @@ def rbg_role_template(spec: dict, name: Any) -> Any:
     return found[0].get("template") or {} if found else None
 
 
-def _rbg_template(spec: dict, pattern: dict) -> Any:
+def rbg_pattern_template(spec: dict, pattern: dict) -> Any:
     """A pattern's pod template: its own, or the role template its templateRef names with the ref's patch
     (rbg v0.7.0 api/workloads/v1alpha2/helper.go GetResolvedTemplate); {} when it names none (refused by
     group_patches_touch_metadata_only), UNKNOWN when unknown."""
@@ -185,14 +195,14 @@ def _rbg_template(spec: dict, pattern: dict) -> Any:
             return _template(pattern)
         ref = pattern["templateRef"] or {}
         base = rbg_role_template(spec, ref.get("name"))
-        return {} if base is None else _patched(base, ref.get("patch"))
+        return {} if base is None else patched(base, ref.get("patch"))
     return known_or_unknown(resolve)
 
 
-def _patched(template: Any, patch: Any) -> Any:
+def patched(template: Any, patch: Any) -> Any:
     """template with a strategic merge patch's metadata.labels and .annotations merged in (maps merge, a null
-    value deletes the key); the rest of the patch is not applied (see _rolebasedgroup_templates). Only the
-    metadata is UNKNOWN when the patch or the template's metadata is."""
+    value deletes the key); the rest of the patch is not applied (group_patches_touch_metadata_only refuses it).
+    Only the metadata is UNKNOWN when the patch or the template's metadata is."""
     if not patch:
         return template
 

@@ -176,8 +176,8 @@ def stack_config(sf) -> StackConfig:
 @pytest.mark.parametrize("orchestrator,engine", GROUP_PAIRS)
 def test_the_config_and_the_manifests_count_every_pod_of_every_group(orchestrator, engine):
     """replicas x pods per group x GPUs per pod, on both sides: the config rules' gpu_demand (stacks/rules/capacity.py,
-    from components/topologies gpu_workloads) and the pack's count of the rendered workload (its leader and worker
-    templates, or StormService's one template times podGroupSize)."""
+    from components/topologies gpu_workloads) and the pack's count of the rendered workload (LWS's leader and worker
+    templates, StormService's one template times podGroupSize, RBG's times leaderWorkerPattern.size)."""
     sf, rendered = group_case(orchestrator, engine)
     cfg = stack_config(sf)
     (m,) = stack_models(sf)
@@ -185,7 +185,8 @@ def test_the_config_and_the_manifests_count_every_pod_of_every_group(orchestrato
     assert (m.replicas, group_size(m), w.gpus_per_pod) == (GROUPS, 2, 8)
     (r, most), = gpu_workloads_of(rendered).values()
     refs = templates(r.type, r.props)
-    assert len(refs) == (1 if orchestrator == "stormservice" else 2)          # leader and workers, or one for every rank
+    # LWS: leader and worker templates; StormService and RBG: one template every rank runs.
+    assert len(refs) == (2 if orchestrator == "leaderworkerset" else 1)
     assert {pod_gpus(ref.template) for ref in refs} == {w.gpus_per_pod}
     assert (sum(ref.replicas for ref in refs), sum(ref.extra_pods for ref in refs)) == (w.pods, w.extra_pods)
     assert w.pods == m.replicas * group_size(m)

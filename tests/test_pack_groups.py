@@ -4,9 +4,9 @@ stack passes or a hand-broken manifest is refused, and in process where every en
 broken in turn (cheap, and the same rule functions the server runs).
 
 What the pack reads: a LeaderWorkerSet's leader and worker templates (a vLLM worker runs --headless: no port, no
-probes), a StormService role's one template for every rank of podGroupSize, an RBG leaderWorkerPattern's
-template as the leader's and the workers' views (policy/workloads.py); each pod holds the engine's GPUs over its
---nnodes (policy/engines gpus_per_node_of_argv)."""
+probes), a StormService role's one template for every rank of podGroupSize, an RBG leaderWorkerPattern's one
+template for every pod, its patches refused beyond labels and annotations (policy/workloads.py); each pod holds
+the engine's GPUs over its --nnodes (policy/engines gpus_per_node_of_argv)."""
 
 from __future__ import annotations
 
@@ -93,8 +93,8 @@ def both(*edits):
 
 # ---- the rendered stacks pass through the server ----
 
-# Every pair in `pulumi up`; in preview (unknowns, policy/unknowns.py) the two whose templates the pack reads in
-# two views: LWS leader and worker, RBG's template with each patch.
+# Every pair in `pulumi up`; in preview (unknowns, policy/unknowns.py) the two with the most new reading: LWS's
+# leader and worker templates, RBG's template and its patches.
 PASSING = [(o, e, False) for o, e in GROUP_PAIRS] + [("leaderworkerset", "vllm", True), ("rolebasedgroup", "sglang", True)]
 
 
@@ -118,8 +118,8 @@ def test_every_group_pair_passes_through_the_server(server, orchestrator, engine
 # ---- hand-broken manifests refused through the server, naming the workload ----
 
 def worker_template(props: dict, orchestrator: str) -> dict:
-    """The template the group's workers run: LWS workerTemplate, StormService's one template, RBG's template."""
-    return next(r.template for r in pod_templates(props["kind"], props) if r.group_worker or orchestrator == "stormservice")
+    """The template the group's workers run: LWS workerTemplate, StormService's and RBG's one template."""
+    return next(r.template for r in pod_templates(props["kind"], props) if r.group_worker or orchestrator != "leaderworkerset")
 
 
 def one_gpu_fewer(orchestrator: str):
@@ -234,17 +234,19 @@ def test_a_headless_worker_has_no_probes_and_a_headless_leader_is_refused():
         "model.aibrix.ai/name; only the leader serves the model, so only it may be routed to."]
 
 
-def test_an_rbg_leader_is_read_with_its_label_patch_and_any_other_patch_is_refused():
+def test_an_rbg_template_is_every_pod_s_and_a_patch_of_more_than_labels_is_refused():
+    """RBG's leaderWorkerPattern template is the leader's and the workers' (leaderTemplatePatch and
+    workerTemplatePatch merged into it, rbg v0.7.0 constructRoleInstanceTemplateByLeaderWorkerPattern): the pack
+    reads it as every pod's and refuses a patch that would make the leader or the workers differ in more than labels
+    and annotations, which would escape the GPU count and the pod rules."""
     _, rendered = pair("rolebasedgroup", "sglang")
     rbg = group_workload(rendered, "rolebasedgroup")
-    leader, worker = pod_templates("RoleBasedGroup", rbg)
-    assert (leader.group_worker, worker.group_worker, leader.replicas, worker.replicas) == (False, True, 1, 1)
-    assert leader.template["metadata"]["labels"]["llm-serving.io/group-role"] == "leader"
-    assert "model.aibrix.ai/name" in leader.template["metadata"]["labels"]
-    assert worker.template["metadata"]["labels"]["llm-serving.io/group-role"] == "worker"
-    assert leader.template["spec"] is worker.template["spec"]   # one template: every pod rule sees it
-    assert violations("group-patches", rbg) == []
+    (ref,) = pod_templates("RoleBasedGroup", rbg)
+    assert (ref.path, ref.group_worker, ref.replicas, rules.pod_gpus(ref.template)) == (
+        "spec.roles[0].leaderWorkerPattern.template", False, 2, 8)
     lwp = rbg["spec"]["roles"][0]["leaderWorkerPattern"]
+    assert lwp["leaderTemplatePatch"].keys() == {"metadata"} and lwp["leaderTemplatePatch"]["metadata"].keys() == {"labels"}
+    assert violations("group-patches", rbg) == []
     touched = copy.deepcopy(rbg)
     touched["spec"]["roles"][0]["leaderWorkerPattern"]["workerTemplatePatch"] = {
         "metadata": {"labels": {"a": "b"}, "name": "x"}, "spec": {"schedulerName": "default-scheduler"}}
@@ -252,18 +254,29 @@ def test_an_rbg_leader_is_read_with_its_label_patch_and_any_other_patch_is_refus
         f"RoleBasedGroup {WORKLOAD}: spec.roles[0].leaderWorkerPattern.workerTemplatePatch touches spec, metadata.name; "
         "a template patch may change only the pods' metadata.labels and metadata.annotations, so that the pods the "
         "pack checks and counts are the template's."]
+    # The template is the leader's too: a headless vLLM there would leave the leader serving nothing.
+    headless = copy.deepcopy(rbg)
+    engine_of(pod_templates("RoleBasedGroup", headless)[0].template).update(command=["vllm"],
+                                                                           args=["serve", "/m", "--headless"])
+    assert any("runs its engine headless" in m for m in violations("engine-probes-tcp", headless))
+    # The workers' labels are the template's with workerTemplatePatch: the model label routes only to the leader.
+    routed = copy.deepcopy(rbg)
+    routed["spec"]["roles"][0]["leaderWorkerPattern"]["workerTemplatePatch"] = {
+        "metadata": {"labels": {"model.aibrix.ai/name": "deepseek-r1"}}}
+    assert violations("no-router-owned-routes", routed) == [
+        f"RoleBasedGroup {WORKLOAD}: the group's worker pods (spec.roles[0].leaderWorkerPattern.template with "
+        "workerTemplatePatch) carry model.aibrix.ai/name; only the leader serves the model, so only it may be routed to."]
     # A role template by reference is read (and counted) as the template itself; a dangling reference is refused.
     by_ref = copy.deepcopy(rbg)
     role_lwp = by_ref["spec"]["roles"][0]["leaderWorkerPattern"]
     by_ref["spec"]["roleTemplates"] = [{"name": "r1", "template": role_lwp.pop("template")}]
     role_lwp["templateRef"] = {"name": "r1", "patch": {"metadata": {"annotations": {"x": "y"}}}}
     refs = pod_templates("RoleBasedGroup", by_ref)
-    assert [(r.path, rules.pod_gpus(r.template), r.template["metadata"]["annotations"]["x"]) for r in refs] == [
-        ("spec.roles[0].leaderWorkerPattern.templateRef", 8, "y")] * 2
+    assert [(r.path, r.replicas, rules.pod_gpus(r.template), r.template["metadata"]["annotations"]["x"]) for r in refs] == [
+        ("spec.roles[0].leaderWorkerPattern.templateRef", 2, 8, "y")]
     assert violations("group-patches", by_ref) == [] and violations("gpu-parallel-size", by_ref) == []
     role_lwp["templateRef"]["name"] = "elsewhere"
-    assert violations("group-patches", by_ref)[0] == (
+    assert violations("group-patches", by_ref) == [
         f"RoleBasedGroup {WORKLOAD}: spec.roles[0].leaderWorkerPattern.templateRef names 'elsewhere', which no "
         "spec.roleTemplates entry is; a template patch may change only the pods' metadata.labels and "
-        "metadata.annotations, so that the pods the pack checks and counts are the template's.")
-    assert lwp["leaderTemplatePatch"]["metadata"].keys() == {"labels"}   # what the program renders
+        "metadata.annotations, so that the pods the pack checks and counts are the template's."]
