@@ -16,10 +16,12 @@ from typing import Callable, Iterator
 
 import pytest
 from conftest import render_stack
+from engine_containers import sglang_options
 from multinode_stacks import GROUP_PAIRS, RDMA_NETWORK, r1_stack
 from policy_server import PackServer, Resource, operation, plain
 
 from policy import pack, rules
+from policy.engines import sglang, vllm
 from policy.manifests import PARALLEL_SIZE
 from policy.workloads import pod_templates
 from render import runtime
@@ -280,3 +282,18 @@ def test_an_rbg_template_is_every_pod_s_and_a_patch_of_more_than_labels_is_refus
         f"RoleBasedGroup {WORKLOAD}: spec.roles[0].leaderWorkerPattern.templateRef names 'elsewhere', which no "
         "spec.roleTemplates entry is; a template patch may change only the pods' metadata.labels and "
         "metadata.annotations, so that the pods the pack checks and counts are the template's."]
+
+
+# ---- the flags the pack reads back are the engines' own ----
+
+def test_the_multi_node_flags_the_pack_reads_are_the_engines_own():
+    """SGLang 0.5.23 declares --nnodes with a value and no --headless, read from its installed source; vLLM 0.33.0's
+    --nnodes/-n and --headless were read from its own serve parser (/work/briefs/facts-engines.md sections 1 and 5);
+    the engine modules read them back as the engines do."""
+    sglang_flags = sglang_options("0.5.23")
+    assert [sglang_flags.get(f) for f in sglang.NODES_FLAGS] == [True] and "--headless" not in sglang_flags
+    leader = ["vllm", "serve", "/m", "--tensor-parallel-size", "8", "--pipeline-parallel-size", "2", "-n", "2"]
+    assert (vllm.parallel_size_of_argv(leader), vllm.nodes_of_argv(leader), vllm.gpus_per_node_of_argv(leader)) == (16, 2, 8)
+    assert vllm.serves_http(leader) and not vllm.serves_http([*leader, "--headless"])
+    worker = ["sglang", "serve", "--tp-size", "16", "--nnodes", "2", "--node-rank", "1"]
+    assert (sglang.gpus_per_node_of_argv(worker), sglang.serves_http(worker)) == (8, True)
