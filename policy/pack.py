@@ -28,6 +28,7 @@ MANDATORY = {
     "no-privileged", "no-host-access", "secret-refs", "pd-wiring", "aibrix-profiles-schema", "capabilities-minimal",
     "no-router-owned-routes", "custom-resources-awaited", "daemonsets-no-gpu", "gateway-no-resend",
     "gpu-budget", "data-protected", "gpu-budget-stack", "data-protected-stack", "pd-rolesets", "model-writers",
+    "group-patches",
 }
 
 
@@ -175,6 +176,7 @@ def _gpu_budget(args: ResourceValidationArgs, report_violation) -> None:
             return
         total, facts = OPERATION.add_gpus(workload_urn, int(gpus))
         messages = _budget_messages(total, facts) if facts is not None else []
+        messages = _naming(messages, workload_type, workload_props, most)
     else:
         gpus = stack_rules.workload_gpus(args.resource_type, props)
         if is_unknown(gpus) or not gpus:
@@ -187,8 +189,15 @@ def _gpu_budget(args: ResourceValidationArgs, report_violation) -> None:
                 return
         total, facts = OPERATION.add_gpus(args.urn, int(gpus))
         messages = _budget_messages(total, facts) if facts is not None else []
+        messages = _naming(messages, args.resource_type, props, most)
     for message in messages:
         report_violation(message, None)
+
+
+def _naming(messages: list[str], resource_type: str, props: dict, most: Any) -> list[str]:
+    """Budget messages reported on a workload (or its autoscaler) lead with what that workload holds."""
+    held = decide(lambda: [stack_rules.workload_gpu_text(resource_type, props, most)])
+    return [f"{held[0]}; {m[0].lower()}{m[1:]}" if held else m for m in messages]
 
 
 def _protection_messages(part: tuple[str, str, dict, bool], facts: dict[str, Any]) -> list[str]:

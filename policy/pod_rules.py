@@ -26,10 +26,28 @@ from policy.unknowns import decide, items_of
 from policy.workloads import PodTemplateRef, gpu_resource_names
 
 
+def _serves_http(c: dict) -> bool:
+    """Whether the engine container's argv opens a port (its engine module says: vLLM --headless does not);
+    raises UnknownTouched when the argv is unknown."""
+    argv = argv_of(c)
+    engine = engine_of_argv(argv)
+    return engine is None or engine.serves_http(argv)
+
+
 def engine_probes_are_tcp(resource_type: str, props: dict) -> list[str]:
     """Engine probes are tcpSocket: an HTTP /health may run a real generation each period and
-    pollute TTFT and throughput (field report 12.4)."""
+    pollute TTFT and throughput (field report 12.4). An engine that serves no port (vLLM --headless) runs
+    only as a worker of a group (issue 29: a LeaderWorkerSet workerTemplate, RBG's worker view) and has no
+    probe, which could never pass; anywhere else it would serve nothing and is refused."""
     def check(ref: PodTemplateRef, c: dict) -> list[str]:
+        if not _serves_http(c):
+            if not ref.group_worker:
+                return [f"{name_of(props)}: container {c.get('name')} at {ref.path or 'the pod'} runs its engine "
+                        "headless, which serves no port and no /health; only a group's worker pod may, beside a "
+                        "leader that serves."]
+            return [f"{name_of(props)}: container {c.get('name')} at {ref.path} runs headless and serves no port, "
+                    f"so its {probe} could never pass; a headless worker has no probes."
+                    for probe in PROBES if c.get(probe)]
         out = []
         for probe in PROBES:
             out += decide(_probe_is_tcp, props, c, probe)
@@ -50,8 +68,8 @@ def startup_allowance_covers_budget(resource_type: str, props: dict) -> list[str
     """startupProbe periodSeconds x failureThreshold is at least the startup budget."""
     def check(ref: PodTemplateRef, c: dict) -> list[str]:
         budget = annotations_of(ref.template).get(STARTUP_BUDGET)
-        if budget is None:
-            return []
+        if budget is None or not _serves_http(c):
+            return []   # a headless group worker has no probe to kill it (engine_probes_are_tcp)
         p = c.get("startupProbe") or {}
         allowance = int(p.get("periodSeconds", 10)) * int(p.get("failureThreshold", 3))
         if allowance < int(budget):
@@ -85,21 +103,31 @@ def model_mount_read_only(resource_type: str, props: dict) -> list[str]:
 
 def gpu_counts_match_parallel_size(resource_type: str, props: dict) -> list[str]:
     """GPU requests (nvidia.com/gpu or another policy/workloads.py GPU_RESOURCES name) equal limits equal
-    the parallel size (TP x DP in the engine argv)."""
+    the engine's GPUs on one node: the parallel size in its argv (TP x PP x DP) over the nodes it spans
+    (--nnodes, issue 29: every pod of a group holds one node's share). The parallel-size annotation states
+    the whole engine's."""
     def check(ref: PodTemplateRef, c: dict) -> list[str]:
         out = []
         req, lim = gpu_count(c)
         if req != lim:
             out.append(f"{name_of(props)}: container {c.get('name')} requests {req} {', '.join(gpu_resource_names(c))} but limits {lim}; they must be equal.")
-        out += decide(_parallel_size_matches, props, c, lim)
+        out += decide(_parallel_size_matches, props, ref, c, lim)
+        nodes = decide(lambda: [_nodes(c)]) or [1]
         declared = annotations_of(ref.template).get(PARALLEL_SIZE)
-        if declared is None or int(declared) != lim:
-            out.append(f"{name_of(props)}: annotation {PARALLEL_SIZE}={declared} does not match the {lim} GPUs of container {c.get('name')}.")
+        if declared is None or int(declared) != lim * nodes[0]:
+            spans = f" on each of its {nodes[0]} nodes" if nodes[0] > 1 else ""
+            out.append(f"{name_of(props)}: annotation {PARALLEL_SIZE}={declared} does not match the {lim} GPUs of container {c.get('name')}{spans}.")
         return out
     return each_engine_container(resource_type, props, check)
 
 
-def _parallel_size_matches(props: dict, c: dict, gpus: int) -> list[str]:
+def _nodes(c: dict) -> int:
+    argv = argv_of(c)
+    engine = engine_of_argv(argv)
+    return 1 if engine is None else engine.nodes_of_argv(argv)
+
+
+def _parallel_size_matches(props: dict, ref: PodTemplateRef, c: dict, gpus: int) -> list[str]:
     argv = argv_of(c)
     # By the flags the engine declares (policy/engines/): SGLang has no --tp or --dp, they only parse
     # as abbreviations (tests/test_engine_modules.py).
@@ -107,9 +135,17 @@ def _parallel_size_matches(props: dict, c: dict, gpus: int) -> list[str]:
     if engine is None:
         return [f"{name_of(props)}: container {c.get('name')} has {gpus} GPUs but its argv runs none of the engines "
                 f"{', '.join(NAMES)}, so its parallel size cannot be read."]
-    size = engine.parallel_size_of_argv(argv)
-    if gpus != size:
-        return [f"{name_of(props)}: container {c.get('name')} has {gpus} GPUs but the engine argv asks for a parallel size of {size}."]
+    size, nodes = engine.parallel_size_of_argv(argv), engine.nodes_of_argv(argv)
+    if nodes == 1:
+        if gpus != size:
+            return [f"{name_of(props)}: container {c.get('name')} has {gpus} GPUs but the engine argv asks for a parallel size of {size}."]
+        return []
+    if size % nodes:
+        return [f"{name_of(props)}: container {c.get('name')} at {ref.path}: the engine argv's parallel size {size} is "
+                f"not a whole number of GPUs on each of its {nodes} nodes (--nnodes)."]
+    if gpus != engine.gpus_per_node_of_argv(argv):
+        return [f"{name_of(props)}: container {c.get('name')} at {ref.path} has {gpus} GPUs but the engine argv asks for "
+                f"{engine.gpus_per_node_of_argv(argv)} on each of its {nodes} nodes (parallel size {size})."]
     return []
 
 

@@ -35,6 +35,7 @@ from policy.workload_rules import (  # noqa: F401  (policy.rules re-exports ever
     NVIDIA_VISIBLE_DEVICES,
     custom_workloads_are_awaited,
     daemonsets_hold_no_gpus,
+    group_patches_touch_metadata_only,
     jobs_avoid_every_gpu_pool,
     jobs_rerun_when_unready,
     model_sync_stays_off_gpus,
@@ -50,10 +51,12 @@ class ResourcePolicy:
 
 
 RESOURCE_POLICIES = [
-    ResourcePolicy("engine-probes-tcp", "Engine startup, readiness and liveness probes are tcpSocket.", engine_probes_are_tcp),
+    ResourcePolicy("engine-probes-tcp", "Engine startup, readiness and liveness probes are tcpSocket; an engine serving "
+                   "no port (vLLM --headless) only as a group's worker, unprobed.", engine_probes_are_tcp),
     ResourcePolicy("startup-allowance", "Startup probe allowance covers the startup budget.", startup_allowance_covers_budget),
     ResourcePolicy("model-read-only", "The model is mounted read-only at the volume and every mount.", model_mount_read_only),
-    ResourcePolicy("gpu-parallel-size", "GPU requests equal limits equal the engine parallel size.", gpu_counts_match_parallel_size),
+    ResourcePolicy("gpu-parallel-size", "GPU requests equal limits equal the engine parallel size over the nodes it "
+                   "spans (--nnodes).", gpu_counts_match_parallel_size),
     ResourcePolicy("shm-memory", "/dev/shm is a Memory emptyDir sized per GPU.", shm_is_memory_backed),
     ResourcePolicy("offload-memory", "KV offload in the engine argv is covered by memory and /dev/shm.",
                    offload_memory_covered),
@@ -69,7 +72,8 @@ RESOURCE_POLICIES = [
                    "counts) and wait for the startup budget.", rollout_never_adds_gpus),
     ResourcePolicy("custom-resources-awaited", "GPU custom resources carry pulumi.com/waitFor.", custom_workloads_are_awaited),
     ResourcePolicy("no-generative-health", "SGLang runs with /health generation disabled.", no_generative_health_checks),
-    ResourcePolicy("no-router-owned-routes", "Watched workloads carry no top-level model label.", no_router_owned_routes),
+    ResourcePolicy("no-router-owned-routes", "Watched workloads carry no top-level model label; Ray and group workers "
+                   "carry none either.", no_router_owned_routes),
     ResourcePolicy("pd-wiring", "P/D: mp executor, side channel off loopback across pods, shfs, explicit KV failure policy.", pd_wiring),
     ResourcePolicy("aibrix-profiles-schema", "AIBrix model config uses the profiles schema.", aibrix_profiles_schema),
     ResourcePolicy("gateway-no-resend", "Gateway retries (BackendTrafficPolicy, routes an EnvoyPatchPolicy adds) only "
@@ -77,5 +81,7 @@ RESOURCE_POLICIES = [
                    gateway_never_resends_generations),
     ResourcePolicy("jobs-rerun", "Awaited Jobs are replaced when unready, so a retry reruns them; unawaited Jobs are not.",
                    jobs_rerun_when_unready),
+    ResourcePolicy("group-patches", "RoleBasedGroup template patches change pod labels and annotations only.",
+                   group_patches_touch_metadata_only),
     ResourcePolicy("capabilities-minimal", "Only IPC_LOCK is added, and only with RDMA.", capabilities_minimal),
 ]

@@ -17,7 +17,7 @@ from policy.manifests import (
     templates,
 )
 from policy.unknowns import decide, items_of, mapping
-from policy.workloads import PodTemplateRef
+from policy.workloads import PodTemplateRef, rbg_worker_views
 
 # Kinds whose own labels AIBrix v0.7.0's model router watches to create a `<model>-router` route.
 ROUTER_WATCHED_KINDS = {"Deployment", "RayClusterFleet", "LeaderWorkerSet", "ModelAdapter"}
@@ -29,11 +29,8 @@ MODEL_LABEL = "model.aibrix.ai/name"
 def no_router_owned_routes(resource_type: str, props: dict) -> list[str]:
     """The model label belongs on pods, not on a watched workload: else AIBrix creates a route the
     workload owns, shared by every workload with that label and deleted with any of them (11.2)."""
-    if kind_of(resource_type) not in ROUTER_WATCHED_KINDS:
-        return []
-
     def top_level() -> list[str]:
-        if MODEL_LABEL in ((props.get("metadata") or {}).get("labels") or {}):
+        if kind_of(resource_type) in ROUTER_WATCHED_KINDS and MODEL_LABEL in ((props.get("metadata") or {}).get("labels") or {}):
             return [f"{name_of(props)}: carries {MODEL_LABEL} at its top level; AIBrix would create a shared "
                     "HTTPRoute that deleting this workload removes. Keep the label on the pod template only."]
         return []
@@ -42,9 +39,23 @@ def no_router_owned_routes(resource_type: str, props: dict) -> list[str]:
         # Ray workers are not engines: AIBrix must not discover them as model pods (11.2).
         if ".workerGroupSpecs[" in ref.path and MODEL_LABEL in ((ref.template.get("metadata") or {}).get("labels") or {}):
             return [f"{name_of(props)}: Ray worker pods at {ref.path} carry {MODEL_LABEL}; only the head serves."]
+        # A group's workers (issue 29) serve no OpenAI API (vLLM --headless no port, SGLang ranks >= 1 a
+        # placeholder /health only: policy/engines serves_http): the gateway must route to the leader only.
+        if ref.group_worker and MODEL_LABEL in ((ref.template.get("metadata") or {}).get("labels") or {}):
+            return [f"{name_of(props)}: the group's worker pods at {ref.path} carry {MODEL_LABEL}; only the leader "
+                    "serves the model, so only it may be routed to."]
         return []
 
-    out = decide(top_level)
+    def rbg_workers() -> list[str]:
+        # RBG's template is the leader's too: its workers are the template with workerTemplatePatch.
+        if kind_of(resource_type) != "RoleBasedGroup":
+            return []
+        return [f"{name_of(props)}: the group's worker pods ({path}) carry {MODEL_LABEL}; only the leader serves the "
+                "model, so only it may be routed to."
+                for path, t in rbg_worker_views(props.get("spec") or {})
+                if MODEL_LABEL in ((t.get("metadata") or {}).get("labels") or {})]
+
+    out = decide(top_level) + decide(rbg_workers)
     for ref in templates(resource_type, props):
         out += decide(worker, ref)
     return out

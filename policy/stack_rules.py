@@ -90,6 +90,20 @@ def workload_gpus(resource_type: str, props: dict, max_replicas: Any = None) -> 
     return total
 
 
+def workload_gpu_text(resource_type: str, props: dict, max_replicas: Any = None) -> str:
+    """`<Kind ns/name> holds N GPUs at peak (P pods of G GPUs)`, a group's pods counted each (issue 29), for
+    a budget message on the workload that passes it; raises UnknownTouched when a count is unknown."""
+    if max_replicas is not None:
+        props = grown_to(props, max_replicas)
+    pods: dict[int, int] = {}
+    for ref in templates(resource_type, props):
+        gpus = pod_gpus(ref.template)
+        if gpus:
+            pods[gpus] = pods.get(gpus, 0) + int(ref.replicas + ref.extra_pods)
+    parts = ", ".join(f"{n} pod{'s' if n != 1 else ''} of {g} GPUs" for g, n in sorted(pods.items()))
+    return f"{name_of(props)} holds {sum(g * n for g, n in pods.items())} GPUs at peak ({parts})"
+
+
 def _targets(r: StackResource) -> list[tuple[WorkloadKey, Any]]:
     """[(target key, maxReplicas)] of a PodAutoscaler, [] for anything else or an unknown reference."""
     def target() -> list[tuple[WorkloadKey, Any]]:

@@ -16,8 +16,8 @@ from policy.manifests import (
     pod_gpus,
     templates,
 )
-from policy.unknowns import decide
-from policy.workloads import GPU_RESOURCES, PodTemplateRef, gpu_resource_names
+from policy.unknowns import decide, each, known_or_unknown
+from policy.workloads import GPU_RESOURCES, PodTemplateRef, gpu_resource_names, rbg_role_template
 
 
 def model_sync_stays_off_gpus(resource_type: str, props: dict) -> list[str]:
@@ -194,3 +194,56 @@ def jobs_rerun_when_unready(resource_type: str, props: dict) -> list[str]:
                     "replaces a failed Job instead of failing on it again."]
         return []
     return decide(check)
+
+
+# What a template patch may change: the pod's metadata maps, which decide no GPU, argv, probe or mount.
+PATCHABLE_METADATA = ("labels", "annotations")
+
+
+def _patch_problem(where: str, patch) -> list[str]:
+    if not patch:
+        return []
+    if not isinstance(patch, dict):
+        return [f"{where} is not a patch of pod metadata"]
+    meta = patch.get("metadata") or {}
+    touched = sorted(k for k in patch if k != "metadata")
+    touched += sorted(f"metadata.{k}" for k in (meta if isinstance(meta, dict) else {"(not a map)": 0})
+                      if k not in PATCHABLE_METADATA)
+    touched += sorted(f"metadata.{k} directive {d}" for k in PATCHABLE_METADATA
+                      for d in ((meta.get(k) or {}) if isinstance(meta, dict) else {}) if str(d).startswith("$"))
+    return [f"{where} touches {', '.join(touched)}"] if touched else []
+
+
+def group_patches_touch_metadata_only(resource_type: str, props: dict) -> list[str]:
+    """A RoleBasedGroup's template patches (leaderWorkerPattern leaderTemplatePatch and workerTemplatePatch,
+    templateRef.patch) change the pods' labels and annotations only, and a templateRef names a role template
+    of the group: the pack reads the pods from the template with only those applied (policy/workloads.py), so
+    a patch that gave the leader or the workers other resources, argv, probes or volumes would escape the GPU
+    count and every pod rule. What this program renders patches labels only (components/orchestrators/
+    rolebasedgroup.py)."""
+    if kind_of(resource_type) != "RoleBasedGroup":
+        return []
+    spec = props.get("spec") or {}
+
+    def check(i: int, role: dict) -> list[str]:
+        out = []
+        for pattern_key in ("standalonePattern", "leaderWorkerPattern"):
+            pattern = role.get(pattern_key)
+            if not pattern:
+                continue
+            at = f"spec.roles[{i}].{pattern_key}"
+            patches = [(f"{at}.{key}", pattern.get(key)) for key in ("leaderTemplatePatch", "workerTemplatePatch")]
+            ref = pattern.get("templateRef")
+            if ref:
+                if rbg_role_template(spec, ref.get("name")) is None:
+                    out.append(f"{at}.templateRef names {ref.get('name')!r}, which no spec.roleTemplates entry is")
+                patches.append((f"{at}.templateRef.patch", ref.get("patch")))
+            for where, patch in patches:
+                out += _patch_problem(where, patch)
+        return [f"{name_of(props)}: {problem}; a template patch may change only the pods' metadata.labels and "
+                "metadata.annotations, so that the pods the pack checks and counts are the template's." for problem in out]
+
+    out = []
+    for i, role in enumerate(each(known_or_unknown(lambda: spec.get("roles")))):
+        out += decide(check, i, role)
+    return out

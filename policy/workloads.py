@@ -33,8 +33,9 @@ class PodTemplateRef:
     # Variables the controller puts into every container of these pods itself, which $(VAR) in their argv and
     # env may name (issue 29: a group pod's rank and leader address; GROUP_ENV).
     injected_env: tuple[str, ...] = ()
-    # The workers of a group (LeaderWorkerSet workerTemplate, RBG leaderWorkerPattern without the leader's
-    # patch): a vLLM worker rank runs --headless and serves no port (policy/pod_rules.py).
+    # A template only the workers of a group run (a LeaderWorkerSet workerTemplate beside its leaderTemplate): a vLLM
+    # worker rank runs --headless and serves no port (policy/pod_rules.py). Not StormService's one template or
+    # RBG's leaderWorkerPattern template, which the leader runs too.
     group_worker: bool = False
 
     @property
@@ -139,20 +140,81 @@ def _rolebasedgroup_templates(spec: dict) -> list[PodTemplateRef]:
             lambda: _surge(((role.get("rolloutStrategy") or {}).get("rollingUpdate") or {}).get("maxSurge", 0), replicas))
         if "standalonePattern" in role:
             pattern = known_or_unknown(lambda: role["standalonePattern"] or {})
-            return [PodTemplateRef(f"spec.roles[{i}].standalonePattern.template", _template(pattern), replicas, surge)]
+            path = f"spec.roles[{i}].standalonePattern"
+            return [PodTemplateRef(_rbg_path(path, pattern), rbg_pattern_template(spec, pattern), replicas, surge)]
         if "leaderWorkerPattern" in role:
-            # The template is every pod's; the leader's patch (labels only, as this program writes it) is not
-            # applied here, so the pods are counted by the template's GPUs.
+            # Every pod of an instance runs the role's template, with leaderTemplatePatch for the leader and
+            # workerTemplatePatch for the size - 1 workers, each a strategic merge patch (rbg v0.7.0
+            # pkg/reconciler/roleinstanceset_reconciler.go constructRoleInstanceTemplateByLeaderWorkerPattern).
+            # policy/workload_rules.py group_patches_touch_metadata_only refuses a patch that touches anything but
+            # the pods' labels and annotations (one giving the leader other resources, argv or probes would escape
+            # the GPU count and every pod rule), so the template is every pod's, the leader's included: not a
+            # group_worker view (a headless vLLM template would leave the leader serving nothing). One reference
+            # per template, as render/ keys the templates by path.
             lwp = known_or_unknown(lambda: role["leaderWorkerPattern"] or {})
             size = _count(lambda: lwp.get("size"), 1)
-            return [PodTemplateRef(f"spec.roles[{i}].leaderWorkerPattern.template", _template(lwp),
-                                   replicas * size, surge * size, injected_env=RBG_GROUP_ENV, group_worker=True)]
+            path = _rbg_path(f"spec.roles[{i}].leaderWorkerPattern", lwp)
+            return [PodTemplateRef(path, rbg_pattern_template(spec, lwp), replicas * size, known_or_unknown(lambda: surge * size),
+                                   injected_env=RBG_GROUP_ENV)]
         return []
 
     refs = []
     for i, role in enumerate(each(known_or_unknown(lambda: spec.get("roles")))):
         refs += decide(role_ref, i, role)
     return refs
+
+
+def rbg_worker_views(spec: dict) -> list[tuple[str, Any]]:
+    """(path, template) of what the workers of each leaderWorkerPattern role run, as far as the pack reads it: the
+    template with workerTemplatePatch's labels and annotations (patched)."""
+    out = []
+    for i, role in enumerate(each(known_or_unknown(lambda: spec.get("roles")))):
+        lwp = role.get("leaderWorkerPattern")
+        if lwp:
+            out.append((f"{_rbg_path(f'spec.roles[{i}].leaderWorkerPattern', lwp)} with workerTemplatePatch",
+                        known_or_unknown(lambda: patched(rbg_pattern_template(spec, lwp), lwp.get("workerTemplatePatch")))))
+    return out
+
+
+def _rbg_path(pattern_path: str, pattern: dict) -> str:
+    return f"{pattern_path}.templateRef" if "templateRef" in pattern else f"{pattern_path}.template"
+
+
+def rbg_role_template(spec: dict, name: Any) -> Any:
+    """spec.roleTemplates[name].template, None when no role template has that name."""
+    found = [t for t in each(known_or_unknown(lambda: spec.get("roleTemplates"))) if t.get("name") == name]
+    return found[0].get("template") or {} if found else None
+
+
+def rbg_pattern_template(spec: dict, pattern: dict) -> Any:
+    """A pattern's pod template: its own, or the role template its templateRef names with the ref's patch
+    (rbg v0.7.0 api/workloads/v1alpha2/helper.go GetResolvedTemplate); {} when it names none (refused by
+    group_patches_touch_metadata_only), UNKNOWN when unknown."""
+    def resolve() -> Any:
+        if "templateRef" not in pattern:
+            return _template(pattern)
+        ref = pattern["templateRef"] or {}
+        base = rbg_role_template(spec, ref.get("name"))
+        return {} if base is None else patched(base, ref.get("patch"))
+    return known_or_unknown(resolve)
+
+
+def patched(template: Any, patch: Any) -> Any:
+    """template with a strategic merge patch's metadata.labels and .annotations merged in (maps merge, a null
+    value deletes the key); the rest of the patch is not applied (group_patches_touch_metadata_only refuses it).
+    Only the metadata is UNKNOWN when the patch or the template's metadata is."""
+    if not patch:
+        return template
+
+    def metadata() -> dict:
+        meta = dict(template.get("metadata") or {})
+        for key in ("labels", "annotations"):
+            change = (patch.get("metadata") or {}).get(key)
+            if change:
+                merged = {**(meta.get(key) or {}), **change}
+                meta[key] = {k: v for k, v in merged.items() if v is not None}
+        return meta
+    return {**template, "metadata": known_or_unknown(metadata)}
 
 
 def _leaderworkerset_templates(spec: dict) -> list[PodTemplateRef]:
@@ -266,4 +328,10 @@ def rollout_waves(kind: str, manifest: dict) -> int:
     if kind == "RayClusterFleet":
         return waves(_int(spec.get("replicas"), 1),
                      ((spec.get("strategy") or {}).get("rollingUpdate") or {}).get("maxUnavailable", 1))
+    if kind == "LeaderWorkerSet":
+        # Groups roll maxUnavailable groups at a time (CRD default 1; a percentage of spec.replicas rounded
+        # down: lws v0.10.0 pkg/controllers/leaderworkerset_controller.go rollingUpdateParameters,
+        # GetScaledValueFromIntOrPercent(..., false)), every pod of a group at once.
+        return waves(_int(spec.get("replicas"), 1),
+                     ((spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}).get("maxUnavailable", 1))
     return 1

@@ -5,20 +5,24 @@ pod_templates and rollout_waves, policy/stack_rules.py workload_gpus, what the p
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import test_pd
 import test_topologies
 from conftest import PROJECT_DIR, STACKS, render_stack, stack_resources
-from variants import pair_file
+from multinode_stacks import GROUP_PAIRS, r1_config
+from variants import SECRETS, pair_file, variant_file
 
 from components.orchestrators import rollout_strategy
-from components.topologies import gpu_workloads, topology_of
+from components.topologies import gpu_workloads, group_size, topology_of
 from config_model import ServedModel, StackConfig
 from policy import gpu_accounting, stack_rules, workloads
 from policy.manifests import kind_of, pod_gpus, templates
 from policy.unknowns import UNKNOWN, UnknownTouched, is_unknown
-from render import stackfile
+from render import runtime, stackfile
 from stacks import loader, program
+from stacks.rules import capacity
 
 # ---- the rules (kubernetes v1.37.2 pkg/controller/deployment/util/deployment_util.go ResolveFenceposts) ----
 
@@ -146,3 +150,65 @@ def test_the_rule_module_imports_the_standard_library_only():
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert imported and imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+
+
+# ---- models spanning nodes (issue 29): every pod of every group, on each orchestrator x engine that runs groups ----
+
+GROUPS = 2      # two replicas of DeepSeek-R1, each a group of two 8-GPU pods: 32 GPUs
+
+
+def group_config(orchestrator: str, engine: str, budget: int = GROUPS * 2 * 8) -> dict:
+    return {**r1_config(orchestrator, engine, replicas=GROUPS), "gpuBudget": budget}
+
+
+@functools.lru_cache(maxsize=None)
+def group_case(orchestrator: str, engine: str):
+    sf = variant_file("r1", **group_config(orchestrator, engine))
+    return sf, runtime.render(sf)
+
+
+def stack_config(sf) -> StackConfig:
+    prefix = "llm-serving:"
+    return StackConfig.model_validate({k[len(prefix):]: loader.decode(k[len(prefix):], v) for k, v in sf.config.items()
+                                       if k.startswith(prefix) and k not in sf.secret_keys})
+
+
+@pytest.mark.parametrize("orchestrator,engine", GROUP_PAIRS)
+def test_the_config_and_the_manifests_count_every_pod_of_every_group(orchestrator, engine):
+    """replicas x pods per group x GPUs per pod, on both sides: the config rules' gpu_demand (stacks/rules/capacity.py,
+    from components/topologies gpu_workloads) and the pack's count of the rendered workload (LWS's leader and worker
+    templates, StormService's one template times podGroupSize, RBG's times leaderWorkerPattern.size)."""
+    sf, rendered = group_case(orchestrator, engine)
+    cfg = stack_config(sf)
+    (m,) = stack_models(sf)
+    (w,) = gpu_workloads(m)
+    assert (m.replicas, group_size(m), w.gpus_per_pod) == (GROUPS, 2, 8)
+    (r, most), = gpu_workloads_of(rendered).values()
+    refs = templates(r.type, r.props)
+    # LWS: leader and worker templates; StormService and RBG: one template every rank runs.
+    assert len(refs) == (2 if orchestrator == "leaderworkerset" else 1)
+    assert {pod_gpus(ref.template) for ref in refs} == {w.gpus_per_pod}
+    assert (sum(ref.replicas for ref in refs), sum(ref.extra_pods for ref in refs)) == (w.pods, w.extra_pods)
+    assert w.pods == m.replicas * group_size(m)
+    assert stack_rules.workload_gpus(r.type, r.props, most) == w.peak_gpus == GROUPS * 2 * 8
+    assert capacity.gpu_demand(cfg) == [(m.name, w.peak_gpus)]
+    assert stack_rules.gpu_total(stack_resources(rendered)) == capacity.gpu_total(cfg) == rendered.outputs["gpuTotal"]
+    # Groups roll maxUnavailable groups at a time, every pod of a group at once: Pulumi's update timeout and the pack
+    # count the same waves (components/combined.py rollout_timeouts, policy/workloads.py rollout_waves).
+    timeouts = r.options["customTimeouts"]
+    await_waves, rest = divmod(int(timeouts["update"].rstrip("s")), int(timeouts["create"].rstrip("s")))
+    rule = gpu_accounting.rollout_waves(m.replicas, m.rollout.max_unavailable)
+    assert (await_waves, rest) == (rule, 0) and rule == GROUPS
+    assert workloads.rollout_waves(kind_of(r.type), r.props) == rule
+
+
+@pytest.mark.parametrize("orchestrator,engine", GROUP_PAIRS)
+def test_a_budget_one_gpu_short_of_every_group_is_refused_by_the_config_and_the_pack(orchestrator, engine):
+    short = GROUPS * 2 * 8 - 1
+    with pytest.raises(loader.ConfigError) as err:
+        loader.validate(group_config(orchestrator, engine, short), "r1", dict.fromkeys(SECRETS, True))
+    assert f"llm-serving:gpuBudget = {short}: the workloads need {GROUPS * 2 * 8} GPUs at peak" in str(err.value)
+    _, rendered = group_case(orchestrator, engine)     # rendered at 32, judged against 31
+    assert stack_rules.gpus_within_budget(stack_resources(rendered), short) == [
+        f"The stack needs {GROUPS * 2 * 8} GPUs at peak (rollouts included) but its budget is {short}; raise "
+        "llm-serving:gpuBudget or lower replicas."]

@@ -69,6 +69,7 @@ DIST_INIT_PORT = 20000
 # SGLang's own address: unset, HOST_IP, a NIC, or the route to 8.8.8.8 (utils/network.py get_local_ip_auto).
 HOST_IP_ENV = "SGLANG_HOST_IP"
 WORKER_SERVES_HTTP = True
+NODES_FLAGS = ("--nnodes",)   # what the pack reads back: the nodes one engine spans
 
 
 def group_address(leader_address: str) -> str:
@@ -186,6 +187,25 @@ def parallel_size_of_argv(argv: list[str]) -> int:
     return (int(flag_value(argv, *TENSOR_PARALLEL_FLAGS) or 1)
             * int(flag_value(argv, *PIPELINE_PARALLEL_FLAGS) or 1)
             * int(flag_value(argv, *DATA_PARALLEL_FLAGS) or 1))
+
+
+def nodes_of_argv(argv: list[str]) -> int:
+    """--nnodes (default 1; sglang/srt/arg_groups/fields/parallel.py at 0.5.23)."""
+    return int(flag_value(argv, *NODES_FLAGS) or 1)
+
+
+def gpus_per_node_of_argv(argv: list[str]) -> int:
+    """GPUs the engine drives on each of its nodes: (TP x PP) // nnodes, the split
+    entrypoints/engine.py _calculate_rank_ranges makes (check_server_args asserts nnodes divides TP x PP, which
+    parallel_size_of_argv % nodes_of_argv shows; it refuses DP > 1 across nodes)."""
+    return parallel_size_of_argv(argv) // nodes_of_argv(argv)
+
+
+def serves_http(argv: list[str]) -> bool:
+    """Every rank listens on --host:--port: rank 0 the OpenAI server, ranks >= 1 a placeholder /health and
+    /ping (0.5.23 entrypoints/engine.py _launch_subprocesses, launch_dummy_health_check_server); SGLang has no
+    headless mode (its parser refuses --headless)."""
+    return True
 
 
 def max_model_len(sglang: Any) -> int | None:

@@ -81,6 +81,10 @@ MASTER_PORT = 29501
 HOST_IP_ENV = "VLLM_HOST_IP"
 # A worker rank serves no port: it is neither probed nor drained.
 WORKER_SERVES_HTTP = False
+# What the pack reads back (declared by the 0.33.0 serve parser, /work/briefs/facts-engines.md section 1):
+# the nodes one engine spans, and the switch that makes a rank serve nothing (serves_http).
+NODES_FLAGS = ("--nnodes", "-n")
+HEADLESS_FLAG = "--headless"
 
 
 def group_address(leader_address: str) -> str:
@@ -189,9 +193,28 @@ def describe_parallel_size(vllm: Any) -> str:
 
 
 def parallel_size_of_argv(argv: list[str]) -> int:
+    """GPUs of the whole engine, over every node it spans: TP x PP x DP."""
     return (int(flag_value(argv, *TENSOR_PARALLEL_FLAGS) or 1)
             * int(flag_value(argv, *PIPELINE_PARALLEL_FLAGS) or 1)
             * int(flag_value(argv, *DATA_PARALLEL_FLAGS) or 1))
+
+
+def nodes_of_argv(argv: list[str]) -> int:
+    """--nnodes (alias -n, default 1; vllm/config/parallel.py ParallelConfig.nnodes at 0.33.0)."""
+    return int(flag_value(argv, *NODES_FLAGS) or 1)
+
+
+def gpus_per_node_of_argv(argv: list[str]) -> int:
+    """GPUs the engine drives on each of its nodes: world_size // nnodes, as vLLM 0.33.0 computes
+    ParallelConfig.local_world_size (world_size = DP x PP x TP; EngineArgs.create_engine_config refuses an
+    nnodes that does not divide it, which parallel_size_of_argv % nodes_of_argv shows)."""
+    return parallel_size_of_argv(argv) // nodes_of_argv(argv)
+
+
+def serves_http(argv: list[str]) -> bool:
+    """Whether the argv opens the OpenAI server on --port: not with --headless, which runs the worker ranks
+    only and never calls run_server (0.33.0 vllm/entrypoints/cli/serve.py ServeSubcommand.cmd -> run_headless)."""
+    return HEADLESS_FLAG not in argv
 
 
 def max_model_len(vllm: Any) -> int | None:
