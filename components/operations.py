@@ -102,7 +102,8 @@ def pod_controllers(m: ServedModel) -> set[str]:
     t = topology_of(m)
     kinds = set()
     if t.model_workload:
-        kinds.add(orchestrator_of(m).pod_controller)
+        o = orchestrator_of(m)
+        kinds.add(o.group_pod_controller if spans_nodes(m) else o.pod_controller)
     if t.fleets:
         kinds.add(FLEET_POD_CONTROLLER)
     return kinds

@@ -53,14 +53,18 @@ def _r1(orchestrator: str):
     StormService (its gang pool of nodes the test adds, coscheduling, a compile-cache claim the e2e storage
     class binds), vLLM on the LeaderWorkerSet, SGLang on the RoleBasedGroup."""
     from multinode_stacks import r1_stack
+    from variants import SGLANG_FIXTURE
     engine = "vllm" if orchestrator == "leaderworkerset" else "sglang"
+    # The SGLang release the other variants run (0.5.17, whose ported facts tests/test_upstream_releases.py
+    # ties to it); its multi-node flags are the same option strings as 0.5.23's (tests/test_multinode_engines.py).
+    image = {"sglang_image": SGLANG_FIXTURE}
     if orchestrator != "stormservice":
-        return r1_stack(orchestrator, engine, stack=f"r1-{orchestrator}")
+        return r1_stack(orchestrator, engine, stack=f"r1-{orchestrator}", **image)
     key, value = MULTINODE_POOL
     pool = {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H20", key: value},
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
                             {"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}]}
-    sf = r1_stack(orchestrator, engine, stack="r1-stormservice", pool=pool)
+    sf = r1_stack(orchestrator, engine, stack="r1-stormservice", pool=pool, **image)
     sf.config["llm-serving:compileCache"] = json.dumps({"kind": "claim", "storageClassName": "e2e-standard",
                                                         "sizeGiB": 50})
     return sf

@@ -38,7 +38,7 @@ def r1_model(orchestrator: str = "leaderworkerset", engine: str = "vllm", tp: in
 
 
 def r1_config(orchestrator: str = "leaderworkerset", engine: str = "vllm", network: dict | None = None,
-              pool: dict | None = None, **model_changes) -> dict:
+              pool: dict | None = None, sglang_image: dict = SGLANG_0523, **model_changes) -> dict:
     """The dev stack's config with DeepSeek-R1 as its one model, spanning two nodes of a four-node pool."""
     cfg = copy.deepcopy(dev_config())
     cfg["models"] = [r1_model(orchestrator, engine, **model_changes)]
@@ -47,7 +47,7 @@ def r1_config(orchestrator: str = "leaderworkerset", engine: str = "vllm", netwo
                       **({"network": network} if network is not None else {}), **(pool or {})}
     cfg["modelVolume"] = {**cfg["modelVolume"], "capacityGiB": 1400}
     if engine == "sglang":
-        cfg["images"] = {**cfg["images"], "sglang": SGLANG_0523}
+        cfg["images"] = {**cfg["images"], "sglang": sglang_image}
         cfg["compileCache"] = {"kind": "existingClaim", "claimName": "jit-cache"}
     return cfg
 

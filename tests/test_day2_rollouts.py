@@ -44,7 +44,8 @@ from components.secrets import (
     ConsumerKeys,
     secret_tag_annotation,
 )
-from config_model import CompileCache, Toleration
+from config_model import CompileCache, Rdma, Toleration
+from config_model.infra import GangScheduling, NodeNetwork
 from policy.workloads import containers, pod_templates
 from render import runtime, stackfile
 from stacks import loader
@@ -393,6 +394,9 @@ NOT_IN_POD_TEMPLATE = {
     "model.smoke.prompt": "the smoke Job", "model.smoke.expected_text": "the smoke Job", "model.smoke.max_tokens": "the smoke Job",
     "model.smoke.checks": "the smoke and warm-up Jobs",
     "compile_cache.storage_class_name": "the compile-cache claim the stack makes (kind claim), not the pod",
+    "gpu_pool.node_count": "the config rules' nodes per replica against the pool, and plan.md",
+    "gpu_pool.gang_scheduling.timeout_seconds": "the pod group's timeout: the StormService role's schedulingStrategy "
+                                                "or the RoleBasedGroup's annotation, not the pod",
 }
 
 
@@ -440,6 +444,10 @@ NOT_ENUMERATED = {
     "gpu_pool.tolerations": "a list of tolerations: REACHES_THE_POD_TEMPLATE",
     "model.vllm.speculative_decoding": "a context below", "model.kv_cache_offload.backend": "a context below",
     "compile_cache.kind": "a context below",
+    "gpu_pool.network.rdma": "unset outside the group contexts, whose Rdma's own leaves (resourceName, count) "
+                             "are enumerated there",
+    "model.gpus_per_pod": "the group's shape: with the parallel size, whether the model spans nodes (the group "
+                          "contexts below set it as config_model/stack.py derives it)",
 }
 
 
@@ -479,7 +487,24 @@ def contexts() -> dict[str, tuple[typing.Callable, typing.Any, typing.Callable]]
         "hybrid fleets": (fleet[0], DisaggregatedArgs(base=with_model(base, topology="hybrid")), fleet[1]),
         "same pod": (lambda a: {"same-pod": same_pod_template(a)}, with_model(base, topology="pd-same-pod"),
                      combined[1]),
+        # A model spanning two nodes (issue 29) on each orchestrator that runs groups: the group pods read the
+        # pool's network and gang settings.
+        **{f"group {o} {e}": (*combined[:1], group_args(base, o, e), combined[1])
+           for o, e in (("leaderworkerset", "vllm"), ("stormservice", "sglang"), ("rolebasedgroup", "sglang"))},
     }
+
+
+def group_args(base: CombinedEngineArgs, orchestrator: str, engine: str) -> CombinedEngineArgs:
+    """DeepSeek-V4-Flash's args as TP 8 x PP 2 over two 8-GPU nodes, with an RDMA network, a topology domain and
+    a gang scheduler set, so every leaf of gpuPool.network and gangScheduling has something to change."""
+    m = base.model
+    section = getattr(m, engine).model_copy(update={"pipeline_parallel_size": 2})
+    model = m.model_copy(update={"engine": engine, "orchestrator": orchestrator, engine: section, "gpus_per_pod": 8})
+    pool = base.gpu_pool.model_copy(update={
+        "network": NodeNetwork(socket_interface="eth0", ib_hca="mlx5_0", rdma=Rdma(resource_name="rdma/hca"),
+                               topology_key="topology.kubernetes.io/zone"),
+        "gang_scheduling": GangScheduling(scheduler="coscheduling")})
+    return dataclasses.replace(base, model=model, gpu_pool=pool)
 
 
 def in_context(builder, args, inner, path: str, value):

@@ -263,7 +263,9 @@ def test_642_gib_at_tp8_on_h20_is_refused_with_the_numbers_and_what_would_fit():
         f"(642 GiB / vllm.tensorParallelSize 8) and {kv:.2f} GiB of KV cache for one 163840-token sequence (fp8) need "
         f"{weights + kv:.2f} GiB, more than the {usable:.2f} GiB vLLM may use of one H20 (95.58 GiB x "
         "vllm.gpuMemoryUtilization 0.88). Would fit: "), line
-    assert "more GPUs than one node's gpuPool.gpusPerNode 8" in line
+    # Past one node (issue 29): two pipeline stages halve the weights and hold 31 of 61 layers' KV each.
+    assert weights / 2 + 31 * 576 * 163840 / GIB <= usable
+    assert "a model spanning 2 nodes: vllm.tensorParallelSize 8 x pipelineParallelSize 2" in line
     assert "a GPU with more memory at this parallel size: H200, B200 (gpuPool.gpuType)" in line
     assert f"a quantised checkpoint of at most {(usable - kv) * 8:.0f} GiB" in line
     assert f"vllm.maxModelLen at most {int((usable - weights) * GIB // (61 * 576))} tokens" in line
@@ -316,8 +318,9 @@ def test_an_unset_tensor_parallel_size_is_the_field_report_s_and_says_so():
     paths = [i.path for i in inherited(loader.validate(raw, "dev", SECRETS))]
     assert "models[0].vllm.tensorParallelSize" in paths and not any(".sglang." in p for p in paths)
     assert "models[0].vllm.tensorParallelSize" not in [i.path for i in inherited(loader.validate(raw_config(), "dev", SECRETS))]
-    raw["gpuPool"] = {"gpuType": "L4", "gpusPerNode": 4}
-    line = next(p for p in problems(raw) if "tensorParallelSize" in p)
-    assert line.endswith("models[0].vllm.tensorParallelSize = 8: one engine pod needs 8 GPUs but gpuPool.gpusPerNode "
-                         "is 4; a pod must fit on one node (unset, so the field report's 8-GPU node's: set it for "
-                         "this pool)"), line
+    raw["gpuPool"] = {"gpuType": "L4", "gpusPerNode": 4, "gangScheduling": {"scheduler": "none"}}
+    # 8 GPUs on nodes of 4 span two nodes (issue 29), which a Deployment cannot run: the refusal says TP was unset.
+    line = next(p for p in problems(raw) if "models[0].orchestrator" in p)
+    assert "cannot run deepseek-v4-flash across nodes (2 pods of 4 GPUs per replica" in line
+    assert line.endswith("vllm.tensorParallelSize is unset, so the field report's 8 for one 8-GPU node (1): set it "
+                         "for this pool if the model fits one node"), line

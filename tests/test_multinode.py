@@ -171,11 +171,42 @@ def test_a_stormservice_name_too_long_for_its_podsets(tmp_path, capsys):
 
 def test_a_leaderworkerset_for_a_model_that_fits_one_node(tmp_path, capsys):
     cfg = r1_config(pp=1, sizeGiB=300)
-    lines = [ln for ln in refused(tmp_path, capsys, cfg) if "runs models that span nodes" in ln]
+    found = refused(tmp_path, capsys, cfg)
+    lines = [ln for ln in found if "runs models that span nodes" in ln]
     assert len(lines) == 1 and "llm-serving:models[0].orchestrator = 'leaderworkerset'" in lines[0], lines
     assert "8 GPUs" in lines[0] and "deployment" in lines[0]
+    # One line on the field: the pair rule leaves a group-only orchestrator to the multi-node rule.
+    assert len([ln for ln in found if "models[0].orchestrator =" in ln]) == 1, found
+
+
+@pytest.mark.parametrize("version, refused_", [("1.29", True), ("1.30", True), ("1.31", False), ("1.33", False)])
+def test_a_topology_domain_needs_match_label_keys(tmp_path, capsys, version, refused_):
+    """KEP-3633 MatchLabelKeysInPodAffinity: alpha in 1.29, beta and on by default in 1.31, GA in 1.33."""
+    cfg = r1_config(network=RDMA_NETWORK)
+    cfg["cluster"] = {**cfg.get("cluster", {}), "kubernetesVersion": version}
+    if refused_:
+        assert "needs Kubernetes 1.31 or later" in line(refused(tmp_path, capsys, cfg), "gpuPool.network.topologyKey")
+    else:
+        assert _render(tmp_path, capsys, cfg)[0] == 0
+    # Without a topology key nothing asks for the field, on any version.
+    cfg["gpuPool"]["network"] = {k: v for k, v in RDMA_NETWORK.items() if k != "topologyKey"}
+    assert _render(tmp_path, capsys, cfg)[0] == 0
 
 
 def test_autoscaling_a_model_spanning_nodes(tmp_path, capsys):
     cfg = copy.deepcopy(r1_config(autoscaling={"enabled": True, "maxReplicas": 2}))
     assert "must be false for a model spanning nodes" in line(refused(tmp_path, capsys, cfg), "models[0].autoscaling.enabled")
+
+
+@pytest.mark.parametrize("orchestrator, engine", GROUP_PAIRS)
+def test_the_group_pods_controller_is_the_one_that_creates_them(orchestrator, engine):
+    """The owner on a group pod (the disruption budget's form depends on it): the leader and worker
+    StatefulSets of an LWS, RBG's RoleInstance, and for a StormService the PodSet, not the RoleSet that
+    single-pod roles' pods have (aibrix v0.7.0 podset_controller.go createPodFromTemplate sets the PodSet as
+    controller; tests/upstream_aibrix.py)."""
+    from components.operations import pod_controllers
+    from stacks import loader
+    from test_config import SECRETS
+    m = loader.validate(r1_config(orchestrator, engine), "dev", SECRETS).models[0]
+    assert pod_controllers(m) == {{"leaderworkerset": "StatefulSet", "stormservice": "PodSet",
+                                   "rolebasedgroup": "RoleInstance"}[orchestrator]}

@@ -39,8 +39,13 @@ class Orchestrator:
     name: str
     api_version: str
     kind: str
-    # The controller on each engine pod's ownerReferences (components/operations.py disruption_budget).
+    # The controller on each engine pod's ownerReferences (components/operations.py disruption_budget), and on a
+    # group's pods where another creates them.
     pod_controller: str
+
+    @property
+    def group_pod_controller(self) -> str:
+        return self.pod_controller
     # A Recreate strategy exists (else it always rolls, maxSurge 0).
     has_recreate: bool = False
     # Its rollout may add a surge pod, which gpuBudget counts (models[].rollout.maxSurge).
@@ -79,7 +84,7 @@ class Orchestrator:
     def group_spec(self, model: ServedModel, templates: dict[str, dict], gang: object) -> dict:
         """The workload of a model spanning nodes: `templates` are the leader's and the workers' pods
         (components/group.py), `gang` the pool's GangScheduling."""
-        raise NotImplementedError
+        raise ValueError(f"{self.name} runs no group of pods per replica (stacks/rules/multinode.py refuses it)")
 
     def group_refusal(self, engine: str) -> str:
         """Why it cannot run this engine's model across nodes (an engine not in group_engines)."""
@@ -91,7 +96,7 @@ class Orchestrator:
         return {}
 
     def group_identity(self, model: ServedModel, namespace: str) -> GroupIdentity:
-        raise NotImplementedError
+        raise ValueError(f"{self.name} runs no group of pods per replica (stacks/rules/multinode.py refuses it)")
 
     def leader_selector(self, model: ServedModel) -> dict[str, str]:
         """Labels that select only the leaders of the model's groups."""

@@ -101,6 +101,8 @@ class StormService(Orchestrator):
     api_version = AIBRIX_ORCHESTRATION_API
     kind = "StormService"
     pod_controller = "RoleSet"
+    # With podGroupSize > 1 the RoleSet makes PodSets, and each PodSet its pods (podset_controller.go).
+    group_pod_controller = "PodSet"
     group_engines = frozenset({"sglang"})
     group_label = PODSET_LABEL
     group_restart = ("AIBrix v0.7.0 replaces only a pod that is gone, under the same name "

@@ -133,7 +133,8 @@ def _engine_and_orchestrator(cfg: StackConfig, i: int, m: ServedModel) -> Iterat
     at = f"models[{i}]"
     topology = topology_of(m)
     # A model spanning nodes runs where an orchestrator runs groups: stacks/rules/multinode.py says which.
-    if (m.engine, m.orchestrator) not in topology.supported and not spans_nodes(cfg, m):
+    group_only = m.orchestrator in ORCHESTRATORS and not ORCHESTRATORS[m.orchestrator].single_node
+    if (m.engine, m.orchestrator) not in topology.supported and not spans_nodes(cfg, m) and not group_only:
         combos = ", ".join(f"{t} {e}+{o}" for t, e, o in sorted(supported()))
         yield Problem(f"{at}.orchestrator", m.orchestrator,
                       f"topology {m.topology!r} with engine {m.engine!r} on {m.orchestrator!r} is not a combination "

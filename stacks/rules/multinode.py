@@ -29,6 +29,14 @@ def group_orchestrators(engine: str) -> list[str]:
 def multi_node(cfg: StackConfig) -> Iterator[Problem]:
     per_node = cfg.gpu_pool.gpus_per_node
     net = cfg.gpu_pool.network
+    minor = int(cfg.cluster.kubernetes_version.split(".")[1])
+    if net.topology_key is not None and minor < 31 and any(spans_nodes(cfg, m) for m in cfg.models):
+        yield Problem("gpuPool.network.topologyKey", net.topology_key,
+                      f"needs Kubernetes 1.31 or later (cluster.kubernetesVersion is {cfg.cluster.kubernetes_version}): "
+                      "a group is kept in one domain by a pod affinity with matchLabelKeys (components/group.py), "
+                      "an alpha field before 1.31 (KEP-3633 MatchLabelKeysInPodAffinity: beta and on by default in "
+                      "1.31, GA in 1.33) that an API server without the gate drops, putting every group of the model "
+                      "in one domain")
     if net.ib_hca is not None and net.rdma is None:
         yield Problem("gpuPool.network.ibHca", net.ib_hca, "needs gpuPool.network.rdma: without RDMA devices in the "
                       "pod NCCL cannot open the adapters and runs over TCP sockets")
@@ -72,7 +80,10 @@ def multi_node(cfg: StackConfig) -> Iterator[Problem]:
                           f"{engine.describe_parallel_size(section)}): "
                           + (orchestrator.group_refusal(m.engine) if orchestrator is not None
                              else "it has no group of pods per replica")
-                          + (f"; for {engine.DISPLAY_NAME} use {' or '.join(able)}" if able else ""))
+                          + (f"; for {engine.DISPLAY_NAME} use {' or '.join(able)}" if able else "")
+                          + ("" if "tensor_parallel_size" in section.model_fields_set else
+                             f". {engine.SECTION}.tensorParallelSize is unset, so the field report's 8 for one 8-GPU "
+                             "node (1): set it for this pool if the model fits one node"))
         if orchestrator is not None and m.engine in orchestrator.group_engines:
             yield from _gang(cfg, at, m, orchestrator)
         if m.autoscaling.enabled:
