@@ -204,9 +204,10 @@ def test_the_group_pods_controller_is_the_one_that_creates_them(orchestrator, en
     StatefulSets of an LWS, RBG's RoleInstance, and for a StormService the PodSet, not the RoleSet that
     single-pod roles' pods have (aibrix v0.7.0 podset_controller.go createPodFromTemplate sets the PodSet as
     controller; tests/upstream_aibrix.py)."""
+    from test_config import SECRETS
+
     from components.operations import pod_controllers
     from stacks import loader
-    from test_config import SECRETS
     m = loader.validate(r1_config(orchestrator, engine), "dev", SECRETS).models[0]
     assert pod_controllers(m) == {{"leaderworkerset": "StatefulSet", "stormservice": "PodSet",
                                    "rolebasedgroup": "RoleInstance"}[orchestrator]}
