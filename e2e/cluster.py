@@ -278,6 +278,18 @@ def true(obj: dict, condition: str) -> bool:
     return any(c["type"] == condition and c["status"] == "True" for c in obj.get("status", {}).get("conditions") or [])
 
 
+def kubectl(*args: str, input: str | None = None) -> str:
+    """kubectl against the e2e cluster, for the tests: its output, or an assertion naming the command."""
+    r = subprocess.run([BIN / "kubectl", f"--kubeconfig={KUBECONFIG}", *args], input=input, capture_output=True,
+                       text=True, timeout=90)
+    assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr}"
+    return r.stdout
+
+
+def get(*args: str) -> dict:
+    return json.loads(kubectl("get", *args, "-o", "json"))
+
+
 def wait_for(what: str, check, seconds: float, log: str, procs: dict[str, subprocess.Popen]) -> None:
     """Polls check() until true; fails after `seconds` (times E2E_WAIT_SCALE) or as soon as a component exits."""
     deadline, last = time.monotonic() + seconds * WAIT_SCALE, None

@@ -32,15 +32,7 @@ def run_cluster(cmd: str, env: dict | None = None) -> subprocess.CompletedProces
                           env=None if env is None else os.environ | env)
 
 
-def kubectl(*args: str, input: str | None = None) -> str:
-    r = subprocess.run([cluster.BIN / "kubectl", f"--kubeconfig={cluster.KUBECONFIG}", *args], input=input,
-                       capture_output=True, text=True, timeout=90)
-    assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr}"
-    return r.stdout
-
-
-def get(*args: str) -> dict:
-    return json.loads(kubectl("get", *args, "-o", "json"))
+kubectl, get = cluster.kubectl, cluster.get
 
 
 def condition(obj: dict, kind: str) -> dict:

@@ -12,7 +12,6 @@ test's. Bounded waits scale with E2E_WAIT_SCALE, as cluster.py's.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import uuid
 
@@ -28,15 +27,7 @@ HOLD = 25 * cluster.WAIT_SCALE
 BIND = 60 * cluster.WAIT_SCALE
 
 
-def kubectl(*args: str, input: str | None = None) -> str:
-    r = subprocess.run([cluster.BIN / "kubectl", f"--kubeconfig={cluster.KUBECONFIG}", *args], input=input,
-                       capture_output=True, text=True, timeout=90)
-    assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr}"
-    return r.stdout
-
-
-def get(*args: str) -> dict:
-    return json.loads(kubectl("get", *args, "-o", "json"))
+kubectl, get = cluster.kubectl, cluster.get
 
 
 def apply(obj: dict) -> None:

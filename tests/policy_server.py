@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -484,3 +485,35 @@ def where(items: Iterable[Resource], **match) -> list[Resource]:
 
 __all__ = ["PackServer", "PackFailure", "Operation", "Report", "Diagnostic", "Resource", "operation", "resources_of",
            "parse_policy_pack_config", "reconcile_policy_pack_config", "marshal", "plain", "where"]
+
+
+def serving() -> Iterator[PackServer]:
+    """A pack process for a fixture's scope; it must outlive every operation sent to it, and one that died
+    fails the test that owned it with its stderr."""
+    import pytest
+    s = PackServer.start()
+    yield s
+    alive, stderr = s.alive(), s.stderr()
+    s.close()
+    if not alive:
+        pytest.fail(f"the policy pack process died during its scope:\n{stderr}")
+
+
+# A change to the resources of one operation before the pack sees them.
+Edit = Callable[[list[Resource]], list[Resource]]
+
+
+def kind(name: str, change: Callable[[dict], None], *, outputs: bool = False, k8s_name: str | None = None) -> Edit:
+    """Change the plain view of each Kubernetes object of kind `name` (and its outputs with `outputs`)."""
+    def edit(resources: list[Resource]) -> list[Resource]:
+        for r in resources:
+            props = plain(r.inputs)
+            if props.get("kind") == name and (k8s_name is None or props["metadata"]["name"] == k8s_name):
+                change(props)
+                r.inputs = props
+                if outputs:
+                    out = plain(r.outputs)
+                    change(out)
+                    r.outputs = out
+        return resources
+    return edit

@@ -14,15 +14,18 @@ import pytest
 from conftest import PROJECT_DIR, STACKS, render_stack
 from google.protobuf import json_format
 from policy_server import (
+    Edit,
     PackFailure,
     PackServer,
     Report,
     Resource,
+    kind,
     marshal,
     operation,
     parse_policy_pack_config,
     plain,
     resources_of,
+    serving,
 )
 from pulumi.runtime.proto import analyzer_pb2
 from pulumi_policy import (
@@ -49,12 +52,7 @@ MODES = ("preview", "up")
 @pytest.fixture(scope="session")
 def server() -> Iterator[PackServer]:
     """One pack process for the session; it must outlive every operation sent to it."""
-    s = PackServer.start()
-    yield s
-    alive, stderr = s.alive(), s.stderr()
-    s.close()
-    if not alive:
-        pytest.fail(f"the policy pack process died during the session:\n{stderr}")
+    yield from serving()
 
 
 @functools.lru_cache(maxsize=None)
@@ -145,23 +143,6 @@ def _has_unknown(value) -> bool:
 
 # ---- every policy fails a broken resource, through the server ----
 
-Edit = Callable[[list[Resource]], list[Resource]]
-
-
-def kind(name: str, change: Callable[[dict], None], *, outputs: bool = False, k8s_name: str | None = None) -> Edit:
-    """Change the plain view of each Kubernetes object of kind `name` (and its outputs with `outputs`)."""
-    def edit(resources: list[Resource]) -> list[Resource]:
-        for r in resources:
-            props = plain(r.inputs)
-            if props.get("kind") == name and (k8s_name is None or props["metadata"]["name"] == k8s_name):
-                change(props)
-                r.inputs = props
-                if outputs:
-                    out = plain(r.outputs)
-                    change(out)
-                    r.outputs = out
-        return resources
-    return edit
 
 
 ENGINE = "deepseek-v4-flash"

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import copy
 import functools
-from typing import Callable, Iterator
+from typing import Iterator
 
 import pytest
 from conftest import render_stack
 from engine_containers import sglang_options
 from multinode_stacks import GROUP_PAIRS, RDMA_NETWORK, r1_stack
-from policy_server import PackServer, Resource, operation, plain
+from policy_server import PackServer, Resource, kind, operation, plain, serving
 
 from policy import pack, rules
 from policy.engines import sglang, vllm
@@ -35,12 +35,7 @@ IDS = [f"{o}-{e}" for o, e in GROUP_PAIRS]
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[PackServer]:
-    s = PackServer.start()
-    yield s
-    alive, stderr = s.alive(), s.stderr()
-    s.close()
-    if not alive:
-        pytest.fail(f"the policy pack process died:\n{stderr}")
+    yield from serving()
 
 
 @functools.lru_cache(maxsize=None)
@@ -58,21 +53,6 @@ def group_workload(rendered: runtime.Rendered, orchestrator: str) -> dict:
 
 def engine_of(template: dict) -> dict:
     return next(c for c in template["spec"]["containers"] if c["name"] == "engine")
-
-
-def kind(name: str, change: Callable[[dict], None], outputs: bool = True):
-    def edit(resources: list[Resource]) -> list[Resource]:
-        for r in resources:
-            if plain(r.inputs).get("kind") == name:
-                props = plain(r.inputs)
-                change(props)
-                r.inputs = props
-                if outputs:
-                    out = plain(r.outputs)
-                    change(out)
-                    r.outputs = out
-        return resources
-    return edit
 
 
 def facts(budget: int):
@@ -135,7 +115,7 @@ def one_gpu_fewer(orchestrator: str):
 def test_a_worker_template_one_gpu_short_is_refused_through_the_server(server, orchestrator, engine):
     sf, rendered = pair(orchestrator, engine)
     report = server.run(operation(rendered, server.fresh_stack("r1"), stack_file=sf, policy_config="dev",
-                                  edit=kind(KINDS[orchestrator], one_gpu_fewer(orchestrator))))
+                                  edit=kind(KINDS[orchestrator], one_gpu_fewer(orchestrator), outputs=True)))
     messages = report.messages("gpu-parallel-size")
     assert any(m.startswith(f"{KINDS[orchestrator]} {WORKLOAD}: container engine at ") and
                m.endswith("has 7 GPUs but the engine argv asks for 8 on each of its 2 nodes (parallel size 16).")
@@ -149,7 +129,7 @@ def test_a_headless_vllm_in_a_deployment_is_refused_through_the_server(server):
     """--headless serves no port: outside a group's workers it would serve nothing (and its probes never pass)."""
     report = server.run(operation(render_stack("dev"), server.fresh_stack("dev"), edit=kind(
         "Deployment", lambda p: engine_of(p["spec"]["template"])["args"].append("--headless")
-        if p["metadata"]["name"] == "deepseek-v4-flash" else None)))
+        if p["metadata"]["name"] == "deepseek-v4-flash" else None, outputs=True)))
     assert report.messages("engine-probes-tcp") == [
         "Deployment llm-serving-dev/deepseek-v4-flash: container engine at spec.template runs its engine headless, "
         "which serves no port and no /health; only a group's worker pod may, beside a leader that serves."]
@@ -158,7 +138,7 @@ def test_a_headless_vllm_in_a_deployment_is_refused_through_the_server(server):
 def test_three_groups_of_two_pods_over_a_32_gpu_budget_are_refused_through_the_server(server):
     sf, rendered = pair("leaderworkerset", "vllm")
     report = server.run(operation(rendered, server.fresh_stack("r1"), stack_file=sf, policy_config="dev", edit=both(
-        facts(32), kind("LeaderWorkerSet", lambda p: p["spec"].update(replicas=3)))))
+        facts(32), kind("LeaderWorkerSet", lambda p: p["spec"].update(replicas=3), outputs=True))))
     assert report.messages("gpu-budget") == [
         f"LeaderWorkerSet {WORKLOAD} holds 48 GPUs at peak (6 pods of 8 GPUs); the workloads registered so far need "
         "48 GPUs at peak (rollouts included) but the stack's budget is 32; raise llm-serving:gpuBudget or lower replicas."]
