@@ -37,6 +37,9 @@ class PodTemplateRef:
     # worker rank runs --headless and serves no port (policy/pod_rules.py). Not StormService's one template or
     # RBG's leaderWorkerPattern template, which the leader runs too.
     group_worker: bool = False
+    # Labels the group's leader carries beside the template's (RBG's labels-only leaderTemplatePatch): its served
+    # name, which the template of every pod leaves out (render/update_impact.py reads it).
+    leader_labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def extra_pods(self) -> int:
@@ -154,8 +157,10 @@ def _rolebasedgroup_templates(spec: dict) -> list[PodTemplateRef]:
             lwp = known_or_unknown(lambda: role["leaderWorkerPattern"] or {})
             size = _count(lambda: lwp.get("size"), 1)
             path = _rbg_path(f"spec.roles[{i}].leaderWorkerPattern", lwp)
+            leader = known_or_unknown(lambda: ((lwp.get("leaderTemplatePatch") or {}).get("metadata") or {}).get("labels") or {})
             return [PodTemplateRef(path, rbg_pattern_template(spec, lwp), replicas * size, known_or_unknown(lambda: surge * size),
-                                   injected_env=RBG_GROUP_ENV)]
+                                   injected_env=RBG_GROUP_ENV,
+                                   leader_labels=() if is_unknown(leader) else tuple(sorted(leader.items())))]
         return []
 
     refs = []

@@ -108,7 +108,7 @@ def _engine_refs(record: dict | None) -> list[tuple[str, Any]]:
     out = []
     for ref in templates(record["type"], record["inputs"]):
         meta = ref.template.get("metadata") or {}
-        served = (meta.get("labels") or {}).get("model.aibrix.ai/name")
+        served = (meta.get("labels") or {}).get("model.aibrix.ai/name") or dict(ref.leader_labels).get("model.aibrix.ai/name")
         if served and (meta.get("annotations") or {}).get("llm-serving.io/role") == "engine":
             out.append((served, ref))
     return out
