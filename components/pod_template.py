@@ -23,9 +23,6 @@ CACHE_MOUNT = "/var/cache/llm-serving"
 READY_MARKER = ".llm-serving-ready.json"
 # Beside the marker: digests of files verified earlier, so a Job retry re-hashes only what changed.
 DIGEST_CACHE = ".llm-serving-digests.json"
-# Pull of a ~14 GB engine image (127 s measured, field report 12.2), scheduling and the model gate
-# happen before the startup probe starts counting; the rollout deadline allows for them.
-PRE_START_ALLOWANCE_SECONDS = 600
 
 ANNOTATION_PREFIX = "llm-serving.io"
 ANN_PARALLEL_SIZE = f"{ANNOTATION_PREFIX}/parallel-size"

@@ -64,7 +64,10 @@ def _r1(orchestrator: str):
     pool = {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H20", key: value},
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
                             {"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}]}
-    sf = r1_stack(orchestrator, engine, stack="r1-stormservice", pool=pool, **image)
+    # The shortest await the stack may ask for (startup budget 60 s, 60 s before it): e2e/test_multinode.py
+    # lets one `pulumi up` run into it with the group unbound.
+    sf = r1_stack(orchestrator, engine, stack="r1-stormservice", pool=pool, startupBudgetSeconds=60,
+                  rollout={"preStartSeconds": 60}, **image)
     sf.config["llm-serving:compileCache"] = json.dumps({"kind": "claim", "storageClassName": "e2e-standard",
                                                         "sizeGiB": 50})
     return sf

@@ -256,6 +256,11 @@ def test_combined_deployment_waits_for_the_cold_start():
     engine = dep.inputs["spec"]["template"]["spec"]["containers"][0]
     startup = engine["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 1800
+    # What comes before the budget (scheduling, pull, gate) is rollout.preStartSeconds, 600 unless set.
+    (tight,) = by_type(combined_run(served(startup_budget_seconds=1800, rollout={"pre_start_seconds": 120})),
+                       "kubernetes:apps/v1:Deployment")
+    assert tight.inputs["spec"]["progressDeadlineSeconds"] == 1920
+    assert tight.options["customTimeouts"] == {"create": "1920s", "update": "1920s"}
     assert "model.aibrix.ai/name" not in dep.inputs["metadata"]["labels"]  # else AIBrix makes its own route
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from components.engines import startup_budget_seconds
-from components.pod_template import PRE_START_ALLOWANCE_SECONDS
 from config_model import ServedModel
 
 WAIT_FOR = "pulumi.com/waitFor"
@@ -20,9 +19,10 @@ def selector(model: ServedModel) -> dict[str, str]:
 
 
 def rollout_deadline_seconds(model: ServedModel) -> int:
-    """Progress deadline and Pulumi await timeout: the startup budget plus image pull and model
-    gate. Pulumi's 10-minute default would fail every 12-minute cold start."""
-    return startup_budget_seconds(model) + PRE_START_ALLOWANCE_SECONDS
+    """Progress deadline and Pulumi await timeout: the startup budget plus what comes before it (scheduling,
+    image pull, model gate: models[].rollout.preStartSeconds). Pulumi's 10-minute default would fail every
+    12-minute cold start."""
+    return startup_budget_seconds(model) + model.rollout.pre_start_seconds
 
 
 @dataclass(frozen=True)

@@ -221,7 +221,7 @@ def names_apart(cfg: StackConfig) -> Iterator[Problem]:
 
 
 def int32_deadlines(cfg: StackConfig) -> Iterator[Problem]:
-    """progressDeadlineSeconds is the startup budget plus the pre-start allowance, an int32."""
+    """progressDeadlineSeconds is the startup budget plus rollout.preStartSeconds, an int32."""
     for i, m in enumerate(cfg.models):
         deadline = rollout_deadline_seconds(m)
         if deadline > k8s.INT32_MAX:
