@@ -96,7 +96,8 @@ def test_a_two_node_model_binds_as_one_group_or_not_at_all(pulumi: Pulumi, cosch
     # The first `pulumi up` runs into its timeout with the group still unbound, and says which workload.
     first = result["up"]
     assert first.returncode != 0, first
-    assert "deepseek-r1" in first.output and "StormService" in first.output, first
+    assert "StormService::deepseek-r1-stormservice" in first.output, first
+    assert "failed to fully initialize or become live: timed out" in " ".join(first.output.split()), first
     assert not [p for p in group_pods(namespace) if p["spec"].get("nodeName")], events(namespace)
     log(f"{NAME}: pulumi up failed at its timeout after {first.seconds:.0f} s, the group unbound")
 
