@@ -31,13 +31,11 @@ class Rollout(Model):
         "the others serve; StormService and RoleBasedGroup have no Recreate and always roll.")
     max_unavailable: int = Field(1, ge=0, description="Pods taken down at once by a RollingUpdate; 0 only with maxSurge 1 "
                                  "(every pod serves throughout).")
-    pre_start_seconds: int = Field(
-        600, ge=60, le=86400, description="What a rollout allows each pod before its startup budget starts counting: "
-        "scheduling (a group waiting for all its nodes, gpuPool.gangScheduling), the image pull (127 s for a 14 GB "
-        "engine image in field report 12.2) and the model gate. `pulumi up` waits the startup budget plus this for a "
-        "workload to be ready (x the rollout's waves on an update) and then fails naming it; a Deployment's "
-        "progressDeadlineSeconds is the same sum. Lower it where images are pre-pulled and a stuck schedule should "
-        "fail the update sooner.")
+    pre_start_seconds: int = Field(600, ge=60, le=86400, description=(
+        "What a rollout allows each pod before its startup budget starts counting: scheduling (a group waiting for all "
+        "its nodes), the image pull (127 s for a 14 GB engine image, field report 12.2) and the model gate. `pulumi up` "
+        "waits the startup budget plus this (x the rollout's waves on an update), then fails naming the workload; a "
+        "Deployment's progressDeadlineSeconds is the same sum. Lower it to fail a stuck schedule sooner."))
     max_surge: int = Field(0, ge=0, le=1, description="Extra pods a Deployment's RollingUpdate starts before taking old "
                            "ones down: 0 (default) or 1, which gpuBudget must have room for (one more pod's GPUs at "
                            "peak). Opt-in: GPUs within the budget are not necessarily free in the cluster, and a surge "

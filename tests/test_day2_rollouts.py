@@ -385,6 +385,7 @@ NOT_IN_POD_TEMPLATE = {
     "model.rollout.strategy": "the workload's update strategy",
     "model.rollout.max_unavailable": "the workload's update strategy",
     "model.rollout.max_surge": "the workload's update strategy",
+    "model.rollout.pre_start_seconds": "the workload's progress deadline and Pulumi's await, not the pod",
     "model.pd.rollout_overshoot_pods": "an annotation of the prefill fleet itself, read by the GPU budget",
     "model.autoscaling.enabled": "the autoscaler and the workload's replicas (case 2)",
     "model.autoscaling.min_replicas": "the autoscaler",
