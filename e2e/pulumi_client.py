@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import signal
 import subprocess
 import sys
 from concurrent import futures
@@ -52,10 +53,28 @@ def _program(project_dir: Path):
     return run
 
 
+def run_cli(cmd: list[str]) -> int:
+    """The CLI as a child that gets the signals this process gets: SIGINT and SIGTERM are forwarded, where
+    subprocess.call would kill the child on KeyboardInterrupt. So a test that interrupts `pulumi up` (issue
+    30) reaches the CLI as Ctrl-C at a terminal does (the first one cancels gracefully, pulumi v3.276.0
+    pkg/cmd/pulumi/operations), and this process, which serves the program to it, waits until it has
+    finished."""
+    child = subprocess.Popen(cmd)
+
+    def forward(signum: int, _frame) -> None:
+        child.send_signal(signum)
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return child.wait()   # PEP 475: the wait resumes after each forwarded signal
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def main(argv: list[str]) -> int:
     pulumi = os.environ.get("PULUMI_CLI", "pulumi")
     if not runs_program(argv):
-        return subprocess.call([pulumi, *argv])
+        return run_cli([pulumi, *argv])
 
     import grpc
     from pulumi.automation._server import LanguageServer
@@ -67,7 +86,7 @@ def main(argv: list[str]) -> int:
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        return subprocess.call([pulumi, *argv, f"--client=127.0.0.1:{port}"])
+        return run_cli([pulumi, *argv, f"--client=127.0.0.1:{port}"])
     finally:
         server.stop(0)
 
