@@ -81,14 +81,11 @@ def group_pod_spec(base: EnginePodSpec, model: ServedModel, pool: GpuPool, names
 def group_pod_templates(base: EnginePodSpec, model: ServedModel, pool: GpuPool, namespace: str,
                         route_labels: tuple[str, ...]) -> dict[str, dict]:
     """The leader's and the workers' pod templates, by role."""
+    # The same placement and scheduler for every pod of the group.
+    placement = {"affinity": group_affinity(model, pool), "schedulerName": pool.gang_scheduling.pod_scheduler_name}
     templates = {}
     for role, leader in (("leader", True), ("worker", False)):
         template = engine_pod_template(group_pod_spec(base, model, pool, namespace, leader, route_labels))
-        affinity = group_affinity(model, pool)
-        if affinity is not None:
-            template["spec"]["affinity"] = affinity
-        scheduler = pool.gang_scheduling.pod_scheduler_name
-        if scheduler is not None:
-            template["spec"]["schedulerName"] = scheduler
+        template["spec"].update({k: v for k, v in placement.items() if v is not None})
         templates[role] = template
     return templates

@@ -206,15 +206,15 @@ def _model_lines(cfg: Any, rendered: Rendered, m: Any, shape: GroupShape, namesp
         gang_need = None
     else:
         gang_line = (f"{gang.scheduler}: the pods' schedulerName is `{gang.pod_scheduler_name}`; "
-                     + orchestrator_of(m).gang_objects[gang.scheduler].format(**fill))
-        gang_need = orchestrator_of(m).gang_needs[gang.scheduler]
+                     + orchestrator.gang_objects[gang.scheduler].format(**fill))
+        gang_need = orchestrator.gang_needs[gang.scheduler]
     placement, affinity_need = _topology(cfg, orchestrator)
-    needs = [orchestrator_of(m).controller_needs] + [n for n in (gang_need, affinity_need) if n]
+    needs = [orchestrator.controller_needs] + [n for n in (gang_need, affinity_need) if n]
     return [
         "", f"### {m.name}", "",
         f"- **Shape**: {shape_line}.",
         f"- **Orchestrator**: {orchestrator.kind} `{m.name}` ({orchestrator.api_version}), "
-        f"{plural(shape.replicas, 'group')}: " + orchestrator_of(m).group_creates.format(**fill) + ".",
+        f"{plural(shape.replicas, 'group')}: " + orchestrator.group_creates.format(**fill) + ".",
         f"- **Leader and workers**: the leader (rank 0) serves the OpenAI API; the route's Service selects leaders "
         f"only ({', '.join(f'`{k}={v}`' for k, v in leader.items())}). The "
         + ("worker (rank 1) joins" if shape.nodes == 2 else f"workers (ranks 1 to {shape.nodes - 1}) join")

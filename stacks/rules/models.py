@@ -22,7 +22,7 @@ from config_model import ServedModel, StackConfig, k8s, stack_key
 from config_model.resources import GIB
 from policy.engines import ENGINES
 from policy.manifests import SHM_GIB_PER_GPU
-from stacks.rules.multinode import spans_nodes
+from stacks.rules.multinode import exceeds_one_node
 from stacks.rules.problem import Problem
 
 
@@ -134,7 +134,7 @@ def _engine_and_orchestrator(cfg: StackConfig, i: int, m: ServedModel) -> Iterat
     topology = topology_of(m)
     # A model spanning nodes runs where an orchestrator runs groups: stacks/rules/multinode.py says which.
     group_only = m.orchestrator in ORCHESTRATORS and not ORCHESTRATORS[m.orchestrator].single_node
-    if (m.engine, m.orchestrator) not in topology.supported and not spans_nodes(cfg, m) and not group_only:
+    if (m.engine, m.orchestrator) not in topology.supported and not exceeds_one_node(cfg, m) and not group_only:
         combos = ", ".join(f"{t} {e}+{o}" for t, e, o in sorted(supported()))
         yield Problem(f"{at}.orchestrator", m.orchestrator,
                       f"topology {m.topology!r} with engine {m.engine!r} on {m.orchestrator!r} is not a combination "

@@ -16,7 +16,7 @@ from config_model import ServedModel, StackConfig
 from stacks.rules.problem import Problem
 
 
-def spans_nodes(cfg: StackConfig, m: ServedModel) -> bool:
+def exceeds_one_node(cfg: StackConfig, m: ServedModel) -> bool:
     """Its engine needs more GPUs than one node of the pool has."""
     return parallel_size(m) > cfg.gpu_pool.gpus_per_node
 
@@ -30,7 +30,7 @@ def multi_node(cfg: StackConfig) -> Iterator[Problem]:
     per_node = cfg.gpu_pool.gpus_per_node
     net = cfg.gpu_pool.network
     minor = int(cfg.cluster.kubernetes_version.split(".")[1])
-    if net.topology_key is not None and minor < 31 and any(spans_nodes(cfg, m) for m in cfg.models):
+    if net.topology_key is not None and minor < 31 and any(exceeds_one_node(cfg, m) for m in cfg.models):
         yield Problem("gpuPool.network.topologyKey", net.topology_key,
                       f"needs Kubernetes 1.31 or later (cluster.kubernetesVersion is {cfg.cluster.kubernetes_version}): "
                       "a group is kept in one domain by a pod affinity with matchLabelKeys (components/group.py), "
@@ -44,7 +44,7 @@ def multi_node(cfg: StackConfig) -> Iterator[Problem]:
         at, engine = f"models[{i}]", engine_of(m)
         section, size = engine.section(m), parallel_size(m)
         orchestrator = ORCHESTRATORS.get(m.orchestrator)
-        if not spans_nodes(cfg, m):
+        if not exceeds_one_node(cfg, m):
             if orchestrator is not None and not orchestrator.single_node:
                 yield Problem(f"{at}.orchestrator", m.orchestrator,
                               f"runs models that span nodes; {m.name} needs {size} GPUs "
