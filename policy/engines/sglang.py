@@ -64,7 +64,6 @@ UNRENDERED_OWNED_FLAGS = ("--model", "--pp-size", "--nccl-init-addr", "--dist-ti
 # rank is TCP-probed alike. Message queues and NCCL/Gloo bind ephemeral ports (SGLANG_PORT unset), so the
 # group's pods must reach each other on every TCP port. The port below is the one RBG's and LWS's SGLang
 # examples use (rbg v0.7.0 examples/deprecated/v1alpha1/multi-nodes/sglang.yaml: $(LWS_LEADER_ADDRESS):20000). ----
-GROUP_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr")
 DIST_INIT_PORT = 20000
 # SGLang's own address: unset, HOST_IP, a NIC, or the route to 8.8.8.8 (utils/network.py get_local_ip_auto).
 HOST_IP_ENV = "SGLANG_HOST_IP"
@@ -81,6 +80,10 @@ def group_args(nodes: int, rank: str, address: str, leader: bool) -> list[str]:
     """The flags that make one pod a rank of a group of `nodes` pods (the same for leader and workers):
     `rank` and `address` (group_address) as `$(VAR)`s Kubernetes expands from the pod's environment."""
     return ["--nnodes", str(nodes), "--node-rank", rank, "--dist-init-addr", address]
+
+
+# Every flag group_args renders, read off a worker's argv (stacks/rules/passthrough.py refuses them in extraArgs).
+GROUP_FLAGS = tuple(a for a in group_args(2, "1", "leader", leader=False) if a.startswith("-"))
 
 # ---- names each pinned release registers (tests/test_profiles.py reads them back from the installed
 # sources; "auto" detects from the chat template or checkpoint). SGLang's own parser refuses any other

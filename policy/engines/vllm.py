@@ -74,7 +74,6 @@ UNRENDERED_OWNED_FLAGS = ("--model", "-tp", "-dp", "-pp", "--data-parallel-size-
 # The leader hosts torch's rendezvous at --master-addr:--master-port; the leader-to-worker message queues and
 # NCCL/Gloo bind OS-assigned ports (vllm/distributed/device_communicators/shm_broadcast.py MessageQueue binds
 # tcp://<ip>:0), so the group's pods must reach each other on every TCP port. ----
-GROUP_FLAGS = ("--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless")
 MASTER_PORT = 29501
 # vLLM's own address on the group network: unset, it takes the source address of a route to 8.8.8.8
 # (vllm/utils/network_utils.py get_ip), which need not be the pod network; the pod IP is set explicitly.
@@ -97,6 +96,10 @@ def group_args(nodes: int, rank: str, address: str, leader: bool) -> list[str]:
     as `$(VAR)`s Kubernetes expands from the pod's environment."""
     return (["--nnodes", str(nodes), "--node-rank", rank, "--master-addr", address,
              "--master-port", str(MASTER_PORT)] + ([] if leader else ["--headless"]))
+
+
+# Every flag group_args renders, read off a worker's argv (stacks/rules/passthrough.py refuses them in extraArgs).
+GROUP_FLAGS = tuple(a for a in group_args(2, "1", "leader", leader=False) if a.startswith("-"))
 
 # ---- names each pinned release registers (tests/test_profiles.py reads them back from the installed
 # sources). vLLM's parser takes any string for these and only checks it when the server starts
