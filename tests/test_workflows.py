@@ -192,3 +192,50 @@ def test_a_stack_new_in_the_pull_request_is_planned_from_an_empty_render(tmp_pat
     assert proc.returncode == 0, proc.stderr
     created = len(json.loads((out / "resources.json").read_text()))
     assert f"{created} to create; 0 unchanged." in (out / "changes.md").read_text()
+
+
+def test_deploy_runs_up_after_ci_one_update_per_stack_with_refresh_and_the_pack():
+    """deploy.yml: `pulumi up` of every stack of the commit ci.yml passed, refreshed first, with the
+    stack's policy config; one update per stack at a time and never cancelled halfway (a cancelled or
+    timed-out job leaves the stale lock and pending operations of docs/recovery.md)."""
+    wf = load("deploy.yml")
+    assert wf[True]["workflow_run"] == {"workflows": ["ci"], "types": ["completed"], "branches": ["main"]}  # `on:` is YAML 1.1 true
+    assert load("ci.yml")["name"] == "ci"
+    stacks_job, up = wf["jobs"]["stacks"], wf["jobs"]["up"]
+    assert "workflow_run.conclusion == 'success'" in stacks_job["if"] and "workflow_run.event == 'push'" in stacks_job["if"]
+    for job in (stacks_job, up):
+        checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
+        assert checkout["with"]["ref"] == "${{ github.event.workflow_run.head_sha }}"
+    assert up["needs"] == "stacks" and up["strategy"]["matrix"]["stack"] == MATRIX
+    assert up["concurrency"] == {"group": "deploy-${{ matrix.stack }}", "cancel-in-progress": False}
+    assert up["environment"] == "${{ matrix.stack }}"
+    action = next(s for s in up["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
+    assert action["with"]["command"] == "up" and action["with"]["refresh"] is True
+    assert action["with"]["policyPacks"] == "policy"
+    assert action["with"]["policyPackConfigs"] == "${{ steps.policy.outputs.config }}"
+    preview = load("preview.yml")["jobs"]["preview"]
+    assert [s["run"] for s in up["steps"] if s.get("id") == "policy"] == \
+        [s["run"] for s in preview["steps"] if s.get("id") == "policy"]
+
+
+def test_the_deploy_timeout_outlasts_every_await_of_every_stack():
+    """The job's timeout is GitHub's own limit for a hosted job (6 hours), and longer than any single
+    await (customTimeouts) of a checked stack: the runner never stops an await the stack asked for."""
+    from conftest import render_stack
+    minutes = load("deploy.yml")["jobs"]["up"]["timeout-minutes"]
+    assert minutes == 360
+    longest = max(float(t.removesuffix("s")) for stack in CHECKED for r in render_stack(stack).resources
+                  for t in (r.options.get("customTimeouts") or {}).values() if t)
+    assert longest < minutes * 60, longest
+
+
+def test_the_preview_refreshes_and_never_shares_the_deploy_group():
+    """The pull request's preview shows drift (refresh first), a newer push supersedes it, and its
+    concurrency group is its own: GitHub cancels the pending run of a group when another queues, so a
+    shared group would let a preview cancel a queued deploy."""
+    job = load("preview.yml")["jobs"]["preview"]
+    action = next(s for s in job["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
+    assert action["with"]["refresh"] is True
+    assert job["concurrency"] == {"group": "preview-${{ github.event.pull_request.number }}-${{ matrix.stack }}",
+                                  "cancel-in-progress": True}
+    assert not job["concurrency"]["group"].startswith("deploy-")
