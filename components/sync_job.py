@@ -68,7 +68,8 @@ ANN_CA_BUNDLE = "llm-serving.io/object-store-ca-sha256"
 # configprovider.py _DEFAULT_RETRY_MODE, data/_retry.json). Standard mode (awscli/botocore/retries/
 # standard.py at both) retries 500/502/503/504, throttling codes such as S3's 503 SlowDown, and
 # connection errors, after rand(0,1) x min(2^(attempt-1), 20) s. A GET whose body breaks off is retried
-# by the transfer layer beneath (s3transfer GetObjectTask, 5 attempts); beyond both, sync_model.sh
+# by the transfer layer beneath (s3transfer manager.py TransferConfig num_download_attempts=5, the
+# awscli/s3transfer both CLIs carry; tests/upstream_aws_cli.py); beyond both, sync_model.sh
 # runs the whole sync again (modelSync.syncAttempts) and Kubernetes the pod (modelSync.backoffLimit).
 # tests/test_sync_faults.py injects each fault through the real CLI with these settings.
 RETRY_ENV = {"AWS_RETRY_MODE": "standard", "AWS_MAX_ATTEMPTS": "3"}

@@ -35,6 +35,7 @@ SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Co
              b"<Message>Please reduce your request rate.</Message>"
              b"<RequestId>FAULT0000000001</RequestId><HostId>s3-faults</HostId></Error>")
 UPSTREAM_TIMEOUT = 30   # seconds: a request the front door does not answer fails the test, never hangs it
+CHUNK = 64 * 1024
 
 
 @dataclass
@@ -86,6 +87,10 @@ class FaultProxy(ThreadingHTTPServer):
         """The outcome of every GET of the object named `name`, in order."""
         return [r.outcome for r in self.log() if r.method == "GET" and r.key.rsplit("/", 1)[-1] == name]
 
+    def requested(self) -> set[str]:
+        """Names of the objects GET asked for, whatever the answer."""
+        return {r.key.rsplit("/", 1)[-1] for r in self.log() if r.method == "GET" and r.key}
+
     def downloaded(self) -> set[str]:
         """Names of the objects whose GET was answered 200."""
         return {r.key.rsplit("/", 1)[-1] for r in self.log() if r.method == "GET" and r.key and r.outcome == "200"}
@@ -136,35 +141,41 @@ class _Handler(BaseHTTPRequestHandler):
             # A proxy request (absolute URI) to the front door, which is itself the store's proxy.
             conn.request(self.command, self.path, body=body or None, headers=headers)
             resp = conn.getresponse()
-            payload = resp.read()
+            if kind is not None and resp.status != 200:
+                kind = None
+            size = int(resp.getheader("Content-Length") or 0)
+            send = size if kind is None else size // 2
+            out = {k: v for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP and k.lower() != "content-length"}
+            self.send_response(resp.status, resp.reason)
+            for k, v in out.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(send if kind in (None, "truncate") else size))
+            self.end_headers()
+            # Streamed as it comes: a download the front door holds back is half on disk (s3_server.hold).
+            sent = 0
+            while self.command != "HEAD" and sent < send:
+                chunk = resp.read(min(CHUNK, send - sent))
+                if not chunk:
+                    break
+                self.wfile.write(chunk)
+                sent += len(chunk)
+        except OSError:
+            srv.record(self.command, key, "client gone")   # e.g. the Job's pod was killed mid-transfer
+            self.close_connection = True
+            return
         finally:
             conn.close()
-        out = {k: v for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP and k.lower() != "content-length"}
-        if kind is None or resp.status != 200:
-            srv.record(self.command, key, str(resp.status))
-            self._answer(resp.status, resp.reason, out, payload)
-            return
-        srv.record(self.command, key, kind)
-        half = payload[:len(payload) // 2]
-        if kind == "truncate":
-            self._answer(200, resp.reason, out, half)
-            return
-        self.send_response(200, resp.reason)
-        for k, v in out.items():
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(half)
-        self.wfile.flush()
-        self.close_connection = True
-        if kind == "reset":
-            # Close with SO_LINGER 0: the kernel sends RST instead of FIN (socket(7)). The reader holds
-            # the socket open too (makefile), so it goes first, or close() would not close it.
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.rfile.close()
-            self.connection.close()
-        else:
-            self.connection.shutdown(socket.SHUT_RDWR)
+        srv.record(self.command, key, str(resp.status) if kind is None else kind)
+        if kind in ("reset", "cut"):
+            self.close_connection = True
+            if kind == "reset":
+                # Close with SO_LINGER 0: the kernel sends RST instead of FIN (socket(7)). The reader
+                # holds the socket open too (makefile), so it goes first, or close() would not close it.
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.rfile.close()
+                self.connection.close()
+            else:
+                self.connection.shutdown(socket.SHUT_RDWR)
 
     def _answer(self, status: int, reason: str, headers: dict[str, str], payload: bytes) -> None:
         self.send_response(status, reason)
