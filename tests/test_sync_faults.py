@@ -119,9 +119,10 @@ def pipeline():
     return real.rendered_model_pipeline(render_stack("dev"))
 
 
-def test_the_job_renders_its_retry_settings_and_the_cli_reads_them(pipeline):
+def test_the_job_says_its_retry_settings(pipeline):
     """What the CLI retries is said in the Job, not left to the CLI's defaults (legacy mode with 5
-    attempts in the v1 these tests run, standard with 3 in the v2 the pod runs)."""
+    attempts in the v1 these tests run, standard with 3 in the v2 the pod runs); the tests below run
+    the CLI with them and count its tries."""
     download, verify, _, _ = pipeline
     assert {k: download.env[k] for k in RETRY_ENV} == RETRY_ENV == {"AWS_RETRY_MODE": "standard", "AWS_MAX_ATTEMPTS": "3"}
     assert not RETRY_ENV.keys() & verify.env.keys(), "the verifier talks to no store"
@@ -179,6 +180,9 @@ def test_faults_beyond_the_cli_retries_fail_the_attempt_naming_the_file_and_the_
             "Please reduce your request rate.") in failed
     assert failed.count((SHARD(7), "Max Retries Exceeded")) == tries - 1
     assert pod.proxy.gets(SHARD(7)) == ["reset"] * 5 * (tries - 1)   # s3transfer: 5 attempts a GET
+    # The CLI read AWS_MAX_ATTEMPTS: 3 tries of each request (v1's own default would be 5).
+    assert pod.proxy.gets("")[:attempts + 1] == ["slowdown"] * attempts + ["200"]
+    assert pod.proxy.gets(SHARD(3))[:attempts + 1] == ["slowdown"] * attempts + ["200"]
     assert "the download exited 1; nothing verified" in verify.stderr
     assert not real.marker(pod).exists()
     gate = pod.run_gate()
