@@ -23,6 +23,7 @@ from __future__ import annotations
 import http.client
 import socket
 import struct
+import sys
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -109,6 +110,11 @@ class FaultProxy(ThreadingHTTPServer):
         with self.lock:
             self.requests.append(Request(method, key, outcome))
 
+    def handle_error(self, request, client_address) -> None:
+        """Quiet about a client that vanished (a killed pod resets its idle connections); loud otherwise."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
     def stop(self) -> None:
         self.shutdown()
         self.server_close()
@@ -133,7 +139,10 @@ class _Handler(BaseHTTPRequestHandler):
         kind = srv.take(key) if is_object_get or is_listing else None
         if kind == "slowdown":
             srv.record(self.command, key, kind)
-            self._answer(503, "Slow Down", {"Content-Type": "application/xml"}, SLOW_DOWN)
+            try:
+                self._answer(503, "Slow Down", {"Content-Type": "application/xml"}, SLOW_DOWN)
+            except OSError:
+                self.close_connection = True
             return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
         conn = http.client.HTTPConnection(*srv.upstream, timeout=UPSTREAM_TIMEOUT)
@@ -160,7 +169,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(chunk)
                 sent += len(chunk)
         except OSError:
-            srv.record(self.command, key, "client gone")   # e.g. the Job's pod was killed mid-transfer
+            # The client went away mid-transfer (its pod was killed), or the front door did: no answer.
+            srv.record(self.command, key, "broken")
             self.close_connection = True
             return
         finally:
