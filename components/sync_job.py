@@ -61,6 +61,18 @@ CA_CONFIG_MAP = "llm-serving-object-store-ca"
 CA_KEY = "ca.pem"
 CA_DIR = "/etc/llm-serving/object-store-ca"
 ANN_CA_BUNDLE = "llm-serving.io/object-store-ca-sha256"
+# The CLI's own retries of each request to the store, said in the Job rather than left to the CLI's
+# defaults, which differ by major version: v2 (the pod's image) defaults to retry mode standard with 3
+# attempts (github.com/aws/aws-cli tag 2.36.7 awscli/botocore/configprovider.py 'retry_mode' and
+# 'max_attempts'); v1 (awscli 1.46.2, what the tests run) to legacy with 5 (its botocore's
+# configprovider.py _DEFAULT_RETRY_MODE, data/_retry.json). Standard mode (awscli/botocore/retries/
+# standard.py at both) retries 500/502/503/504, throttling codes such as S3's 503 SlowDown, and
+# connection errors, after rand(0,1) x min(2^(attempt-1), 20) s. A GET whose body breaks off is retried
+# by the transfer layer beneath (s3transfer manager.py TransferConfig num_download_attempts=5, the
+# awscli/s3transfer both CLIs carry; tests/upstream_aws_cli.py); beyond both, sync_model.sh
+# runs the whole sync again (modelSync.syncAttempts) and Kubernetes the pod (modelSync.backoffLimit).
+# tests/test_sync_faults.py injects each fault through the real CLI with these settings.
+RETRY_ENV = {"AWS_RETRY_MODE": "standard", "AWS_MAX_ATTEMPTS": "3"}
 
 
 @dataclass(frozen=True)
@@ -121,6 +133,7 @@ def sync_pod_spec(args: ModelSyncArgs) -> dict:
         "AWS_EC2_METADATA_DISABLED": "true",
         "AWS_CONFIG_FILE": f"{WORK_DIR}/aws-config",
         "HOME": WORK_DIR,
+        **RETRY_ENV,
     }
     credentials_mounts, credentials_volumes = credentials(args, env)
     if store.endpoint:

@@ -57,6 +57,19 @@ SOURCE = (
          "ResultPrinter: the dry-run line"),
     Line("awscli", "customizations/s3/results.py", "DryRunResult: self._print_dry_run,",
          "ResultPrinter._result_handler_map: dry-run results print through _print_dry_run, to the out file"),
+    # The retries the sync Job renders (components/sync_job.py RETRY_ENV), in the botocore and s3transfer
+    # awscli 1.46.2 carries inside itself and imports; v2 at tag 2.36.7 holds the same lines, and there
+    # AWS_RETRY_MODE and AWS_MAX_ATTEMPTS default to standard and 3 (awscli/botocore/configprovider.py).
+    Line("awscli", "botocore/configprovider.py", "'retry_mode': ('retry_mode', 'AWS_RETRY_MODE', _DEFAULT_RETRY_MODE, None),",
+         "AWS_RETRY_MODE is read (v1's default: legacy, 5 attempts; the Job says standard)"),
+    Line("awscli", "botocore/configprovider.py", "'max_attempts': ('max_attempts', 'AWS_MAX_ATTEMPTS', None, int),",
+         "AWS_MAX_ATTEMPTS is read: attempts of each request, the first included"),
+    Line("awscli", "botocore/retries/standard.py", "'SlowDown',",
+         "ThrottledRetryableChecker: S3's 503 SlowDown is retried in mode standard (tests/test_sync_faults.py)"),
+    Line("awscli", "botocore/retries/standard.py", "_TRANSIENT_STATUS_CODES = [500, 502, 503, 504]",
+         "TransientRetryableChecker: 5xx answers, and ConnectionError, are retried in mode standard"),
+    Line("awscli", "s3transfer/manager.py", "num_download_attempts=5,",
+         "TransferConfig: a GET whose body breaks off (reset, short read) is retried 5 times"),
 )
 
 

@@ -45,8 +45,16 @@ store() {
 # `--delete` mirrors whatever the prefix lists: a typo'd or emptied prefix would wipe a verified
 # model (155 GiB to fetch again). So the prefix must first list what every model has, with the
 # same endpoint and addressing as the sync; otherwise nothing is deleted.
+# A listing that failed (the store throttled, reset or refused it: the CLI's error is on stderr just
+# above) is told apart from one that lists nothing: `aws s3 ls` exits 1 for an empty listing and
+# 254/255 for an error (awscli customizations/s3/subcommands.py ListCommand, errorhandler.py; v1 and v2).
 listing_problems() {
-  listing=$(store s3 ls "s3://$BUCKET/$PREFIX/") || true
+  status=0
+  listing=$(store s3 ls "s3://$BUCKET/$PREFIX/") || status=$?
+  if [ "$status" -gt 1 ]; then
+    echo "listing s3://$BUCKET/$PREFIX/ failed (aws exit status $status, its error above)"
+    return
+  fi
   names=$(printf '%s\n' "$listing" | awk '$1 != "PRE" && NF >= 4 {print $4}')
   if [ -z "$names" ]; then
     echo "s3://$BUCKET/$PREFIX/ lists no objects (wrong prefix, empty bucket or no access)"
@@ -99,7 +107,7 @@ attempt=1
 delay="$RETRY_DELAY_SECONDS"
 while :; do
   echo "sync attempt $attempt/$SYNC_ATTEMPTS: s3://$BUCKET/$PREFIX/ -> $DEST/"
-  # A listing that fails looks like an empty one, so it is retried like a failed sync.
+  # A listing that fails or is not a model's is refused, and retried like a failed sync.
   problems=$(listing_problems)
   if [ -n "$problems" ]; then
     # Refused before any file is touched: a verified directory keeps its marker and keeps serving.
