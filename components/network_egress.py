@@ -71,16 +71,21 @@ HTTPS = 443
 OPERATION_KINDS = ("smoke", "warmup", "loadtest")   # components/operations.py _job labels(..., kind)
 
 
-def ip_blocks(cidrs: tuple[str, ...] | list[str]) -> list[dict]:
-    """One ipBlock peer per CIDR, each with the link-local and metadata ranges inside it excepted
-    (an except must be a strict subset of its cidr: ValidateIPBlock)."""
+def ip_blocks(cidrs: tuple[str, ...] | list[str], excluded: tuple[str, ...] | list[str] = ()) -> list[dict]:
+    """One ipBlock peer per CIDR, each with the link-local and metadata ranges and `excluded` (the
+    cluster's) that lie inside it excepted (an except must be a strict subset of its cidr: ValidateIPBlock)."""
     peers = []
     for cidr in cidrs:
         net = ipaddress.ip_network(cidr)
-        out = [e for e in LINK_LOCAL_AND_METADATA if (x := ipaddress.ip_network(e)).version == net.version
-               and x.subnet_of(net) and x.prefixlen > net.prefixlen]
+        out = [e for e in dict.fromkeys((*LINK_LOCAL_AND_METADATA, *excluded))
+               if (x := ipaddress.ip_network(e)).version == net.version and x.subnet_of(net) and x.prefixlen > net.prefixlen]
         peers.append({"ipBlock": {"cidr": cidr, **({"except": out} if out else {})}})
     return peers
+
+
+def anywhere(cfg: StackConfig) -> list[dict]:
+    """Every address but link-local, metadata and the cluster's own (networkPolicy.egress.clusterCidrs)."""
+    return ip_blocks(EVERY_ADDRESS, cfg.network_policy.egress.cluster_cidrs)
 
 
 def tcp(*ports: int | str) -> list[dict]:
@@ -103,15 +108,16 @@ def url_port(url: str) -> int:
 def object_store_rules(cfg: StackConfig) -> tuple[dict, ...]:
     store, egress = cfg.object_store, cfg.network_policy.egress
     port = url_port(store.endpoint) if store.endpoint else HTTPS
-    cidrs = egress.object_store_cidrs
-    if cidrs is None:
+    if egress.object_store_cidrs is not None:
+        to = ip_blocks(egress.object_store_cidrs)
+    else:
         try:
-            cidrs = [str(ipaddress.ip_network(store.host))] if store.host else list(EVERY_ADDRESS)
+            to = ip_blocks([str(ipaddress.ip_network(store.host))]) if store.host else anywhere(cfg)
         except ValueError:   # a name: resolved by the Job, unknown to the policy
-            cidrs = list(EVERY_ADDRESS)
+            to = anywhere(cfg)
     # Static keys and IRSA need the store (IRSA also STS, on the same port, inside every address);
     # Pod Identity also the node's agent, and only then.
-    rules = [{"to": ip_blocks(cidrs), "ports": tcp(port)}]
+    rules = [{"to": to, "ports": tcp(port)}]
     identity = store.workload_identity
     if identity is not None and identity.kind == "podIdentity":
         rules.append({"to": [{"ipBlock": {"cidr": c}} for c in POD_IDENTITY_AGENT], "ports": tcp(POD_IDENTITY_PORT)})
@@ -119,10 +125,11 @@ def object_store_rules(cfg: StackConfig) -> tuple[dict, ...]:
 
 
 def mirror_rules(cfg: StackConfig) -> tuple[dict, ...]:
-    """skopeo copies from the upstream registries (HTTPS) into the mirror (its host's port)."""
+    """skopeo copies from the upstream registries (HTTPS, outside the cluster) into the mirror, an internal
+    registry on its host's port, which may sit inside the cluster's ranges."""
     host = cfg.images.mirror.registry.host if cfg.images.mirror.registry else ""
     port = int(host.rsplit(":", 1)[1]) if ":" in host else HTTPS
-    return ({"to": ip_blocks(EVERY_ADDRESS), "ports": tcp(HTTPS, port)},)
+    return ({"to": anywhere(cfg), "ports": tcp(HTTPS)}, {"to": ip_blocks(EVERY_ADDRESS), "ports": tcp(port)})
 
 
 def gateway_proxies(cfg: StackConfig) -> dict:
@@ -166,7 +173,7 @@ def open_webui_grant(cfg: StackConfig, backends: dict[str, RouteBackend]) -> Egr
     if external:
         # Reached by name: out to the load balancer, or (where kube-proxy short-cuts a load balancer's IP
         # to the Service's endpoints) straight to the proxies on their container port.
-        rules = ({"to": ip_blocks(EVERY_ADDRESS), "ports": tcp(url_port(external))},
+        rules = ({"to": anywhere(cfg), "ports": tcp(url_port(external))},
                  {"to": [gateway_proxies(cfg)], "ports": tcp(proxy_container_port())})
     else:
         rules = (service_rule(backends[cfg.models[0].served_model_name]),)

@@ -61,6 +61,14 @@ class Egress(Model):
                           "the smoke, warm-up and load-test Jobs and OpenWebUI their model's endpoint; P/D and "
                           "multi-node engines their own peers. false: pods reach anything (docs/gateway-and-network.md).")
     dns: ClusterDns = Field(default_factory=ClusterDns, description="The cluster's DNS pods.")
+    cluster_cidrs: list[Cidr] = Field(
+        default_factory=list, max_length=64,
+        description="The cluster's pod and Service CIDRs (on EKS the VPC's CIDRs, with custom networking also the pod "
+        "subnets'). They are left out of every 'every address' allowance (the sync Job's store by name, the registries, "
+        "OpenWebUI's external endpoint), so those pods reach no pod of the cluster through it. Unset: nothing is left "
+        "out, and where the network plugin matches pod addresses against IP blocks (Calico does; Cilium does not) those "
+        "pods may reach any pod listening on the allowed port (443). A store, registry or mirror inside these ranges "
+        "must then be named by objectStoreCidrs (docs/gateway-and-network.md).")
     object_store_cidrs: list[Cidr] | None = Field(
         None, min_length=1, max_length=64,
         description="Addresses the sync Job may reach the object store at, on the endpoint's port (443 without one). "
