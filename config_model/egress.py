@@ -22,13 +22,17 @@ def _cidr(value: str) -> str:
     apimachinery pkg/util/validation/ip.go IsValidCIDRForLegacyField with StrictIPCIDRValidation): an
     address/prefix with no bits set beyond the prefix, no IPv4-mapped IPv6; written in canonical form."""
     try:
-        net = ipaddress.ip_network(value, strict=True)
-    except ValueError as err:
-        raise PydanticCustomError(NAME_ERROR, f"must be a CIDR such as 203.0.113.0/24 or 2001:db8::/32 ({err})") from None
+        net = ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        raise PydanticCustomError(NAME_ERROR, "must be a CIDR such as 203.0.113.0/24 or 2001:db8::/32") from None
     if "/" not in value:
         raise PydanticCustomError(NAME_ERROR, f"must be a CIDR with a prefix length, such as {net}")
     if isinstance(net, ipaddress.IPv6Network) and net.network_address.ipv4_mapped is not None:
         raise PydanticCustomError(NAME_ERROR, "must not have an IPv4-mapped IPv6 address")
+    address = ipaddress.ip_address(value.split("/")[0])
+    if address != net.network_address:
+        raise PydanticCustomError(NAME_ERROR, f"must not have bits set beyond the prefix length: {net} for the "
+                                  f"network, {address}/{net.max_prefixlen} for the one address")
     if str(net) != value:
         raise PydanticCustomError(NAME_ERROR, f"must be in canonical form ({net})")
     return value

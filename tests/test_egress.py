@@ -9,7 +9,6 @@ drops each allowance in turn and shows the check notices."""
 from __future__ import annotations
 
 import functools
-import ipaddress
 import json
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -29,6 +28,7 @@ from variants import render, variant_file
 
 from components.network_egress import object_store_rules
 from policy.workloads import containers, pod_templates
+from stacks.loader import ConfigError
 
 COMPONENT, PART_OF, MODEL = "app.kubernetes.io/component", "app.kubernetes.io/part-of", "llm-serving.io/model"
 DNS_LABELS = {"k8s-app": "kube-dns"}
@@ -296,15 +296,24 @@ def test_the_sync_job_reaches_what_its_credential_mode_needs():
     assert allowed(s3, sync, Address("3.5.140.2"), 443) and not allowed(s3, sync, INTERNET, 443)
 
 
-def test_egress_off_renders_no_egress_policy_and_the_config_refuses_a_bad_cidr():
-    objs = k8s_objects(render_stack("dev"))
-    names = {o["metadata"]["name"] for o in objs if o["kind"] == "NetworkPolicy"}
-    assert {"llm-serving-default-deny-egress", "llm-serving-dns-egress"} <= names
-    for bad in ("10.0.0.1/8", "10.0.0.0", "::ffff:10.0.0.0/104", "2001:DB8::/32"):
-        with pytest.raises(Exception, match="objectStoreCidrs|object_store_cidrs"):
-            stack_config(variant_file(networkPolicy={"egress": {"objectStoreCidrs": [bad]}}))
-    assert ipaddress.ip_network("2001:db8::/32")  # the canonical form of the last one is accepted
-    assert stack_config(variant_file(networkPolicy={"egress": {"objectStoreCidrs": ["2001:db8::/32"]}}))
+@pytest.mark.parametrize("cidr,message", [
+    ("10.0.0.1/8", "must not have bits set beyond the prefix length: 10.0.0.0/8 for the network, 10.0.0.1/32"),
+    ("10.0.0.0", "must be a CIDR with a prefix length, such as 10.0.0.0/32"),
+    ("::ffff:10.0.0.0/104", "must not have an IPv4-mapped IPv6 address"), ("2001:DB8::/32", "canonical form (2001:db8::/32)"),
+    ("example.com/8", "must be a CIDR")])
+def test_a_bad_cidr_is_refused_under_its_field(cidr, message):
+    with pytest.raises(ConfigError) as err:
+        render(variant_file(networkPolicy={"egress": {"clusterCidrs": ["10.244.0.0/16", cidr]}}))
+    assert str(err.value).startswith(f"Pulumi.variant.yaml: llm-serving:networkPolicy.egress.clusterCidrs[1] = '{cidr}': ")
+    assert message in str(err.value), str(err.value)
+
+
+def test_egress_settings_without_the_network_policies_are_refused():
+    with pytest.raises(ConfigError) as err:
+        render(variant_file(networkPolicy={"enabled": False, "egress": {"dns": {"port": 5353}}}))
+    assert str(err.value) == ("Pulumi.variant.yaml: llm-serving:networkPolicy.egress = '(set)': needs "
+                              "networkPolicy.enabled: true; without the NetworkPolicies no pod's egress is restricted, "
+                              "so these settings would change nothing")
 
 
 def test_the_pack_warns_about_a_namespace_without_default_deny_egress():
