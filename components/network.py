@@ -73,6 +73,7 @@ AIBRIX_CONTROLLER_MANAGER_LABELS = {"control-plane": "controller-manager"}
 # Prometheus Operator pkg/prometheus/server/operator.go makeSelectorLabels: every Prometheus pod.
 PROMETHEUS_LABELS = {"app.kubernetes.io/name": "prometheus"}
 MODEL_LABEL = "llm-serving.io/model"
+DEFAULT_DENY_EGRESS = "llm-serving-default-deny-egress"
 
 
 @dataclass(frozen=True)
@@ -231,7 +232,7 @@ def egress_policies(e: EgressArgs) -> dict[str, dict]:
     this stack's pods, and each grant."""
     dns_ports = [{"protocol": proto, "port": e.dns_port} for proto in ("UDP", "TCP")]
     specs: dict[str, dict] = {
-        "llm-serving-default-deny-egress": {"podSelector": {}, "policyTypes": ["Egress"]},
+        DEFAULT_DENY_EGRESS: {"podSelector": {}, "policyTypes": ["Egress"]},
         "llm-serving-dns-egress": {
             "podSelector": {"matchLabels": {"app.kubernetes.io/part-of": PART_OF}}, "policyTypes": ["Egress"],
             "egress": [{"to": [_peer(e.dns_namespace, e.dns_labels)], "ports": dns_ports}]},
@@ -244,8 +245,15 @@ def egress_policies(e: EgressArgs) -> dict[str, dict]:
 class NetworkPolicies(Component):
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:network:NetworkPolicies", name, opts)
-        for policy_name, spec in policies(args).items():
+        specs = policies(args)
+        # The default deny after every allowance (and deleted before them): a pod already running, a sync Job
+        # mid-download, never sees a moment with the deny and without its allowance.
+        deny = specs.pop(DEFAULT_DENY_EGRESS, None)
+        made = [k8s.networking.v1.NetworkPolicy(
+            f"{name}-{policy_name}", metadata=metadata(policy_name, args.namespace, "network-policy"),
+            spec=spec, opts=self.child_opts()) for policy_name, spec in specs.items()]
+        if deny is not None:
             k8s.networking.v1.NetworkPolicy(
-                f"{name}-{policy_name}", metadata=metadata(policy_name, args.namespace, "network-policy"),
-                spec=spec, opts=self.child_opts())
+                f"{name}-{DEFAULT_DENY_EGRESS}", metadata=metadata(DEFAULT_DENY_EGRESS, args.namespace, "network-policy"),
+                spec=deny, opts=self.child_opts(depends_on=made))
         self.register_outputs({})

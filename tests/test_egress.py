@@ -330,3 +330,12 @@ def test_the_pack_warns_about_a_namespace_without_default_deny_egress():
     (r,) = [r for r in resources if r.props.get("metadata", {}).get("name") == deny]
     opened = [*rest, type(r)(**{**r.__dict__, "props": {**r.props, "spec": {**r.props["spec"], "egress": [{}]}}})]
     assert namespaces_deny_egress(opened)
+
+
+def test_the_default_deny_comes_after_every_allowance():
+    """Created after (and deleted before) every allowance: a running sync Job never sees the deny alone."""
+    resources = {r.name: r for r in render_stack("staging").resources if r.type.endswith(":NetworkPolicy")}
+    deny = resources.pop("network-llm-serving-default-deny-egress")
+    allowances = {n for n, r in resources.items() if "Egress" in r.inputs["spec"].get("policyTypes", [])}
+    assert len(allowances) >= 5
+    assert allowances <= {d.rsplit("::", 1)[1] for d in deny.options["dependsOn"]}
