@@ -20,6 +20,7 @@ from conftest import k8s_objects, render_stack
 from group_pods import group_pods
 from multinode_stacks import GROUP_PAIRS
 from netpol import Address, Pod, allowed
+from test_consumers import direct
 from test_gpu_accounting import stack_config
 from test_multinode_network import GROUP_PORTS
 from test_multinode_network import objects as group_objects
@@ -47,7 +48,9 @@ OUTSIDE = [INTERNET, INTERNET6, *METADATA, POD_IDENTITY_AGENT]
 PROBES = (22, 80, 443, 6443, 8000, 45678)     # ports no rule should open by accident
 
 RENDERS = ["dev", "staging", "prod", "vllm-deployment", "vllm-stormservice", "sglang-rolebasedgroup", "pd",
-           "pd-same-pod", "hybrid", *(f"group-{o}-{e}" for o, e in GROUP_PAIRS), "dev-cluster-cidrs"]
+           "pd-same-pod", "hybrid", *(f"group-{o}-{e}" for o, e in GROUP_PAIRS), "dev-cluster-cidrs",
+           # Without the gateway (and with clients): the Jobs and OpenWebUI reach the Service's pods.
+           "direct-vllm-deployment", "direct-pd-same-pod"]
 # The cluster's pod and Service ranges, declared (networkPolicy.egress.clusterCidrs) in the one render whose
 # pods get addresses in them: there an ipBlock is taken to match pod addresses too (Calico's reading); in the
 # others no pod has an address, so only selectors reach pods (Cilium's), which is all a stack that declares no
@@ -65,6 +68,8 @@ def objects_of(name: str) -> list[dict]:
         return k8s_objects(render_stack(name))
     if name == "dev-cluster-cidrs":
         return k8s_objects(cluster_cidrs_render())
+    if name.startswith("direct-"):
+        return k8s_objects(direct(name.removeprefix("direct-"), True))
     if name.startswith("group-"):
         return group_objects(*name.split("-")[1:])
     return k8s_objects(rendered_topologies()[name])
