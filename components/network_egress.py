@@ -10,7 +10,11 @@ stack, what each pod of this program may connect to, and nothing more:
 | smoke, warm-up, load-test Jobs of a model | its endpoint as the Job reaches it: the gateway's Envoy proxy pods on their container port, or, without the gateway, the pods the model's Service selects on its target port; the smoke Job (P/D routes) and the load test also that model's engine pods on the metrics ports they read by pod IP |
 | OpenWebUI | the endpoint it is given: the primary model's Service's pods on its target port, or the external endpoint (every address but link-local and metadata ones, on its port, and the gateway's proxies) |
 | engines | nothing but DNS, their P/D roleset and their multi-node group (network.py) |
-| pre-pull holds (and the engine pods' model-gate init container, which shares the engine's pod) | nothing (holds) |
+| pre-pull holds (no part-of label) | nothing, not even DNS |
+
+"Every address" leaves out the link-local and metadata ranges, and networkPolicy.egress.clusterCidrs (the
+mirror's own port excepted: the mirror is usually internal). The engine pods' model-gate init container
+needs nothing, but a policy selects pods, not containers: it shares the engine's allowances (DNS).
 
 A NetworkPolicy sees a connection to a Service after kube-proxy (or the CNI) has translated it: the
 destination is a pod and its container port, never the Service's address and port. So every peer here is
