@@ -24,7 +24,8 @@ from test_consumers import direct
 from test_gpu_accounting import stack_config
 from test_multinode_network import GROUP_PORTS
 from test_multinode_network import objects as group_objects
-from test_network_monitoring import rendered_topologies
+from test_pd import rendered as rendered_pd
+from test_topologies import rendered_pair
 from variants import render, variant_file
 
 from components.network_egress import object_store_rules
@@ -72,7 +73,13 @@ def objects_of(name: str) -> list[dict]:
         return k8s_objects(direct(name.removeprefix("direct-"), True))
     if name.startswith("group-"):
         return group_objects(*name.split("-")[1:])
-    return k8s_objects(rendered_topologies()[name])
+    # One topology's render, not test_network_monitoring's dict of all six (each is cached where it is made).
+    return k8s_objects({"vllm-deployment": lambda: render_stack("dev"),
+                        "sglang-rolebasedgroup": lambda: rendered_pair("sglang", "rolebasedgroup"),
+                        "vllm-stormservice": lambda: rendered_pair("vllm", "stormservice"),
+                        "pd": lambda: rendered_pd("pd", "rayclusterfleet", 24),
+                        "pd-same-pod": lambda: rendered_pd("pd-same-pod", "deployment", 8),
+                        "hybrid": lambda: rendered_pd("hybrid", "stormservice", 32)}[name]())
 
 
 @dataclass(frozen=True, eq=False)
