@@ -5,6 +5,9 @@ status rules (apivalidation/updates.py has those)."""
 
 from __future__ import annotations
 
+import ipaddress
+import re
+
 from apivalidation.apiserver import (
     MAX_DATA_SIZE,
     config_map_key,
@@ -198,6 +201,70 @@ def _network_policy(c: Check, spec: dict) -> None:
                 p = f"spec.{direction}[{i}].{peers_key}[{j}]"
                 label_selector(c, f"{p}.podSelector", peer.get("podSelector"))
                 label_selector(c, f"{p}.namespaceSelector", peer.get("namespaceSelector"))
+                _peer(c, p, peer)
+    types = spec.get("policyTypes") or []
+    if len(types) > 2:
+        c.add("spec.policyTypes", types, ["may not specify more than two policyTypes"], "V networking ValidateNetworkPolicySpec")
+    for i, t in enumerate(types if len(types) <= 2 else []):
+        if t not in ("Ingress", "Egress"):
+            c.add(f"spec.policyTypes[{i}]", t, ['Unsupported value: supported values: "Ingress", "Egress"'],
+                  "V networking ValidateNetworkPolicySpec")
+
+
+def _peer(c: Check, path: str, peer: dict) -> None:
+    """V networking ValidateNetworkPolicyPeer: at least one of podSelector, namespaceSelector, ipBlock, and
+    ipBlock alone; ValidateIPBlock: cidr and each except valid CIDRs, each except a strict subset of cidr."""
+    rule = "V networking ValidateNetworkPolicyPeer"
+    present = [k for k in ("podSelector", "namespaceSelector", "ipBlock") if peer.get(k) is not None]
+    if not present:
+        c.add(path, peer, ["Required value: must specify a peer"], rule)
+    elif len(present) > 1 and "ipBlock" in present:
+        c.add(path, peer, ["Forbidden: may not specify both ipBlock and another peer"], rule)
+    block = peer.get("ipBlock")
+    if block is None:
+        return
+    rule = "V networking ValidateIPBlock"
+    cidr = block.get("cidr") or ""
+    if not cidr:
+        c.add(f"{path}.ipBlock.cidr", cidr, ["Required value"], rule)
+        return
+    c.add(f"{path}.ipBlock.cidr", cidr, cidr_errors(cidr), rule)
+    outer = _network(cidr)
+    for k, e in enumerate(block.get("except") or []):
+        at = f"{path}.ipBlock.except[{k}]"
+        c.add(at, e, cidr_errors(e), rule)
+        inner = _network(e)
+        if outer is not None and inner is not None and not (
+                inner.version == outer.version and inner.network_address in outer and outer.prefixlen < inner.prefixlen):
+            c.add(at, e, ["must be a strict subset of `cidr`"], rule)
+
+
+def _network(value: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    """k8s.io/utils/net ParseCIDRSloppy's network: leading zeros and host bits tolerated."""
+    if "/" not in value:
+        return None
+    addr, _, length = value.partition("/")
+    addr = re.sub(r"(?<![0-9])0+(?=[0-9])", "", addr) if "." in addr and ":" not in addr else addr
+    try:
+        return ipaddress.ip_network(f"{addr}/{int(length)}", strict=False)
+    except ValueError:
+        return None
+
+
+def cidr_errors(value: str) -> list[str]:
+    """A apimachinery pkg/util/validation/ip.go parseCIDR with strict validation (StrictIPCIDRValidation,
+    on in 1.37): IsValidCIDRForLegacyField as ValidateIPBlock calls it."""
+    net = _network(value)
+    if net is None:
+        return ["must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"]
+    addr, _, length = value.partition("/")
+    if (length.startswith("0") and length != "0") or re.search(r"(^|\.)0[0-9]", addr if ":" not in addr else ""):
+        return ["must not have leading 0s in IP or prefix length"]
+    if isinstance(net, ipaddress.IPv6Network) and ipaddress.ip_address(addr).ipv4_mapped is not None:
+        return ["must not have an IPv4-mapped IPv6 address"]
+    if ipaddress.ip_address(addr) != net.network_address:
+        return ["must not have bits set beyond the prefix length"]
+    return []
 
 
 def _pdb(c: Check, spec: dict) -> None:

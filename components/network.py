@@ -26,8 +26,12 @@ Orchestrator.group_label) reach each other on every TCP port, and no one else ga
 leaders (Orchestrator.leader_selector) take the engine ingress above, and a worker takes Prometheus' scrape
 of its metrics port besides its group (a vLLM worker runs --headless with no port; an SGLang worker serves
 a placeholder /metrics and /health on its port: sglang/srt/utils/common.py launch_dummy_health_check_server,
-with its node's scheduler metrics, labelled pp_rank). No policy here restricts egress (every policyTypes is
-Ingress), so the group needs no egress rule.
+with its node's scheduler metrics, labelled pp_rank). With egress denied by default, the same two rules are
+mirrored as egress: a group's pods reach each other on every TCP port, a roleset's sides each other.
+
+Egress (networkPolicy.egress, on by default) is denied to every pod of the namespace; DNS is allowed to
+this stack's pods (app.kubernetes.io/part-of, which the pre-pull holds do not carry), and each other
+allowance, worked out from the stack in components/network_egress.py, is a policy of its own.
 
 Other teams' namespaces (`networkPolicy.clients`) are admitted only where the exported per-model URL
 leads (stacks/exports.py): without the gateway, to each model's Service, that is to the pods it
@@ -69,6 +73,7 @@ AIBRIX_CONTROLLER_MANAGER_LABELS = {"control-plane": "controller-manager"}
 # Prometheus Operator pkg/prometheus/server/operator.go makeSelectorLabels: every Prometheus pod.
 PROMETHEUS_LABELS = {"app.kubernetes.io/name": "prometheus"}
 MODEL_LABEL = "llm-serving.io/model"
+DEFAULT_DENY_EGRESS = "llm-serving-default-deny-egress"
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,24 @@ class NetworkArgs:
     client_namespaces: list[dict] = field(default_factory=list)
     client_targets: list[ClientTarget] = field(default_factory=list)
     groups: list[ModelGroups] = field(default_factory=list)     # the models spanning nodes
+    egress: EgressArgs | None = None                            # None: egress not restricted
+
+
+@dataclass(frozen=True)
+class EgressGrant:
+    """One NetworkPolicy: the pods it selects in the namespace may open the connections its rules allow."""
+    name: str
+    pods: dict
+    rules: tuple[dict, ...]
+
+
+@dataclass(frozen=True)
+class EgressArgs:
+    """The cluster's DNS pods (namespace, labels, container port) and every other allowance."""
+    dns_namespace: str
+    dns_labels: dict
+    dns_port: int
+    grants: tuple[EgressGrant, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -172,6 +195,9 @@ def policies(args: NetworkArgs) -> dict[str, dict]:
         if args.prometheus_namespace is not None:
             group.append({"from": [_peer(args.prometheus_namespace, PROMETHEUS_LABELS)], "ports": _ports(METRICS_PORTS)})
         specs[group_policy_name(g.model)] = {"podSelector": g.members, "policyTypes": ["Ingress"], "ingress": group}
+        if args.egress is not None:
+            specs[group_policy_name(g.model)].update(policyTypes=["Ingress", "Egress"], egress=[
+                {"to": [{"podSelector": g.members}], "ports": [{"protocol": "TCP"}]}])
     if args.autoscaled_models:
         # Only the autoscaled models' engines, only their metrics ports: the controller never sends requests.
         specs["llm-serving-autoscaler-metrics"] = {
@@ -193,14 +219,41 @@ def policies(args: NetworkArgs) -> dict[str, dict]:
         selector = {"matchLabels": {"roleset-name": roleset}}
         specs[derived.pd_policy_name(roleset)] = {
             "podSelector": selector, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": selector}]}]}
+        if args.egress is not None:
+            specs[derived.pd_policy_name(roleset)].update(policyTypes=["Ingress", "Egress"],
+                                                          egress=[{"to": [{"podSelector": selector}]}])
+    if args.egress is not None:
+        specs.update(egress_policies(args.egress))
+    return specs
+
+
+def egress_policies(e: EgressArgs) -> dict[str, dict]:
+    """Default-deny egress for every pod of the namespace (podSelector {}, no egress rule), DNS for
+    this stack's pods, and each grant."""
+    dns_ports = [{"protocol": proto, "port": e.dns_port} for proto in ("UDP", "TCP")]
+    specs: dict[str, dict] = {
+        DEFAULT_DENY_EGRESS: {"podSelector": {}, "policyTypes": ["Egress"]},
+        "llm-serving-dns-egress": {
+            "podSelector": {"matchLabels": {"app.kubernetes.io/part-of": PART_OF}}, "policyTypes": ["Egress"],
+            "egress": [{"to": [_peer(e.dns_namespace, e.dns_labels)], "ports": dns_ports}]},
+    }
+    for g in e.grants:
+        specs[g.name] = {"podSelector": g.pods, "policyTypes": ["Egress"], "egress": [dict(r) for r in g.rules]}
     return specs
 
 
 class NetworkPolicies(Component):
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("llm-serving:network:NetworkPolicies", name, opts)
-        for policy_name, spec in policies(args).items():
+        specs = policies(args)
+        # The default deny after every allowance (and deleted before them): a pod already running, a sync Job
+        # mid-download, never sees a moment with the deny and without its allowance.
+        deny = specs.pop(DEFAULT_DENY_EGRESS, None)
+        made = [k8s.networking.v1.NetworkPolicy(
+            f"{name}-{policy_name}", metadata=metadata(policy_name, args.namespace, "network-policy"),
+            spec=spec, opts=self.child_opts()) for policy_name, spec in specs.items()]
+        if deny is not None:
             k8s.networking.v1.NetworkPolicy(
-                f"{name}-{policy_name}", metadata=metadata(policy_name, args.namespace, "network-policy"),
-                spec=spec, opts=self.child_opts())
+                f"{name}-{DEFAULT_DENY_EGRESS}", metadata=metadata(DEFAULT_DENY_EGRESS, args.namespace, "network-policy"),
+                spec=deny, opts=self.child_opts(depends_on=made))
         self.register_outputs({})

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from config_model import k8s
 from config_model.clients import Clients
+from config_model.egress import Egress
 from config_model.infra import ImageRef
 from config_model.names import GatewayPath, LabelKey, NonEmptyLabelValue, StorageClassName, checked
 from config_model.types import DnsLabel, Model, text, url_text
@@ -224,3 +225,5 @@ class NetworkPolicy(Model):
         "names (outputs `models.<name>.url`): with the gateway, its Envoy proxies, which these policies already "
         "admit and which a policy here cannot restrict further; without it, the model's Service, opened to these "
         "namespaces on its serving port only (docs/gateway-and-network.md).")
+    egress: Egress = Field(default_factory=Egress, description="What this stack's pods may connect to: default-deny "
+                           "egress with the allowances each pod needs (docs/gateway-and-network.md).")

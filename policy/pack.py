@@ -296,6 +296,11 @@ STACK_CHECKS: dict[str, tuple[str, Callable[[list[StackResource], dict[str, Any]
     "reference-grants": ("Cross-namespace route backends have a ReferenceGrant.",
                          lambda rs, f: stack_rules.routes_have_reference_grants(rs)),
     "explicit-providers": ("Every resource uses an explicit provider.", lambda rs, f: stack_rules.explicit_providers_only(rs)),
+    # Advisory in the pack, mandatory in prod (config.prod.json): networkPolicy.egress.enabled false is a choice
+    # the config offers (a network plugin that enforces no egress policy, a DNS selector being fixed), which
+    # dev and staging may make with a warning in every preview, and prod only by a reviewed policy config.
+    "egress-default-deny": ("Every namespace running the stack's pods denies egress by default.",
+                            lambda rs, f: stack_rules.namespaces_deny_egress(rs)),
 }
 
 

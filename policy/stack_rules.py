@@ -357,3 +357,34 @@ def explicit_providers_only(resources: list[StackResource]) -> list[str]:
     return [f"{r.type} {r.name} uses the default provider ({r.provider or 'none passed'}); pass an explicit one."
             for r in resources if r.custom and not r.type.startswith("pulumi:providers:")
             and r.type != "pulumi:pulumi:Stack" and (not r.provider or is_default_provider(r.provider))]
+
+
+def _denies_all_egress(spec: dict) -> bool:
+    """Selects every pod (podSelector {}), lists Egress (explicitly: without policyTypes a policy with no egress
+    rule is Ingress only, k8s.io/api networking/v1 types.go PolicyTypes) and allows nothing."""
+    selector = mapping(spec.get("podSelector"))
+    return (not selector.get("matchLabels") and not selector.get("matchExpressions")
+            and "Egress" in items_of(spec.get("policyTypes")) and not items_of(spec.get("egress")))
+
+
+def namespaces_deny_egress(resources: list[StackResource]) -> list[str]:
+    """Every namespace where the stack runs pods has a NetworkPolicy denying egress by default: without one a
+    compromised engine or Job reaches anything the cluster network reaches (the cloud metadata service, other
+    namespaces, the internet)."""
+    running: dict[str, str] = {}
+    denied: set[str] = set()
+    for r in resources:
+        if not r.type.startswith("kubernetes:"):
+            continue
+        known = decide(lambda r=r: [str(mapping(r.props.get("metadata")).get("namespace") or "")])
+        if not known:
+            continue
+        ns = known[0]
+        if kind_of(r.type) == "NetworkPolicy":
+            if decide(lambda r=r: [True] if _denies_all_egress(mapping(r.props.get("spec"))) else []):
+                denied.add(ns)
+        elif decide(lambda r=r: templates(r.type, r.props)):
+            running.setdefault(ns, name_of(r.props))
+    return [f"Namespace {ns} runs pods ({first} among them) and no NetworkPolicy there denies egress by default "
+            "(podSelector {}, policyTypes [Egress], no egress rule): networkPolicy.egress.enabled is off or the "
+            "policy is missing." for ns, first in sorted(running.items()) if ns not in denied]

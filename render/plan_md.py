@@ -86,8 +86,41 @@ def _network_section(rendered: Rendered) -> list[str]:
                              f"{pods or 'any pod'} | {ports} |")
     if not lines:
         return ["", "## Network policies", "", "None rendered (networkPolicy.enabled is false): every pod may reach the engines."]
-    return (["", "## Network policies", "", "Everything else is denied by default. Ingress allowed:", "",
-             "| Policy | From | Pods | Ports |", "|---|---|---|---|"] + lines)
+    out = (["", "## Network policies", "", "Everything else is denied by default. Ingress allowed:", "",
+            "| Policy | From | Pods | Ports |", "|---|---|---|---|"] + lines)
+    egress = _egress_lines(rendered)
+    if not egress:
+        return out + ["", "Egress is not restricted (networkPolicy.egress.enabled is false): every pod may connect anywhere."]
+    return out + ["", "Egress of every pod in the namespace is denied by default. Egress allowed:", "",
+                  "| Policy | Pods | To | Ports |", "|---|---|---|---|"] + egress
+
+
+def _selector_in_words(selector: dict | None) -> str:
+    if not selector:
+        return "any pod"
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())] + [
+        f"{e['key']} {e['operator']}" + (f" ({', '.join(e['values'])})" if e.get("values") else "")
+        for e in selector.get("matchExpressions") or []]
+    return ", ".join(parts)
+
+
+def _egress_lines(rendered: Rendered) -> list[str]:
+    """What each pod may connect to, read from the rendered NetworkPolicies' egress rules."""
+    lines: list[str] = []
+    for obj in kubernetes_objects(rendered):
+        spec = obj.get("spec") or {} if obj.get("kind") == "NetworkPolicy" else {}
+        if "Egress" not in (spec.get("policyTypes") or []) or not spec.get("egress"):
+            continue
+        for rule in spec["egress"]:
+            ports = ", ".join(f"{p.get('port', 'all')}/{p.get('protocol', 'TCP')}" for p in rule.get("ports") or []) or "all ports"
+            for peer in rule.get("to") or [{}]:
+                if "ipBlock" in peer:
+                    block = peer["ipBlock"]
+                    to = f"`{block['cidr']}`" + (f" except {', '.join(f'`{e}`' for e in block['except'])}" if block.get("except") else "")
+                else:
+                    to = f"{namespaces_in_words(peer.get('namespaceSelector'))}: {_selector_in_words(peer.get('podSelector'))}"
+                lines.append(f"| {obj['metadata']['name']} | {_selector_in_words(spec.get('podSelector'))} | {to} | {ports} |")
+    return lines
 
 
 def _dashboards_section(rendered: Rendered) -> list[str]:

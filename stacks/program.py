@@ -26,6 +26,7 @@ from components.group import spans_nodes
 from components.images import ImageMirror, ImageMirrorArgs
 from components.monitoring import EngineMonitoring, MonitoringArgs
 from components.network import ClientTarget, NetworkArgs, NetworkPolicies, model_groups
+from components.network_egress import egress_args
 from components.openwebui import OpenWebUiApp, OpenWebUiArgs
 from components.operations import BenchResults, ModelOperations, OperationsArgs
 from components.ops_commands import gateway_endpoint
@@ -348,6 +349,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             autoscaled_models=[m.name for m in cfg.models if m.autoscaling.enabled],
             client_namespaces=client_namespaces(cfg),
             groups=[model_groups(m) for m in cfg.models if spans_nodes(m)],
+            egress=egress_args(cfg, engine_models(cfg), backends),
             client_targets=[] if exports.through_gateway(cfg) else [
                 ClientTarget(b.service_name, b.selector, b.target_port) for b in backends]), opts)
 

@@ -113,6 +113,29 @@ def test_label_keys_and_selectors():
     refused(pol, "spec.podSelector.matchExpressions[0].values", "must be specified when `operator` is 'In'")
 
 
+def test_network_policy_peers_and_ip_blocks():
+    """kube-apiserver v1.37.2 pkg/apis/networking/validation ValidateNetworkPolicyPeer and ValidateIPBlock
+    (the sync Job's egress uses ipBlock peers: components/network_egress.py)."""
+    base = next(o for o in k8s_objects(render_stack("dev")) if o["kind"] == "NetworkPolicy"
+                and o["metadata"]["name"] == "llm-serving-model-sync-egress")
+    assert problems(base) == []
+    cases = [({}, "spec.egress[0].to[0]", "must specify a peer"),
+             ({"ipBlock": {"cidr": "10.0.0.0/8"}, "podSelector": {}}, "spec.egress[0].to[0]", "may not specify both ipBlock"),
+             ({"ipBlock": {"cidr": "10.0.0.1/8"}}, "ipBlock.cidr", "must not have bits set beyond the prefix length"),
+             ({"ipBlock": {"cidr": "010.0.0.0/8"}}, "ipBlock.cidr", "must not have leading 0s"),
+             ({"ipBlock": {"cidr": "10.0.0.0"}}, "ipBlock.cidr", "must be a valid CIDR value"),
+             ({"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.0.0.0/8"]}}, "ipBlock.except[0]", "strict subset"),
+             ({"ipBlock": {"cidr": "10.0.0.0/8", "except": ["192.168.0.0/16"]}}, "ipBlock.except[0]", "strict subset"),
+             ({"ipBlock": {"cidr": "0.0.0.0/0", "except": ["fe80::/10"]}}, "ipBlock.except[0]", "strict subset")]
+    for peer, where, message in cases:
+        pol = copy.deepcopy(base)
+        pol["spec"]["egress"][0]["to"] = [peer]
+        refused(pol, where, message)
+    pol = copy.deepcopy(base)
+    pol["spec"]["policyTypes"] = ["Egress", "Outbound"]
+    refused(pol, "spec.policyTypes[1]", "Unsupported value")
+
+
 def test_annotations_total_size():
     dep = obj("Deployment")
     dep["metadata"]["annotations"] = {"example.com/big": "x" * (256 * 1024)}

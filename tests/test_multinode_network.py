@@ -21,7 +21,7 @@ import upstream_kubernetes as kube
 from conftest import k8s_objects, render_stack
 from group_pods import GroupPod, group_pods
 from multinode_stacks import GROUP_PAIRS, r1_config
-from netpol import Pod, allowed
+from netpol import Pod, allowed, ingress_allowed
 from test_network_monitoring import CONTROLLER, ENVOY, IMPOSTOR, OTHER_GATEWAY, PLUGIN, PROMETHEUS, STRAY_PROMETHEUS
 from test_operations import crd_scale
 from variants import render, variant_file
@@ -106,12 +106,14 @@ def test_a_group_reaches_itself_on_every_tcp_port_and_no_one_else_gains_anything
         scraped = {p.ports[e["port"]] for e in monitor["spec"]["podMetricsEndpoints"] if e["port"] in p.ports}
         serving = {p.ports[target]} if p.leader and selected(service["spec"]["selector"], p) else set()
         every = {*GROUP_PORTS, *p.ports.values()}
+        # What the leader takes (its ingress); which of this namespace's pods may send is their egress
+        # (tests/test_egress.py: a stranger engine may not, the sync Job may not).
         for port in serving:
             for peer in (ENVOY, PLUGIN, *jobs, *strangers):
-                assert allowed(policies, peer, as_peer(p), port), (p.name, peer.labels, port)
+                assert ingress_allowed(policies, peer, as_peer(p), port), (p.name, peer.labels, port)
         for port in every - serving:
             for peer in (ENVOY, PLUGIN, *jobs, *strangers):
-                assert not allowed(policies, peer, as_peer(p), port), (p.name, peer.labels, port)
+                assert not ingress_allowed(policies, peer, as_peer(p), port), (p.name, peer.labels, port)
         for port in every:
             for peer in (OTHER_GATEWAY, CONTROLLER, STRAY_PROMETHEUS, IMPOSTOR):
                 assert not allowed(policies, peer, as_peer(p), port), (p.name, peer.labels, port)

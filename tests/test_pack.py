@@ -296,6 +296,9 @@ FAILING = [
      of_type("kubernetes:apps/v1:Deployment", lambda r: r.options.update(customTimeouts={"create": 600.0})), "create timeout"),
     ("reference-grants", "dev", "up", without(lambda r: r.type.endswith(":ReferenceGrant")), "no ReferenceGrant"),
     ("explicit-providers", "dev", "up", with_default_provider, "default provider"),
+    ("egress-default-deny", "dev", "up",
+     without(lambda r: plain(r.outputs).get("metadata", {}).get("name") == "llm-serving-default-deny-egress"),
+     "no NetworkPolicy there denies egress by default"),
 ]
 
 

@@ -16,7 +16,7 @@ import pytest
 import upstream_nvidia_container_toolkit as nvidia
 import upstream_pulumi_kubernetes as pulumi_k8s
 from conftest import STACKS, k8s_objects, render_stack
-from netpol import Pod, allowed
+from netpol import Pod, allowed, egress_allowed, ingress_allowed
 from test_config import problems, raw_config
 from variants import render, variant_file
 
@@ -192,8 +192,10 @@ def test_network_policies_isolate_the_holder_and_do_not_admit_it_to_the_engines(
     engine = Pod(ns, engine_t["metadata"]["labels"], {"engine": 8000})
     smoke = Pod(ns, {"app.kubernetes.io/part-of": "llm-serving"})
     assert not allowed(policies, engine, holder, 8000) and not allowed(policies, smoke, holder, 1)
-    assert allowed(policies, smoke, engine, 8000)       # the evaluator does admit this stack's pods ...
-    assert not allowed(policies, holder, engine, 8000)  # ... but the idle holder is not one of them
+    assert ingress_allowed(policies, smoke, engine, 8000)       # the engine takes this stack's pods ...
+    assert not ingress_allowed(policies, holder, engine, 8000)  # ... but the idle holder is not one of them
+    assert not egress_allowed(policies, holder, engine, 8000)   # nor may it send anything
+    assert not egress_allowed(policies, holder, Pod("kube-system", {"k8s-app": "kube-dns"}), 53, "UDP")
 
 
 def test_the_node_fit_counts_the_pre_pull_pods_the_rendered_daemonsets_put_on_each_gpu_node():

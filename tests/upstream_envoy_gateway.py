@@ -29,7 +29,8 @@ PORTED_FROM = {
               "internal/xds/translator/route.go", "internal/utils/ratelimit/unit.go", "api/v1alpha1/retry_types.go",
               "api/v1alpha1/ratelimit_types.go", "internal/gatewayapi/envoypatchpolicy.go",
               "internal/xds/translator/jsonpatch.go", "internal/utils/jsonpatch/patch.go",
-              "internal/utils/jsonpatch/jsonpathtopointer.go"),
+              "internal/utils/jsonpatch/jsonpathtopointer.go", "internal/gatewayapi/listener.go",
+              "api/v1alpha1/envoyproxy_helpers.go"),
 }
 
 # internal/envoygateway/config/config.go: DefaultNamespace = "envoy-gateway-system", overridable by
@@ -56,6 +57,17 @@ def proxy_pod_labels(gateway_namespace: str, gateway_name: str) -> dict[str, str
         "gateway.envoyproxy.io/owning-gateway-namespace": gateway_namespace,
         "gateway.envoyproxy.io/owning-gateway-name": gateway_name,
     }
+
+
+def proxy_container_port(listener_port: int, use_listener_port_as_container_port: bool | None = None) -> int:
+    """The port a Gateway listener's connections reach the proxy pod on (what a NetworkPolicy sees after the
+    proxy Service's translation): internal/gatewayapi/listener.go servicePortToContainerPort adds
+    wellKnownPortShift (10000, translator.go) to a port below minEphemeralPort (1024) unless the EnvoyProxy's
+    provider.kubernetes.useListenerPortAsContainerPort is true (api/v1alpha1/envoyproxy_helpers.go
+    NeedToSwitchPorts). AIBrix v0.7.0's EnvoyProxy (config/gateway/gateway.yaml) does not set it."""
+    if use_listener_port_as_container_port:
+        return listener_port
+    return listener_port + 10000 if listener_port < 1024 else listener_port
 
 
 # ---- BackendTrafficPolicy: what v1.2.8's translator accepts and what Envoy then does with it ----

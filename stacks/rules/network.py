@@ -1,5 +1,6 @@
 """networkPolicy.clients: what the API server would refuse in a selector, and what would admit
-more than the stack file says (an empty selector selects every namespace) or say one thing twice."""
+more than the stack file says (an empty selector selects every namespace) or say one thing twice;
+networkPolicy.egress set where it would restrict nothing."""
 
 from __future__ import annotations
 
@@ -35,6 +36,13 @@ def clients(cfg: StackConfig) -> Iterator[Problem]:
         if name is not None and len(sel.match_labels) == 1 and not sel.match_expressions and name in seen:
             yield Problem(f"{at}.matchLabels", sel.match_labels,
                           f"selects namespace {name!r} by name, already listed as namespaces[{seen[name]}]")
+
+
+def egress(cfg: StackConfig) -> Iterator[Problem]:
+    """networkPolicy.egress set while the NetworkPolicies are off would restrict nothing."""
+    if cfg.network_policy.egress.model_fields_set and not cfg.network_policy.enabled:
+        yield Problem("networkPolicy.egress", "(set)", "needs networkPolicy.enabled: true; without the NetworkPolicies "
+                      "no pod's egress is restricted, so these settings would change nothing")
 
 
 def selector(at: str, sel: NamespaceSelector) -> Iterator[Problem]:
