@@ -196,11 +196,13 @@ def preview_steps(result) -> dict[str, dict]:
     """`pulumi preview --json`'s program steps by URN (pkg/backend/display/json.go: steps[].op, urn, diffReasons;
     the refresh steps are not among them); the CLI's first log line is the command."""
     text = result.output.split("\n", 1)[1]
-    doc = json.loads(text[text.index("{"):])
+    start = text.index("\n{") + 1 if not text.startswith("{") else 0  # stderr's warnings share the log
+    doc, _ = json.JSONDecoder().raw_decode(text[start:])
     return {s["urn"]: s for s in doc.get("steps") or [] if s.get("op") not in ("same", "read", "refresh")}
 
 
 def managers(kind: str, name: str, namespace: str) -> dict[str, str]:
-    """manager -> operation of the object's managedFields: who owns what after a hand edit."""
+    """manager -> operation (and subresource) of the object's managedFields: who owns what after a hand edit."""
     obj = get(kind, name, "-n", namespace, "--show-managed-fields")
-    return {f["manager"]: f["operation"] for f in obj["metadata"].get("managedFields") or []}
+    return {f["manager"]: f["operation"] + (f"/{f['subresource']}" if f.get("subresource") else "")
+            for f in obj["metadata"].get("managedFields") or []}
