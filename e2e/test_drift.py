@@ -47,7 +47,7 @@ from harness import POLICY_LAUNCHER, Pulumi, log
 POLICY = ("--policy-pack", POLICY_LAUNCHER, "--policy-pack-config", "policy/config.dev.json")
 NAME = "drift"
 POOL = "drift"
-BASE = 239  # node addresses 192.0.2.240+: clear of cluster.py's, the other tests' and test_nodes'
+BASE = 244  # node addresses 192.0.2.245-247: clear of cluster.py's, the other tests' and test_nodes' (230-241)
 OWNED, AUTO = "deepseek-v4-flash", "dsv4-auto"
 # The field manager AIBrix's controller writes under: the apiserver takes it from the client's user agent, whose
 # first word client-go makes the binary's name (rest.DefaultKubernetesUserAgent); e2e/controllers.py runs it as this.

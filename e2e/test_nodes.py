@@ -40,7 +40,7 @@ SYNC_KEY = "e2e.llm-serving.io/sync-pool"  # not the GPU pool's key: the sync Jo
 ENGINE = "app.kubernetes.io/component=engine"
 SYNC = "app.kubernetes.io/component=model-sync"
 MODEL = "deepseek-v4-flash"
-BASE = 229  # node addresses 192.0.2.230+: clear of cluster.py's, test_gang's and test_multinode's
+BASE = 229  # node addresses 192.0.2.230-232 (GPU), 240-241 (CPU): clear of cluster.py's, test_gang's, test_multinode's, test_drift's
 # The pod garbage collector: 40 s quarantine, checked every 20 s; then a new pod, scheduled and made Ready by kwok.
 POD_GC = 120
 
