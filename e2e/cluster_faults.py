@@ -118,6 +118,16 @@ def stop_heartbeats(node: str) -> dict:
     return before
 
 
+def renew_lease(node: str) -> None:
+    """The lease's renewTime moved on by its new holder: the node lifecycle controller takes a renewal for a
+    heartbeat (v1.37.2 node_lifecycle_controller.go tryUpdateNodeHealth), so the node stays Ready and schedulable
+    while kwok plays nothing there; without it the node turns Unknown node-monitor-grace-period (50 s) after
+    kwok's last renewal."""
+    t = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    kubectl("patch", "lease", node, "-n", "kube-node-lease", "--type=merge", "-p",
+            json.dumps({"spec": {"holderIdentity": DEAD_HOLDER, "renewTime": t}}))
+
+
 def report_not_ready(node: str) -> None:
     """Ready False, as a kubelet whose container runtime is gone reports it (pkg/kubelet/nodestatus setters.go
     ReadyCondition: reason KubeletNotReady)."""

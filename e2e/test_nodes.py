@@ -80,6 +80,11 @@ def test_node_loss_and_drain(pulumi: Pulumi, pool):
         pods = serving(namespace)
         assert len(pods) == 2 and len({p["spec"]["nodeName"] for p in pods}) == 2, [p["metadata"]["name"] for p in pods]
         (spare,) = set(gpu) - {p["spec"]["nodeName"] for p in pods}
+        # What keeps a silent node's pods bound for 300 s (plan.md says so): the DefaultTolerationSeconds admission
+        # plugin's tolerations, on by default in kube-apiserver v1.37.2.
+        tolerations = {(t["key"], t.get("effect"), t.get("tolerationSeconds")) for t in pods[0]["spec"]["tolerations"]}
+        assert {("node.kubernetes.io/not-ready", "NoExecute", 300),
+                ("node.kubernetes.io/unreachable", "NoExecute", 300)} <= tolerations, tolerations
         lost, kept = pods[0], pods[1]
 
         # The sync Job runs again in this `pulumi up`; its node's kubelet is dead before the pod binds there.
@@ -92,6 +97,7 @@ def test_node_loss_and_drain(pulumi: Pulumi, pool):
         second.start()
         try:
             def bound_sync_pod():
+                faults.renew_lease(sync_nodes[0])  # schedulable until the pod binds, however slow this up is
                 return next((p for p in faults.live(faults.pods(namespace, SYNC))
                              if p["spec"].get("nodeName") == sync_nodes[0] and p["status"].get("phase") == "Pending"), None)
             downloading = faults.wait_until("the new sync pod bound to its node", bound_sync_pod, 90)
@@ -111,20 +117,20 @@ def test_node_loss_and_drain(pulumi: Pulumi, pool):
             cluster.kubectl("delete", "node", lost["spec"]["nodeName"], sync_nodes[0], "--wait=false")
             sync_nodes.append(sync_node(1))
             gone = {lost["metadata"]["name"], downloading["metadata"]["name"]}
-            min_serving = 2
+            kept_down = []
 
             def replaced():
-                nonlocal min_serving
                 now_serving = serving(namespace)
-                min_serving = min(min_serving, len(now_serving))
                 names = {p["metadata"]["name"] for p in now_serving}
+                if kept["metadata"]["name"] not in names:
+                    kept_down.append(time.monotonic() - t0)
                 on_spare = [p for p in now_serving if p["spec"]["nodeName"] == spare]
                 left = gone & {p["metadata"]["name"] for p in faults.pods(namespace, f"{ENGINE}") +
                                faults.pods(namespace, SYNC)}
                 return not left and len(now_serving) == 2 and on_spare and kept["metadata"]["name"] in names
             faults.wait_until("the lost pods deleted and the engine back on the spare node", replaced, POD_GC, every=1)
             converged = time.monotonic() - t0
-            assert min_serving >= 1, "no engine pod was Ready while the node was lost"
+            assert not kept_down, f"the other engine pod was not Ready {kept_down[0]:.0f} s after the node was deleted"
             log(f"{NAME}: engine back on {spare} {converged:.0f} s after the node was deleted")
             log(cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide"))
         finally:
