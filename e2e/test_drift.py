@@ -12,7 +12,8 @@ someone added is not, a deleted object is gone from the state and created again;
 left out when another manager owns it (provider/pkg/await/await.go handleSSAIgnoreFields).
 
 1. Without conflicts, one refresh: the owned engine scaled to 0 and its args edited (`kubectl scale`, `kubectl
-   patch`: its Deployment carries pulumi.com/patchForce, components/autoscaling.py PATCH_FORCE), its HTTPRoute,
+   patch`: its Deployment carries pulumi.com/patchForce, components/autoscaling.py PATCH_FORCE), Open WebUI
+   scaled to 0 (no patchForce; `kubectl scale` leaves spec.replicas to no manager, see below), its HTTPRoute,
    the engines' NetworkPolicy, the consumer-keys Secret and its PodDisruptionBudget deleted, and the autoscaler
    scaling dsv4-auto to 2 (AIBrix's PodAutoscaler controller does not run here, e2e/controllers.py: its write is
    made as v0.7.0 makes it, a plain update of the workload, pkg/controller/podautoscaler/workload_scale.go
@@ -105,6 +106,10 @@ def test_drift_is_found_and_restored(pulumi: Pulumi, pool):
 
 def _without_conflicts(pulumi: Pulumi, namespace: str, route: str, rendered: dict) -> None:
     kubectl("scale", f"deployment/{OWNED}", "-n", namespace, "--replicas=0")
+    # Open WebUI carries no patchForce: through the scale subresource the API server takes spec.replicas from
+    # its owner and gives it to no one (k8s.io/apimachinery v0.37.2 pkg/util/managedfields/scalehandler.go
+    # ToParent "steals" the path; the managers logged below), so the apply that restores it meets no conflict.
+    kubectl("scale", "deployment/open-webui", "-n", namespace, "--replicas=0")
     _edit_max_num_seqs(namespace, OWNED, "8")
     kubectl("delete", "httproute", route, "-n", "aibrix-system")
     kubectl("delete", "networkpolicy", "llm-serving-engine-ingress", "-n", namespace)
@@ -112,7 +117,8 @@ def _without_conflicts(pulumi: Pulumi, namespace: str, route: str, rendered: dic
     kubectl("delete", "pdb", OWNED, "-n", namespace)
     kubectl("patch", "deployment", AUTO, "-n", namespace, "--type=merge", "-p", '{"spec":{"replicas":2}}',
             f"--field-manager={AUTOSCALER}")
-    log(f"{NAME}: managers of {OWNED}: {faults.managers('deployment', OWNED, namespace)}")
+    log(f"{NAME}: managers of {OWNED}: {faults.managers('deployment', OWNED, namespace)}; of open-webui: "
+        f"{faults.managers('deployment', 'open-webui', namespace)}")
     faults.wait_until(f"{AUTO} at the autoscaler's 2 pods", lambda: (get("deployment", AUTO, "-n", namespace)
                                                                     ["status"].get("readyReplicas") == 2), 30)
 
@@ -129,14 +135,17 @@ def _without_conflicts(pulumi: Pulumi, namespace: str, route: str, rendered: dic
                 ("kubernetes:core/v1:Secret", "secrets-consumer-keys"),
                 ("kubernetes:policy/v1:PodDisruptionBudget", f"ops-{OWNED}-pdb")):
         assert steps.get(key, {}).get("op") == "create", (key, steps.get(key))
+    webui = steps[("kubernetes:apps/v1:Deployment", "open-webui-deployment")]
+    assert webui["op"] == "update" and "spec.replicas" in _paths(webui), webui
     assert not [k for k in steps if k[1].startswith(AUTO)], "the autoscaler's replicas were reported as drift"
-    assert len(steps) == 5, sorted(steps)
+    assert len(steps) == 6, sorted(steps)
 
     t0 = time.monotonic()
     up = pulumi.run("up", "--yes", "--skip-preview", "--refresh", *POLICY, stack=NAME, timeout=600)
     log(f"{NAME}: up --refresh restored in {up.seconds:.1f} s ({time.monotonic() - t0:.0f} s)")
     owned = get("deployment", OWNED, "-n", namespace)
     assert owned["spec"]["replicas"] == 1 and owned["status"].get("readyReplicas") == 1, owned["status"]
+    assert get("deployment", "open-webui", "-n", namespace)["spec"]["replicas"] == 1
     assert _args(namespace, OWNED) == rendered[OWNED]
     for kind, name, ns in (("httproute", route, "aibrix-system"), ("networkpolicy", "llm-serving-engine-ingress", namespace),
                            ("secret", "llm-serving-consumer-keys", namespace), ("pdb", OWNED, namespace)):
