@@ -73,7 +73,9 @@ def test_node_loss_and_drain(pulumi: Pulumi, pool):
     sync_nodes = [sync_node(0)]
     namespace = faults.init_stack(pulumi, NAME, {
         "gpuBudget": 16, "gpuPool": faults.gpu_pool(POOL, node_count=3), "modelSync": {"nodeSelector": {SYNC_KEY: POOL}},
-        "models": [{**_dev_model(), "replicas": 2}]})
+        "models": [{**_dev_model(), "replicas": 2}],
+        # Its data claim would take one of the cluster's static volumes for good (Retain, e2e/cluster.py STORAGE_POOL).
+        "operations": {"openWebUI": {"enabled": False}}})
     try:
         up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=NAME, timeout=600)
         log(f"{NAME}: first up {up.seconds:.1f} s")
