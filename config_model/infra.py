@@ -199,7 +199,8 @@ class GpuPool(Model):
                                             "spanning nodes are scheduled together (docs/topologies.md).")
     node_count: int | None = Field(
         None, ge=1, le=4096, description="Nodes in the pool; when set, a model spanning more nodes per replica is "
-        "refused, and plan.md says how many of them the stack's pods may hold at once.")
+        "refused, and plan.md says how many of them the stack's pods may hold at once and whether one is left to spare "
+        "for the pods of a lost or drained node.")
     gpu_architecture: text(r"^sm[0-9]{2,3}a?$", "a CUDA architecture such as 'sm90'") | None = Field(
         None, description="CUDA architecture of the pool; part of the JIT cache key. Unset: gpuType's (H20, H100 "
         "and H200 sm90, A100 sm80, L40S and L4 sm89, B200 sm100).")

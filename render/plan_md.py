@@ -11,7 +11,7 @@ from config_model.stack import secret_command
 from policy.engines import ENGINES
 from policy.manifests import flag_value
 from policy.workloads import gpu_count, pod_templates
-from render import consumers_md, gpu_budget_md, model_families_md, multinode_md
+from render import consumers_md, gpu_budget_md, model_families_md, multinode_md, node_loss_md
 from render.manifest_facts import (
     ab_pairs,
     autoscalers,
@@ -293,6 +293,7 @@ def plan_md(rendered: Rendered) -> str:
     lines += model_families_md.plan_section(rendered)
     lines += _topology_section(rendered)
     lines += multinode_md.section(rendered)
+    lines += node_loss_md.section(rendered)
     lines += _memory_section(rendered)
     lines += gpu_budget_md.section(rendered.config)
     lines += time_to_serving_section(rendered)
