@@ -92,6 +92,17 @@ def _bytes(value: object) -> int | None:
     return None if q is None else quantity.value(q)
 
 
+def pod_totals(pod: dict) -> tuple[int, int]:
+    """(request, limit) of a pod spec's ephemeral storage as the scheduler and the kubelet count it: the sum of
+    its containers', or its largest init container's where that is larger (k8s.io/component-helpers
+    resource/helpers.go PodRequests, PodLimits; no init container of ours restarts)."""
+    def total(group: str, kind: str) -> list[int]:
+        return [_bytes(((c.get("resources") or {}).get(kind) or {}).get(RESOURCE)) or 0
+                for c in pod.get(group) or []]
+    return tuple(max(sum(total("containers", k)), max(total("initContainers", k), default=0))
+                 for k in ("requests", "limits"))  # type: ignore[return-value]
+
+
 def ephemeral_storage_bounded(resource_type: str, props: dict) -> list[str]:
     """Every container of every pod template has an ephemeral-storage request and limit, and a pod's
     containers' limits hold its disk emptyDirs' sizeLimits (else the pod is evicted for its total first)."""
