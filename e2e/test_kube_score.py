@@ -44,9 +44,10 @@ PARSED_KINDS = {"Pod", "Job", "CronJob", "Deployment", "StatefulSet", "DaemonSet
                 "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler"}
 
 # The shipped stacks and the variants the unit tests render (tests/variants.py, tests/test_pd.py CASES,
-# tests/multinode_stacks.py GROUP_PAIRS): every orchestrator, topology and group form once.
+# tests/multinode_stacks.py GROUP_PAIRS): every orchestrator, topology and group form once, and the clients'
+# policies of a stack without the gateway (tests/test_consumers.py).
 SHIPPED = ("dev", "staging", "prod")
-VARIANTS = ("vllm-stormservice", "sglang-rolebasedgroup", "pd-fleets", "pd-same-pod", "hybrid-stormservice",
+VARIANTS = ("vllm-stormservice", "sglang-rolebasedgroup", "clients-stormservice", "pd-fleets", "pd-same-pod", "hybrid-stormservice",
             "hybrid-deployment", "r1-leaderworkerset-vllm", "r1-leaderworkerset-sglang", "r1-stormservice-sglang",
             "r1-rolebasedgroup-sglang")
 ALL = SHIPPED + VARIANTS
@@ -56,6 +57,7 @@ def _stack_file(name: str):
     """The stack file of one render name, built as the unit tests build it."""
     import multinode_stacks
     import variants
+
     from render import stackfile
     if name in SHIPPED:
         return stackfile.read(ROOT, name)
@@ -69,6 +71,12 @@ def _stack_file(name: str):
                                           "hybrid-deployment": ("hybrid", "deployment", 32)}[name]
         import test_pd
         return test_pd.stack(topology, orchestrator, budget)
+    if name == "clients-stormservice":
+        # No gateway: other teams' namespaces are admitted to each model's Service pods by a policy of its own.
+        m = variants.model(orchestrator="stormservice")
+        m.pop("rollout")
+        return variants.variant_file(models=[m], gateway={"enabled": False},
+                                     networkPolicy={"clients": {"namespaces": ["team-a"]}})
     engine, orchestrator = name.split("-")
     return variants.pair_file(engine, orchestrator)
 
