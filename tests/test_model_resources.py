@@ -11,12 +11,12 @@ import functools
 import pytest
 from conftest import k8s_objects
 from crd_schemas import raw_crd_index
+from pod_disk import engine_disk
 from policy_server import PackServer, operation
 from test_config import problems, raw_config
 from variants import model, render, variant_file
 
 from components.topologies import pod_resources
-from policy import ephemeral_storage as es
 from policy import pack
 from policy.workloads import containers, gpu_count, pod_templates
 from stacks import loader
@@ -64,19 +64,6 @@ def engine_pod(objects: list[dict], name: str) -> dict:
 def engine_container(pod: dict) -> dict:
     return next(c for c in pod["containers"] if c["name"] == "engine")
 
-
-def engine_disk(pod: dict, container: dict) -> dict:
-    """The engine container's resources without its ephemeral storage, which must be the rule's for an engine
-    (policy/ephemeral_storage.py): logs, the engine's writable-layer allowance and the compile-cache emptyDir
-    shared by the engine containers that mount it."""
-    res = copy.deepcopy(container["resources"])
-    disk = {k: v.pop(es.RESOURCE) for k, v in res.items()}
-    cache = next(v for v in pod["volumes"] if v["name"] == "compile-cache")
-    size = es.disk_empty_dirs([cache]).get("compile-cache", 0)
-    sharing = sum(1 for c in pod["containers"] if any(m["name"] == "compile-cache" for m in c.get("volumeMounts", [])))
-    share = -(-size // sharing) if size else 0
-    assert disk == {k: es.text(es.LOGS + w + share) for k, w in zip(("requests", "limits"), es.ENGINE_WRITABLE)}
-    return res
 
 
 def shm_of(pod: dict) -> dict:
