@@ -16,8 +16,8 @@ The gate: no CRITICAL that is not skipped; every ignored id has its reason besid
 (components/scanner_exceptions.py writes both), container-resources never among them (it implies the
 ephemeral-storage check: scorecard/scorecard.go impliedIgnoreAnnotations); no kube-score annotation on a
 kind kube-score does not read; and each ignored id still fires on its object without the annotations, so
-an exception the program no longer needs fails here until it is removed. Warnings are not gated (the
-missing egress policies among them: score/networkpolicy reports those as WARNING).
+an exception the program no longer needs fails here until it is removed. Warnings are not gated (a pod
+without an egress policy would be one: score/networkpolicy reports it as WARNING).
 """
 
 from __future__ import annotations
