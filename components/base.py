@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pulumi
 
+from components.scanner_exceptions import DIGEST_PINNED, scanner_exceptions
+
 # The API group/version of AIBrix's StormService and RayClusterFleet (CRDs in ../shared/crds/aibrix).
 AIBRIX_ORCHESTRATION_API = "orchestration.aibrix.ai/v1alpha1"
 
@@ -58,4 +60,5 @@ NOT_AWAITED = {"pulumi.com/skipAwait": "true"}
 
 
 def job_metadata(name: str, namespace: str, component: str, awaited: bool = True) -> dict:
-    return {**metadata(name, namespace, component), "annotations": dict(RERUN_UNREADY if awaited else NOT_AWAITED)}
+    return {**metadata(name, namespace, component),
+            "annotations": {**(RERUN_UNREADY if awaited else NOT_AWAITED), **scanner_exceptions(DIGEST_PINNED)}}

@@ -29,17 +29,16 @@ from components.engines import (
 )
 from components.gateway import RouteBackend, service_name
 from components.group import group_pod_templates, spans_nodes
-from components.orchestrators import orchestrator_of, rollout_deadline_seconds, rollout_strategy
+from components.orchestrators import engine_pod_kinds, orchestrator_of, rollout_deadline_seconds, rollout_strategy
 from components.orchestrators.base import WAIT_FOR
 from components.pod_template import (
-    ENGINE_SCANNER_EXCEPTIONS,
     EngineContainer,
     EnginePodSpec,
     ModelMount,
     engine_pod_template,
-    scanner_exceptions,
 )
 from components.routing import ANN_MODEL_CONFIG, metric_port_labels, model_config, routing_strategy
+from components.scanner_exceptions import ENGINE_SCANNER_EXCEPTIONS, scanner_exceptions, unscanned_pods
 from components.secrets import ConsumerKeys, secret_tag_annotation
 from components.topologies import gpus_per_pod, peak_replicas, pod_resources
 from config_model import CompileCache, GpuPool, ServedModel
@@ -63,6 +62,11 @@ def serving_selector(model: ServedModel) -> dict[str, str]:
 def group_leader_selector(model: ServedModel) -> dict[str, str]:
     """The leaders of a model's groups: its engine pods with the labels only the orchestrator's leaders carry."""
     return {**served_model_selector(model), **orchestrator_of(model).leader_selector(model)}
+
+
+def service_exceptions(model: ServedModel) -> dict[str, str]:
+    """A Service of the model's engine pods: kube-score's exception when custom resources own them all."""
+    return scanner_exceptions(unscanned_pods("service-targets-pod", engine_pod_kinds(model)))
 
 
 def aibrix_labels(model: ServedModel) -> dict[str, str]:
@@ -235,5 +239,6 @@ class CombinedEngine(Component):
         # A group's route reaches its leader only (the workers of vLLM serve no port, SGLang's a placeholder).
         self.route_backend = RouteBackend(
             served_model_name=m.served_model_name, service_name=service_name(m), selector=serving_selector(m),
-            port=engine_of(m).PORT, target_port="engine", service_labels=aibrix_labels(m), timeouts=wait)
+            port=engine_of(m).PORT, target_port="engine", service_labels=aibrix_labels(m), timeouts=wait,
+            annotations=service_exceptions(m))
         self.register_outputs({"workload": m.name})

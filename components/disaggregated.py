@@ -33,6 +33,7 @@ from components.combined import (
     rollout_deadline_seconds,
     rollout_timeouts,
     served_model_selector,
+    service_exceptions,
 )
 from components.engines import (
     OFFLINE_ENV,
@@ -45,18 +46,17 @@ from components.engines import (
 from components.gateway import RouteBackend, service_name
 from components.orchestrators import orchestrator_of
 from components.pod_template import (
-    ENGINE_SCANNER_EXCEPTIONS,
     SCRIPTS_MOUNT,
     EngineContainer,
     container_security,
     engine_pod_template,
-    scanner_exceptions,
     secret_env,
     startup_failure_threshold,
     tcp_probe,
 )
 from components.routing import ANN_MODEL_CONFIG
 from components.routing import model_config as routing_model_config
+from components.scanner_exceptions import ENGINE_SCANNER_EXCEPTIONS, scanner_exceptions
 from components.topologies import roleset_name, topology_of
 from components.topologies.pd import PD_STRATEGY
 from components.topologies.pd_same_pod import PROXY_CPU, PROXY_MEMORY_GIB
@@ -215,7 +215,8 @@ class DisaggregatedEngine(Component):
                 opts=self.child_opts(custom_timeouts=wait))
         self.route_backend = RouteBackend(
             served_model_name=m.served_model_name, service_name=service_name(m), selector=served_model_selector(m),
-            port=vllm.PORT, target_port="engine", service_labels=aibrix_labels(m), timeouts=wait)
+            port=vllm.PORT, target_port="engine", service_labels=aibrix_labels(m), timeouts=wait,
+            annotations=service_exceptions(m))
         self.register_outputs({"roleset": roleset_name(m)})
 
 
@@ -283,5 +284,5 @@ class SamePodPdEngine(Component):
             served_model_name=m.served_model_name, service_name=m.name, selector=served_model_selector(m),
             port=m.same_pod.proxy_port, target_port="proxy",
             service_labels={**aibrix_labels(m), "model.aibrix.ai/port": str(m.same_pod.proxy_port)},
-            timeouts=rollout_timeouts(m))
+            timeouts=rollout_timeouts(m), annotations=service_exceptions(m))
         self.register_outputs({})

@@ -41,6 +41,7 @@ class RouteBackend:
     # v4.32.0 provider/pkg/await/service.go DefaultServiceTimeoutMins), on create and update; its
     # pods may be in a 12-23 minute cold start, so it waits as long as their rollout.
     timeouts: pulumi.CustomTimeouts | None = None
+    annotations: dict[str, str] = field(default_factory=dict)   # the Service's (scanner exceptions)
 
 
 def service_name(model: ServedModel) -> str:
@@ -94,7 +95,8 @@ class ModelRoutes(Component):
         for b in args.backends:
             services.append(k8s.core.v1.Service(
                 f"{name}-{b.service_name}-service",
-                metadata=metadata(b.service_name, ns, "engine", b.service_labels),
+                metadata={**metadata(b.service_name, ns, "engine", b.service_labels),
+                          **({"annotations": dict(b.annotations)} if b.annotations else {})},
                 spec={"type": "ClusterIP", "selector": b.selector,
                       "ports": [{"name": "http", "port": b.port, "targetPort": b.target_port, "protocol": "TCP",
                                  "appProtocol": "http"}]},

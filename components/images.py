@@ -34,6 +34,13 @@ from components.pod_template import SCRIPTS_MOUNT, container_security, cpu_job_p
 from config_model import GpuPool, ImageRef, Images
 
 COPY_TIMEOUT_SECONDS = 3600
+# HOME and TMPDIR of skopeo. A registry-to-registry copy streams each blob from source to destination: the
+# only temporary file on that path is for --dest-precompute-digests, which mirror_images.sh does not pass
+# (containers/image v5.36.1 docker/docker_image_dest.go PutBlobWithOptions: streamdigest.ComputeBlobInfo only
+# with DockerRegistryPushPrecomputeDigests; the other big-file temporaries are docker-archive, oci-archive,
+# sif and containers-storage transports). So it holds skopeo's blob-info cache and the like: 1Gi, not the
+# image sizes (it was 100Gi, which every pod would now have to reserve on a CPU node's disk).
+COPY_TMP = "1Gi"
 
 @dataclass(frozen=True)
 class ImageMirrorArgs:
@@ -139,7 +146,7 @@ class ImageMirror(Component):
         pod = cpu_job_pod(args.gpu_pool, [copier], [
             {"name": "auth", "secret": {"secretName": args.pull_secret_name}},
             {"name": "scripts", "configMap": {"name": args.scripts_config_map, "defaultMode": 0o555}},
-            {"name": "tmp", "emptyDir": {"sizeLimit": "100Gi"}}], model_label_keys=args.model_label_keys)
+            {"name": "tmp", "emptyDir": {"sizeLimit": COPY_TMP}}], model_label_keys=args.model_label_keys)
         timeout = f"{COPY_TIMEOUT_SECONDS}s"
         self.copy_job = k8s.batch.v1.Job(
             f"{name}-copy",

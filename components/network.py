@@ -116,6 +116,7 @@ class NetworkArgs:
     client_targets: list[ClientTarget] = field(default_factory=list)
     groups: list[ModelGroups] = field(default_factory=list)     # the models spanning nodes
     egress: EgressArgs | None = None                            # None: egress not restricted
+    annotations: dict[str, dict[str, str]] = field(default_factory=dict)   # policy name -> its scanner exceptions
 
 
 @dataclass(frozen=True)
@@ -250,10 +251,15 @@ class NetworkPolicies(Component):
         # mid-download, never sees a moment with the deny and without its allowance.
         deny = specs.pop(DEFAULT_DENY_EGRESS, None)
         made = [k8s.networking.v1.NetworkPolicy(
-            f"{name}-{policy_name}", metadata=metadata(policy_name, args.namespace, "network-policy"),
+            f"{name}-{policy_name}", metadata=self.metadata(args, policy_name),
             spec=spec, opts=self.child_opts()) for policy_name, spec in specs.items()]
         if deny is not None:
             k8s.networking.v1.NetworkPolicy(
-                f"{name}-{DEFAULT_DENY_EGRESS}", metadata=metadata(DEFAULT_DENY_EGRESS, args.namespace, "network-policy"),
+                f"{name}-{DEFAULT_DENY_EGRESS}", metadata=self.metadata(args, DEFAULT_DENY_EGRESS),
                 spec=deny, opts=self.child_opts(depends_on=made))
         self.register_outputs({})
+
+    @staticmethod
+    def metadata(args: NetworkArgs, policy_name: str) -> dict:
+        annotations = args.annotations.get(policy_name)
+        return {**metadata(policy_name, args.namespace, "network-policy"), **({"annotations": annotations} if annotations else {})}

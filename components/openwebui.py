@@ -12,10 +12,12 @@ import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
 from components.ops_commands import checked_endpoint
-from components.pod_template import container_security, scanner_exceptions, secret_env
+from components.pod_template import container_security, secret_env
 from components.retention import kept, kept_annotations
+from components.scanner_exceptions import DIGEST_PINNED, scanner_exceptions
 from components.secrets import secret_tag_annotation
 from config_model import OpenWebUi
+from policy.ephemeral_storage import OPENWEBUI_WRITABLE, with_ephemeral_storage
 
 NAME = "open-webui"
 PORT = 8080
@@ -24,6 +26,15 @@ SCANNER_EXCEPTIONS = {
     "CKV_K8S_40": "the OpenWebUI image runs as root and is not validated as another user",
     "CKV_K8S_22": "OpenWebUI writes its static build and caches under /app at start",
     "CKV_K8S_35": "OpenWebUI reads connection keys only from OPENAI_API_KEYS; a secretKeyRef env is the narrower exposure",
+    **DIGEST_PINNED,
+    "container-security-context-user-group-id": "the OpenWebUI image runs as root and is not validated as another user",
+    "container-security-context-readonlyrootfilesystem": "OpenWebUI writes its static build and caches under /app at start",
+    # OpenWebUI serves GET /health/db beside /health (a SELECT 1 on its database), the readiness a UI wants;
+    # it is in main.py both before and after v0.7.2 (open-webui PR #22507 added /ready on 2026-03-09), but
+    # the source at the pinned tag could not be read here (the repository is too large to fetch), so the
+    # probes stay on /health until it is.
+    "pod-probes-identical": "both probes GET /health, the one route of the OpenWebUI image checked here; a "
+                            "readiness path of its own is unverified at the pinned tag",
 }
 
 
@@ -62,6 +73,7 @@ def deployment_spec(args: OpenWebUiArgs) -> dict:
     }
     if args.image_pull_secrets:
         pod["imagePullSecrets"] = [{"name": n} for n in args.image_pull_secrets]
+    with_ephemeral_storage(pod, {NAME: OPENWEBUI_WRITABLE})
     # One writer of a ReadWriteOnce claim: replace, never overlap.
     return {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selector},
             "template": {"metadata": {"labels": {**labels(NAME, "ui")},

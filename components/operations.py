@@ -17,7 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, job_metadata, labels, metadata
-from components.combined import rollout_timeouts, served_model_selector, serving_selector
+from components.combined import rollout_timeouts, served_model_selector, service_exceptions, serving_selector
 from components.engines import max_model_len, smoke_settings, tokenizer_mode
 from components.group import spans_nodes
 from components.ops_commands import Engines, SmokeRoute, load_test_plan, smoke_args, warmup_args
@@ -200,7 +200,7 @@ class ModelOperations(Component):
             # Nothing for Pulumi to await: the Job checks every engine itself before each round.
             engines = k8s.core.v1.Service(
                 f"{name}-engines", metadata={**metadata(engines_service(m), ns, "load-test"),
-                                             "annotations": {"pulumi.com/skipAwait": "true"}},
+                                             "annotations": {"pulumi.com/skipAwait": "true", **service_exceptions(m)}},
                 spec={"clusterIP": "None", "publishNotReadyAddresses": True, "selector": serving_selector(m),
                       "ports": [{"name": f"metrics-{p}", "port": p, "targetPort": p, "protocol": "TCP"}
                                 for p in engine_metric_ports(m)]},

@@ -16,6 +16,7 @@ from typing import Any
 from config_model import CompileCache, GpuPool
 from config_model.resources import GIB, MILLI, EngineResources, cpu_text, memory_text
 from policy.engines import ENGINES
+from policy.ephemeral_storage import ENGINE_WRITABLE, SIDECAR_WRITABLE, with_ephemeral_storage
 
 PROBE_PERIOD_SECONDS = 10
 SCRIPTS_MOUNT = "/opt/llm-serving"
@@ -168,21 +169,7 @@ def cpu_job_pod(pool: GpuPool, containers: list[dict], volumes: list[dict], init
     pod["volumes"] = volumes
     if image_pull_secrets:
         pod["imagePullSecrets"] = [{"name": n} for n in image_pull_secrets]
-    return pod
-
-
-def scanner_exceptions(reasons: dict[str, str]) -> dict[str, str]:
-    """checkov skip annotations, one per deliberate exception, each with its reason."""
-    return {f"checkov.io/skip{i}": f"{check}={reason}" for i, (check, reason) in enumerate(sorted(reasons.items()), 1)}
-
-
-# Why engine containers keep what the scanner flags (vendor vLLM/SGLang images).
-ENGINE_SCANNER_EXCEPTIONS = {
-    "CKV_K8S_23": "the vendor vLLM and SGLang images run as root and are not validated as another user",
-    "CKV_K8S_40": "the vendor vLLM and SGLang images run as root and are not validated as another user",
-    "CKV_K8S_22": "engines write runtime sockets and kernels under /tmp and /root beside the cache volume",
-    "CKV_K8S_35": "vLLM reads its API key only from VLLM_API_KEY or argv; a secretKeyRef env is the narrower exposure",
-}
+    return with_ephemeral_storage(pod)   # read-only roots: logs and emptyDirs only
 
 
 # The label NVIDIA's GPU feature discovery puts on every GPU node: what marks a GPU node when the
@@ -388,4 +375,6 @@ def engine_pod_template(spec: EnginePodSpec) -> dict:
     }
     if spec.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.image_pull_secrets]
-    return {"metadata": {"labels": dict(spec.labels), "annotations": annotations}, "spec": pod_spec}
+    writable = {**{s["name"]: SIDECAR_WRITABLE for s in spec.sidecars}, **{e.name: ENGINE_WRITABLE for e in spec.engines}}
+    return {"metadata": {"labels": dict(spec.labels), "annotations": annotations},
+            "spec": with_ephemeral_storage(pod_spec, writable)}

@@ -26,10 +26,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.base import Component, labels, metadata
-from components.pod_template import GPU_NODE_LABEL, container_security, job_pod_security, scanner_exceptions
+from components.pod_template import GPU_NODE_LABEL, container_security, job_pod_security
+from components.scanner_exceptions import DIGEST_PINNED, scanner_exceptions
 from components.topologies import pod_resources, topology_of
 from config_model import GpuPool, ImageRef, ServedModel
 from config_model.resources import EngineResources, node_pool_key
+from policy.ephemeral_storage import with_ephemeral_storage
 
 COMPONENT = "image-prepull"
 # A GPU-less container of an image that sets NVIDIA_VISIBLE_DEVICES=all (the CUDA base images do)
@@ -55,6 +57,7 @@ UPDATE_STRATEGY = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 
 SCANNER_EXCEPTIONS = {
     "CKV_K8S_8": "an idle holder of the engine image serves nothing, so there is nothing for a liveness probe to check",
     "CKV_K8S_9": "an idle holder of the engine image serves nothing, so there is no readiness to report to anyone",
+    **DIGEST_PINNED,
 }
 
 
@@ -138,7 +141,7 @@ def prepull_pod_spec(image: Any, pool: GpuPool | EngineResources,
             {"matchExpressions": [{"key": GPU_NODE_LABEL, "operator": "Exists"}]}]}}}
     if image_pull_secrets:
         pod["imagePullSecrets"] = [{"name": n} for n in image_pull_secrets]
-    return pod
+    return with_ephemeral_storage(pod)   # idle on a read-only root: its logs (image layers are the node's imagefs)
 
 
 def prepull_daemonset(name: str, namespace: str, image: Any, pool: GpuPool | EngineResources,

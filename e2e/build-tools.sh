@@ -8,7 +8,7 @@
 # only links. Nothing built here is committed.
 #
 #   e2e/build-tools.sh [name ...]   names: etcd kubernetes kwok pulumi pulumi-kubernetes aibrix kuberay rbg
-#                                   scheduler-plugins quantity yamlread envoy-gateway (default: all)
+#                                   scheduler-plugins quantity yamlread envoy-gateway kube-score (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -173,6 +173,18 @@ build_envoy_gateway() {
 	stamp envoy-gateway egctl
 }
 
+# e2e/test_kube_score.py's scanner: kube-score v1.20.0 over every render (issue 30). Its go.mod has no replace
+# directives; the wrapper pins it and its go.sum like the others. Upstream's .goreleaser.yml uses goreleaser's
+# default ldflags, which set main.version (cmd/kube-score/cmd_version.go: "development" otherwise), without the "v".
+build_kube_score() {
+	fresh kube-score kube-score && return
+	local v
+	v=$(module_version kube-score github.com/zegl/kube-score)
+	(cd "$TOOLS/kube-score" && "${GO_BUILD[@]}" -ldflags "-s -w -X main.version=${v#v}" \
+		-o "$BIN/kube-score" github.com/zegl/kube-score/cmd/kube-score)
+	stamp kube-score kube-score
+}
+
 check_kubernetes_pins() { # [name [module...]]: the wrapper's modules at the versions e2e/tools/kubernetes builds with
 	local name=${1:-quantity} module want have
 	shift || true
@@ -231,7 +243,8 @@ check_kubernetes_replaces() {
 	fi
 }
 
-ALL=(etcd kwok kubernetes pulumi pulumi-kubernetes aibrix kuberay rbg scheduler-plugins quantity yamlread envoy-gateway)
+ALL=(etcd kwok kubernetes pulumi pulumi-kubernetes aibrix kuberay rbg scheduler-plugins quantity yamlread envoy-gateway
+	kube-score)
 WANT=("$@")
 [[ ${#WANT[@]} -gt 0 ]] || WANT=("${ALL[@]}")
 command -v go >/dev/null || { echo "go not found: the e2e tools build with Go 1.26 from the Go module proxy" >&2; exit 2; }
@@ -241,7 +254,7 @@ for name in "${WANT[@]}"; do
 	i=$((i + 1))
 	case "$name" in
 	etcd | kwok | kubernetes | pulumi | pulumi-kubernetes | aibrix | kuberay | rbg | scheduler-plugins | quantity | yamlread | \
-		envoy-gateway) ;;
+		envoy-gateway | kube-score) ;;
 	*) echo "unknown tool '$name' (one of: ${ALL[*]})" >&2; exit 2 ;;
 	esac
 	t0=$(date +%s)

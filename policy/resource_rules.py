@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from policy.ephemeral_storage import ephemeral_storage_bounded  # noqa: F401  (policy.rules re-exports every rule)
 from policy.pod_rules import (  # noqa: F401  (policy.rules re-exports every rule)
     engine_probes_are_tcp,
     gpu_counts_match_parallel_size,
@@ -84,4 +85,6 @@ RESOURCE_POLICIES = [
     ResourcePolicy("group-patches", "RoleBasedGroup template patches change pod labels and annotations only.",
                    group_patches_touch_metadata_only),
     ResourcePolicy("capabilities-minimal", "Only IPC_LOCK is added, and only with RDMA.", capabilities_minimal),
+    ResourcePolicy("ephemeral-storage", "Every container, custom resources' included, has an ephemeral-storage request "
+                   "and limit; a pod's limits hold its disk emptyDirs' sizeLimits.", ephemeral_storage_bounded),
 ]

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from components.orchestrators.base import GROUP_ROLE
+from policy import ephemeral_storage
 from policy.engines import engine_of_argv
 from policy.gpu_accounting import peak_gpus
 from policy.manifests import flag_value, quantity_gib
@@ -77,6 +78,9 @@ def workload_rows(rendered: Rendered) -> list[dict[str, Any]]:
                 "images": sorted({c.get("image", "") for _, c in containers(ref.template)}),
                 "probes": "; ".join(f"{c['name']}: {probe_kinds(c)}" for c in main),
                 "modelMount": _model_mount_mode(ref.template),
+                # What the scheduler reserves of the node's disk for one pod, and what the kubelet evicts it past.
+                "nodeDisk": " / ".join(ephemeral_storage.text(n) for n in ephemeral_storage.pod_totals(
+                    ref.template.get("spec") or {})),
                 # Which model's pods, and their part in a group spanning nodes (leader, worker; None: not a group's).
                 "model": labels.get("llm-serving.io/model"), "groupRole": labels.get(GROUP_ROLE),
             })

@@ -275,8 +275,8 @@ def plan_md(rendered: Rendered) -> str:
         "",
         "## Workloads",
         "",
-        "| Kind | Name | Replicas | Rollout extra pods (surge + known overshoot) | GPUs per pod | Peak GPUs | Images (by digest) | Probes | Model mount (volume/mounts) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| Kind | Name | Replicas | Rollout extra pods (surge + known overshoot) | GPUs per pod | Peak GPUs | Images (by digest) | Probes | Model mount (volume/mounts) | Node disk per pod (ephemeral-storage request / limit) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     shapes = multinode_md.group_shapes(rendered.config)
     templates: dict[tuple[str, str], int] = {}
@@ -288,7 +288,7 @@ def plan_md(rendered: Rendered) -> str:
         replicas = r["replicas"] if shape is None or shape.kind != r["kind"] else multinode_md.group_pods_words(
             shape, r["replicas"], r["groupRole"] if templates[(r["kind"], r["name"])] > 1 else None)
         lines.append(f"| {r['kind']} | {r['name']} | {replicas} | {r['surge']} | {r['gpusPerPod']} | "
-                     f"{r['peakGpus']} | {images} | {r['probes']} | {r['modelMount']} |")
+                     f"{r['peakGpus']} | {images} | {r['probes']} | {r['modelMount']} | {r['nodeDisk']} |")
     lines += rollout_section(rendered)
     lines += model_families_md.plan_section(rendered)
     lines += _topology_section(rendered)

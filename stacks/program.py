@@ -27,6 +27,7 @@ from components.images import ImageMirror, ImageMirrorArgs
 from components.monitoring import EngineMonitoring, MonitoringArgs
 from components.network import ClientTarget, NetworkArgs, NetworkPolicies, model_groups
 from components.network_egress import egress_args
+from components.network_exceptions import policy_exceptions
 from components.openwebui import OpenWebUiApp, OpenWebUiArgs
 from components.operations import BenchResults, ModelOperations, OperationsArgs
 from components.ops_commands import gateway_endpoint
@@ -340,7 +341,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     if cfg.network_policy.enabled:
         ops_monitoring = cfg.operations.monitoring
         # Peers by namespace and upstream pod labels, ports by container port name (network.py).
-        NetworkPolicies("network", NetworkArgs(
+        network = NetworkArgs(
             namespace=ns, gateway_namespace=cfg.gateway.namespace if cfg.gateway.enabled else None,
             gateway_name=cfg.gateway.name, gateway_proxy_namespace=cfg.gateway.proxy_namespace,
             prometheus_namespace=ops_monitoring.prometheus_namespace if ops_monitoring.enabled else None,
@@ -351,7 +352,9 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             groups=[model_groups(m) for m in cfg.models if spans_nodes(m)],
             egress=egress_args(cfg, engine_models(cfg), backends),
             client_targets=[] if exports.through_gateway(cfg) else [
-                ClientTarget(b.service_name, b.selector, b.target_port) for b in backends]), opts)
+                ClientTarget(b.service_name, b.selector, b.target_port) for b in backends])
+        clients = {b.service_name: m.name for m, b in zip(engine_models(cfg), backends)}
+        NetworkPolicies("network", replace(network, annotations=policy_exceptions(network, engine_models(cfg), clients)), opts)
 
     _operations(cfg, ns, routes, rolled_out, images, serving_secrets, scripts, volume, retained, opts)
 

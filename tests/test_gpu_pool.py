@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PROJECT_DIR, k8s_objects, render_stack
+from pod_disk import engine_disk
 from test_config import SECRETS, problems, raw_config
 from variants import model, render, variant_file
 
@@ -110,7 +111,8 @@ def _engine(objects: list[dict]) -> tuple[dict, dict]:
     spec = dep["spec"]["template"]["spec"]
     container = next(c for c in spec["containers"] if c["name"] == "engine")
     shm = next(v for v in spec["volumes"] if v["name"] == "shm")["emptyDir"]["sizeLimit"]
-    return container["resources"], quantity_gib(shm)
+    # Its ephemeral storage is the rule's (tests/pod_disk.py); the rest is the pool's.
+    return engine_disk(spec, container), quantity_gib(shm)
 
 
 @pytest.mark.parametrize("gpu", sorted(NODES))

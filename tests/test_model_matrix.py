@@ -23,6 +23,7 @@ from conftest import k8s_objects
 from engine_containers import option_names, rendered_variants, sglang_options
 from engine_containers import vllm_releases as parse_every_vllm_argv
 from model_matrix import BY_KEY, CASES, Case
+from pod_disk import engine_disk
 from test_config import raw_config
 from variants import stack_project
 
@@ -139,7 +140,7 @@ def test_the_engine_pod_fits_its_node(rendered, plans, key):
     shm = next(v for v in template["spec"]["volumes"] if v["name"] == "shm")["emptyDir"]
     assert shm["medium"] == "Memory"
     assert SHM_GIB_PER_GPU * c.tp <= gib(shm["sizeLimit"]) < memory_limit
-    res = engine["resources"]
+    res = engine_disk(template["spec"], engine)   # its ephemeral storage the rule's, checked there
     inherited = table_rows_after(plans[key], "## Defaults this stack inherits")
     if c.node is not None:
         node_cpu, node_gib = c.node

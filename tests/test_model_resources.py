@@ -11,6 +11,7 @@ import functools
 import pytest
 from conftest import k8s_objects
 from crd_schemas import raw_crd_index
+from pod_disk import engine_disk
 from policy_server import PackServer, operation
 from test_config import problems, raw_config
 from variants import model, render, variant_file
@@ -64,6 +65,7 @@ def engine_container(pod: dict) -> dict:
     return next(c for c in pod["containers"] if c["name"] == "engine")
 
 
+
 def shm_of(pod: dict) -> dict:
     return next(v for v in pod["volumes"] if v["name"] == "shm")["emptyDir"]
 
@@ -79,10 +81,10 @@ def raw_two() -> dict:
 def test_each_model_renders_its_own_requests_limits_shm_and_node_pool():
     objects = k8s_objects(rendered_two())
     big_pod, small_pod = engine_pod(objects, "qwen-72b"), engine_pod(objects, "qwen-32b")
-    assert engine_container(big_pod)["resources"] == {
+    assert engine_disk(big_pod, engine_container(big_pod)) == {
         "requests": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "4"},
         "limits": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "4"}}
-    assert engine_container(small_pod)["resources"] == {
+    assert engine_disk(small_pod, engine_container(small_pod)) == {
         "requests": {"cpu": "15500m", "memory": "96Gi", "nvidia.com/gpu": "2"},
         "limits": {"cpu": "24", "memory": "128Gi", "nvidia.com/gpu": "2"}}
     assert shm_of(big_pod) == {"medium": "Memory", "sizeLimit": "32Gi"}
@@ -149,8 +151,9 @@ def dev_pool_selector() -> dict:
 def test_a_stack_without_per_model_values_keeps_the_pool_defaults():
     """Field report 2.1 through gpuPool: 64/320Gi request, 128/512Gi limit, 128Gi /dev/shm."""
     pod = engine_pod(k8s_objects(render(variant_file())), "deepseek-v4-flash")
-    assert engine_container(pod)["resources"]["requests"] == {"cpu": "64", "memory": "320Gi", "nvidia.com/gpu": "8"}
-    assert engine_container(pod)["resources"]["limits"] == {"cpu": "128", "memory": "512Gi", "nvidia.com/gpu": "8"}
+    resources = engine_disk(pod, engine_container(pod))
+    assert resources["requests"] == {"cpu": "64", "memory": "320Gi", "nvidia.com/gpu": "8"}
+    assert resources["limits"] == {"cpu": "128", "memory": "512Gi", "nvidia.com/gpu": "8"}
     assert shm_of(pod)["sizeLimit"] == "128Gi"
 
 

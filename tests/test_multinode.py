@@ -88,7 +88,7 @@ def test_without_rdma_there_is_no_rdma_device_nor_ipc_lock():
     for t in ("leaderTemplate", "workerTemplate"):
         (c,) = lws["spec"]["leaderWorkerTemplate"][t]["spec"]["containers"]
         assert IPC_LOCK not in (c["securityContext"]["capabilities"].get("add") or [])
-        assert set(c["resources"]["limits"]) == {"cpu", "memory", "nvidia.com/gpu"}
+        assert set(c["resources"]["limits"]) == {"cpu", "memory", "nvidia.com/gpu", "ephemeral-storage"}
         assert "affinity" not in lws["spec"]["leaderWorkerTemplate"][t]["spec"]
 
 

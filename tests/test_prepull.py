@@ -69,7 +69,8 @@ def test_each_engine_image_is_held_on_the_gpu_pool_by_a_gpu_free_daemonset(sourc
         for c in pod["containers"]:
             res = c["resources"]
             assert GPU not in res["requests"] and GPU not in res["limits"] and res["requests"] == res["limits"]
-            assert res["limits"] == {"cpu": "10m", "memory": "32Mi"}
+            # Its logs' allowance of disk (policy/ephemeral_storage.py): idle on a read-only root.
+            assert res["limits"] == {"cpu": "10m", "memory": "32Mi", "ephemeral-storage": "64Mi"}
             sc = c["securityContext"]
             assert sc["readOnlyRootFilesystem"] and sc["runAsNonRoot"] and sc["capabilities"] == {"drop": ["ALL"]}
             # The image's ENTRYPOINT is the server: replaced by the interpreter the model gate already uses there.

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from components.orchestrators import deployment, leaderworkerset, rolebasedgroup, stormservice
 from components.orchestrators.base import Orchestrator, rollout_deadline_seconds, selector
+from components.topologies import topology_of
 from config_model import ServedModel
 
-__all__ = ["ORCHESTRATORS", "Orchestrator", "orchestrator_of", "rollout_deadline_seconds", "rollout_strategy",
-           "selector"]
+__all__ = ["FLEET_KIND", "ORCHESTRATORS", "Orchestrator", "engine_pod_kinds", "orchestrator_of", "rollout_deadline_seconds",
+           "rollout_strategy", "selector"]
 
 ORCHESTRATORS: dict[str, Orchestrator] = {o.name: o for o in (deployment.ORCHESTRATOR, stormservice.ORCHESTRATOR,
                                                               rolebasedgroup.ORCHESTRATOR,
@@ -33,3 +34,15 @@ def rollout_strategy(model: ServedModel) -> str:
         return model.rollout.strategy
     orchestrator = ORCHESTRATORS.get(model.orchestrator)
     return orchestrator.default_strategy(model) if orchestrator is not None else "RollingUpdate"
+
+
+FLEET_KIND = "RayClusterFleet"   # components/disaggregated.py DisaggregatedEngine
+
+
+def engine_pod_kinds(model: ServedModel) -> frozenset[str]:
+    """The kinds of the workloads this program renders that own a served model's engine pods: its own
+    workload's (a same-pod P/D pair always runs in a Deployment: components/disaggregated.py) and the P/D
+    fleets'. What a scanner that reads only built-in kinds can see of them (components/scanner_exceptions.py)."""
+    t = topology_of(model)
+    kinds = {"Deployment" if t.same_pod else ORCHESTRATORS[model.orchestrator].kind} if t.model_workload else set()
+    return frozenset(kinds | ({FLEET_KIND} if t.fleets else set()))
