@@ -68,6 +68,16 @@ def _argv0(pid: int) -> str:
         return ""
 
 
+def _program(pid: int) -> str:
+    """The program's name, with its module for an interpreter (`python -m pulumi.policy`)."""
+    try:
+        args = [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+    except OSError:
+        return "?"
+    name = Path(args[0]).name if args else "?"
+    return " ".join([name, *args[1:3]]) if name.startswith("python") else name
+
+
 def _pids() -> list[int]:
     return [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()]
 
@@ -122,7 +132,7 @@ class Cli:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
         left = [p for p in self.session() if p != cli]
-        names = sorted(Path(_argv0(p)).name for p in left)
+        names = sorted(_program(p) for p in left)
         for p in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(p, signal.SIGKILL)
