@@ -19,6 +19,9 @@ GPU = "nvidia.com/gpu"
 POOL_KEY = "e2e.llm-serving.io/pool"
 REVISION = "llm-serving.io/model-revision"
 JOB_NAME = "batch.kubernetes.io/job-name"
+# What the file backend says to a second update while a lock is held (pkg/backend/diy/lock.go checkForLock).
+LOCKED = ("error: the stack is currently locked by 1 lock(s). Either wait for the other process(es) to end or delete "
+          "the lock file with `pulumi cancel`.")
 
 
 def _job_pods(prefix: str) -> tuple[str, dict[str, str]]:
@@ -44,6 +47,7 @@ class FaultStack:
         self.node = f"gpu-{name}"
         self.secrets: dict[str, str] = {}
         self.claims: dict[str, str] | None = None
+        self.env: dict[str, str] = {}
 
     # -- set-up and tear-down ---------------------------------------------------------------------------------
     def init(self) -> None:
@@ -78,13 +82,16 @@ class FaultStack:
         self.pulumi.run("config", "set", "--path", f"llm-serving:{path}", value, stack=self.name)
 
     def run(self, *args: str, check: bool = True, **kw) -> Result:
-        return self.pulumi.run(*args, stack=self.name, check=check, timeout=600, **kw)
+        return self.pulumi.run(*args, stack=self.name, check=check, timeout=600, env=self.env, **kw)
 
     def up(self, *extra: str, check: bool = True) -> Result:
         return self.run("up", "--yes", "--skip-preview", *POLICY, *extra, check=check)
 
+    def start(self, *args: str) -> faults.Cli:
+        return faults.Cli(self.pulumi, *args, stack=self.name, env=self.env)
+
     def start_up(self) -> faults.Cli:
-        return faults.Cli(self.pulumi, "up", "--yes", "--skip-preview", *POLICY, stack=self.name)
+        return self.start("up", "--yes", "--skip-preview", *POLICY)
 
     def held_at(self, cli: faults.Cli, point: str) -> list[str]:
         """Waits (bounded) until `up` is held at `point`: a pod of it exists, gated, and the CLI still runs."""
@@ -94,6 +101,21 @@ class FaultStack:
         pods = faults.wait_until(f"pulumi up held at the {point}", held, 240, 1)
         log(f"{self.name}: up held at the {point} ({', '.join(pods)}) after {time.monotonic() - cli.start:.0f} s")
         return pods
+
+    def engine_await_passed(self, cli: faults.Cli) -> bool:
+        """Whether the provider already reported the engine Deployment updated while its new pod is held. It can:
+        with strategy Recreate the Deployment controller keeps the Complete conditions (NewReplicaSetAvailable)
+        at the new generation until the old ReplicaSet is scaled down, before the new one exists
+        (kubernetes/kubernetes#115538), and pulumi-kubernetes' awaiter (pkg/await/deployment.go
+        checkAndLogStatus, checkReplicaSetStatus) then takes the old ReplicaSet at 0 replicas for done ("Replicas
+        scaled to 0 for Deployment"). Then `up` is already in the smoke Job when interrupted."""
+        return "Deployment deepseek-v4-flash-deployment updated" in " ".join(cli.log.read_text().split())
+
+    def cluster_versions(self) -> dict[str, str]:
+        """resourceVersion of every object the stack manages in its namespace (pods and events: the cluster's)."""
+        items = cluster.get("deployments,replicasets,jobs,services,configmaps,secrets,pvc,networkpolicies,"
+                            "poddisruptionbudgets,daemonsets", "-n", self.namespace)["items"]
+        return {f"{o['kind']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"] for o in items}
 
     # -- what must hold after every recovery ------------------------------------------------------------------
     def pods(self) -> list[dict]:
@@ -117,6 +139,7 @@ class FaultStack:
             assert p["metadata"]["annotations"].get(REVISION) == revision and revision in args, \
                 (p["metadata"]["name"], p["metadata"]["annotations"].get(REVISION), args)
             assert p["spec"].get("nodeName") == self.node and p["status"].get("phase") == "Running", p["status"]
+        assert self.serving_revisions() == {revision}
         serving = [r for r in cluster.get("replicasets", "-n", self.namespace, "-l", "app.kubernetes.io/component=engine")
                    ["items"] if r["spec"].get("replicas")]
         assert {r["spec"]["template"]["metadata"]["annotations"].get(REVISION) for r in serving} <= {revision}, \
@@ -131,6 +154,18 @@ class FaultStack:
         assert not faults.lock_files(self.pulumi, self.name)
         self.no_secret_anywhere()
         return preview.seconds
+
+    def serving_revisions(self) -> set[str]:
+        """The model revisions Ready engine pods serve, each asserted to be one a sync Job completed (verified,
+        its ready marker written: components/sync_job.py), so no pod of a half-applied update serves."""
+        verified = {j["spec"]["template"]["metadata"]["labels"].get(REVISION)
+                    for j in cluster.get("jobs", "-n", self.namespace, "-l", "app.kubernetes.io/component=model-sync")
+                    ["items"] if j["status"].get("succeeded")}
+        serving = {p["metadata"]["annotations"].get(REVISION) for p in self.pods()
+                   if p["metadata"]["labels"].get("app.kubernetes.io/component") == "engine" and cluster.true(p, "Ready")}
+        assert serving <= verified, f"engine pods serve {serving}, the sync Jobs verified {verified}"
+        assert len(serving) <= 1, f"engine pods of several revisions serve: {serving}"
+        return serving
 
     def no_secret_anywhere(self) -> None:
         texts = [(p.name, p.read_text(errors="replace")) for d in (self.pulumi.logs, self.pulumi.state)

@@ -222,3 +222,66 @@ def gated_pods(namespace: str) -> list[str]:
     pods = json.loads(kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
     return [p["metadata"]["name"] for p in pods
             if any(g["name"] == GATE for g in p["spec"].get("schedulingGates") or [])]
+
+
+# ---- a kube-apiserver of our own: stopped and started for real ---------------------------------------------
+
+class PrivateApiserver:
+    """A second kube-apiserver process on the cluster's etcd, with the cluster's own flags, certificate, tokens
+    and service-account keys (e2e/cluster.py component_args), on a port of its own: the stack under test reaches
+    the cluster only through it (its kubeconfig), so stopping and starting it is a real restart of the process
+    the CLI and the provider talk to, and no other scenario's stack (the shared kube-apiserver) notices.
+    Controllers, the scheduler and kwok keep using the shared one, as they would another replica of an HA
+    control plane. Its arguments carry the cluster's state dir, so `cluster.py down` stops it too."""
+
+    def __init__(self, workdir: Path, name: str):
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.token = cluster.admin_token()
+        self.kubeconfig = workdir / f"{name}.kubeconfig"
+        self.kubeconfig.write_text(cluster.kubeconfig(self.port, self.token))
+        self.kubeconfig.chmod(0o600)
+        self.logfile = workdir / "logs" / f"{name}-kube-apiserver.log"
+        args = cluster.component_args(cluster.STATE / "tokens.csv")["kube-apiserver"]
+        certs = cluster.CERT_DIR
+        self.args = [str(a) for a in args if not str(a).startswith(("--secure-port=", "--cert-dir="))] + [
+            f"--secure-port={self.port}", f"--tls-cert-file={certs / 'apiserver.crt'}",
+            f"--tls-private-key-file={certs / 'apiserver.key'}"]
+        self.proc: subprocess.Popen | None = None
+
+    def ready(self) -> bool:
+        try:
+            return cluster.Api(self.port, self.token).ready()
+        except OSError:
+            return False
+
+    def start(self) -> float:
+        """Started and ready (bounded); returns the seconds it took."""
+        t0 = time.monotonic()
+        with self.logfile.open("ab") as log:
+            self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True, env=os.environ | {"GOGC": "400"})
+        wait_until(f"kube-apiserver on :{self.port} ready (log {self.logfile})",
+                   lambda: self.proc.poll() is None and self.ready() or self.proc.poll() is not None, 90, 0.2)
+        assert self.proc.poll() is None, f"kube-apiserver on :{self.port} exited {self.proc.returncode}: {self.logfile}"
+        return time.monotonic() - t0
+
+    def stop(self) -> None:
+        """SIGTERM (its graceful shutdown), SIGKILL after 20 s; gone before this returns."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def __enter__(self) -> PrivateApiserver:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

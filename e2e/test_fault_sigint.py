@@ -15,7 +15,7 @@ import time
 
 import faults
 import pytest
-from fault_stack import POINTS, POLICY, FaultStack
+from fault_stack import LOCKED, POINTS, POLICY, FaultStack
 from harness import Pulumi, log
 
 NAME = "fault-sigint"
@@ -38,9 +38,13 @@ def interrupt(stack: FaultStack, point: str):
         stack.held_at(cli, point)
         locks = faults.lock_files(stack.pulumi, NAME)
         assert len(locks) == 1, locks
+        passed = point == "engine" and stack.engine_await_passed(cli)
         cli.sigint()
         result = cli.wait(120)
-    log(f"{NAME}: SIGINT at the {point}: exit {result.returncode} in {result.seconds:.0f} s")
+    log(f"{NAME}: SIGINT at the {point}{' (the provider had passed the rollout)' if passed else ''}: "
+        f"exit {result.returncode} in {result.seconds:.0f} s")
+    if point == "engine" and not passed:
+        assert 'Resource operation was cancelled for "deepseek-v4-flash"' in result.output, result
     return result
 
 
@@ -73,3 +77,38 @@ def test_sigint_then_pulumi_up_alone_converges(stack: FaultStack, point: str):
     converge = time.monotonic() - start
     stack.converged(revision)
     log(f"{NAME}: after SIGINT at the {point}: `pulumi up` {up.seconds:.0f} s, converged in {converge:.0f} s")
+
+
+def test_a_second_up_is_refused_by_the_lock_and_a_preview_beside_it_takes_none(stack: FaultStack):
+    """Issue 30's scenario 6 on the file backend: the second `pulumi up` starts once the first one's lock file
+    exists (two writing theirs in the same instant can both be refused: pkg/backend/diy/lock.go Lock checks,
+    writes, checks again), while the first is held in the sync Job's wait. It is refused, exit 1, and changes
+    neither the state nor the cluster; a `pulumi preview` beside it runs (diy Preview takes no lock) and writes
+    no lock file; the first `up` then completes."""
+    stack.set("models[0].revision", "0810")
+    with faults.held_pods(stack.namespace, *POINTS["sync"]):
+        first = stack.start_up()
+        (lock,) = faults.wait_until("the first up's lock file", lambda: faults.lock_files(stack.pulumi, NAME), 60, 0.1)
+        stack.held_at(first, "sync")
+        state, objects = faults.checkpoint_path(stack.pulumi, NAME).read_bytes(), stack.cluster_versions()
+        second = stack.up(check=False)
+        out = " ".join(second.output.split())
+        assert second.returncode == 1 and LOCKED in out and f"(pid {first.cli_pid()})" in out, second
+        assert faults.lock_files(stack.pulumi, NAME) == [lock]
+        assert faults.checkpoint_path(stack.pulumi, NAME).read_bytes() == state, "the refused up wrote the state"
+        assert stack.cluster_versions() == objects, "the refused up changed the cluster"
+        log(f"{NAME}: second up refused by the lock in {second.seconds:.1f} s, state and cluster unchanged")
+
+        preview = stack.start("preview", *POLICY)
+        seen: set = set()
+        while preview.alive():
+            seen.update(faults.lock_files(stack.pulumi, NAME))
+            time.sleep(0.05)
+        result = preview.wait(5)
+        assert result.returncode == 0, result
+        assert seen == {lock}, f"lock files seen during the preview: {seen}"
+        assert first.alive(), "the first up ended while held"
+    done = first.wait(300)
+    assert done.returncode == 0, done
+    stack.converged("0810")
+    log(f"{NAME}: preview beside the up took no lock ({result.seconds:.0f} s); the first up completed")
