@@ -103,13 +103,15 @@ class FaultStack:
         return pods
 
     def engine_await_passed(self, cli: faults.Cli) -> bool:
-        """Whether the provider already reported the engine Deployment updated while its new pod is held. It can:
+        """Whether the provider had reported the engine Deployment updated, its new pod still held, by the time
+        the CLI was signalled (read from the CLI's output after it exited). It can:
         with strategy Recreate the Deployment controller keeps the Complete conditions (NewReplicaSetAvailable)
         at the new generation until the old ReplicaSet is scaled down, before the new one exists
         (kubernetes/kubernetes#115538), and pulumi-kubernetes' awaiter (pkg/await/deployment.go
         checkAndLogStatus, checkReplicaSetStatus) then takes the old ReplicaSet at 0 replicas for done ("Replicas
         scaled to 0 for Deployment"). Then `up` is already in the smoke Job when interrupted."""
-        return "Deployment deepseek-v4-flash-deployment updated" in " ".join(cli.log.read_text().split())
+        text = " ".join(cli.log.read_text().split())
+        return "Deployment deepseek-v4-flash-deployment updated" in text.split("^C received", 1)[0]
 
     def cluster_versions(self) -> dict[str, str]:
         """resourceVersion of every object the stack manages in its namespace (pods and events: the cluster's)."""

@@ -75,7 +75,7 @@ def _program(pid: int) -> str:
     except OSError:
         return "?"
     name = Path(args[0]).name if args else "?"
-    return " ".join([name, *args[1:3]]) if name.startswith("python") else name
+    return " ".join([name, *args[1:4]]) if name.startswith("python") else name
 
 
 def _pids() -> list[int]:
@@ -180,7 +180,8 @@ def held_pods(namespace: str, condition: str, probe_labels: dict[str, str]):
     pod gated), then the gate is removed from every pod that has it, and the scheduler binds them. The dry run
     goes to a probe namespace the binding also selects: the stack's own may not exist before its first `up`."""
     name = f"e2e-hold-{namespace}"[:63]
-    probe_ns = f"{namespace[:57]}-probe"
+    # A namespace of its own per hold: the last hold's may still be terminating, and nothing is created there.
+    probe_ns = f"{namespace[:48]}-probe-{os.urandom(3).hex()}"
     policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
               "metadata": {"name": name}, "spec": {
                   "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],

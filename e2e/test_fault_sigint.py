@@ -38,9 +38,9 @@ def interrupt(stack: FaultStack, point: str):
         stack.held_at(cli, point)
         locks = faults.lock_files(stack.pulumi, NAME)
         assert len(locks) == 1, locks
-        passed = point == "engine" and stack.engine_await_passed(cli)
         cli.sigint()
         result = cli.wait(120)
+        passed = point == "engine" and stack.engine_await_passed(cli)
     log(f"{NAME}: SIGINT at the {point}{' (the provider had passed the rollout)' if passed else ''}: "
         f"exit {result.returncode} in {result.seconds:.0f} s")
     if point == "engine" and not passed:
