@@ -134,9 +134,10 @@ def test_apiserver_restart_during_the_smoke_wait_after_the_rollout(setup):
         cli = stack.start_up()
         stack.held_at(cli, "smoke")
         t0 = time.monotonic()
-        api.stop()
+        how = api.stop()
         api.start()
-        log(f"{NAME}: its kube-apiserver restarted in {time.monotonic() - t0:.1f} s, the up still running: {cli.alive()}")
+        log(f"{NAME}: its kube-apiserver restarted ({how}) in {time.monotonic() - t0:.1f} s, "
+            f"the up still running: {cli.alive()}")
     result = cli.wait(300)
     log(f"{NAME}: the up held across the restart exited {result.returncode} after {result.seconds:.0f} s; "
         f"errors: {_errors(result.output)}")
@@ -176,7 +177,7 @@ def test_apiserver_unreachable_during_the_sync_wait_for_longer_than_the_provider
     with faults.held_pods(stack.namespace, *POINTS["sync"]):
         cli = stack.start_up()
         stack.held_at(cli, "sync")
-        api.stop()
+        log(f"{NAME}: its kube-apiserver stopped ({api.stop()})")
     t0 = time.monotonic()
     while time.monotonic() - t0 < UNREACHABLE_SECONDS and cli.alive():
         time.sleep(1)
