@@ -32,10 +32,15 @@ def _job_pods(prefix: str) -> tuple[str, dict[str, str]]:
 # Where an update is held (faults.held_pods): the CEL condition on the pods that stay Pending, and labels of a
 # pod it matches. The sync Job's pod (components/sync_job.py), the engine's (app.kubernetes.io/component), the
 # smoke Job's (components/operations.py): the three points of issue 30's scenario 1, in the order `up` meets them.
+# The engine point holds the smoke Job's pods too: pulumi-kubernetes may report a Recreate rollout done before
+# its new pod exists (FaultStack.engine_await_passed), and `up` would then run on to its end with the engine
+# pod still Pending; so the interruption lands while the rollout is in progress either way, Pulumi waiting for
+# the Deployment or, past it, for the smoke Job.
+_ENGINE = ("has(object.metadata.labels) && object.metadata.labels.exists(k, k == 'app.kubernetes.io/component' "
+           "&& object.metadata.labels[k] == 'engine')")
 POINTS = {
     "sync": _job_pods("sync-"),
-    "engine": ("has(object.metadata.labels) && object.metadata.labels.exists(k, k == 'app.kubernetes.io/component' "
-               "&& object.metadata.labels[k] == 'engine')", {"app.kubernetes.io/component": "engine"}),
+    "engine": (f"({_ENGINE}) || ({_job_pods('smoke-')[0]})", {"app.kubernetes.io/component": "engine"}),
     "smoke": _job_pods("smoke-"),
 }
 
@@ -99,6 +104,12 @@ class FaultStack:
             assert cli.alive(), f"pulumi up ended before it reached the {point}:\n{cli.wait(1)}"
             return faults.gated_pods(self.namespace)
         pods = faults.wait_until(f"pulumi up held at the {point}", held, 240, 1)
+        if point == "engine":
+            # Past the rollout already (engine_await_passed)? Then held at the smoke Job, once its pod exists.
+            time.sleep(3)
+            if self.engine_await_passed(cli):
+                pods = faults.wait_until("pulumi up held at the smoke Job after the rollout",
+                                         lambda: held() if any(p.startswith("smoke-") for p in held()) else None, 120, 1)
         log(f"{self.name}: up held at the {point} ({', '.join(pods)}) after {time.monotonic() - cli.start:.0f} s")
         return pods
 
