@@ -65,7 +65,10 @@ def run_cli(cmd: list[str]) -> int:
         child.send_signal(signum)
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return child.wait()   # PEP 475: the wait resumes after each forwarded signal
+        code = child.wait()   # PEP 475: the wait resumes after each forwarded signal
+        # A CLI killed by a signal exits as a shell reports it (128 + the signal: 137 for SIGKILL), not as
+        # sys.exit(-9) would (247).
+        return 128 - code if code < 0 else code
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

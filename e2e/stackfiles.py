@@ -39,8 +39,9 @@ def _variant(name: str):
         return variant_file(models=[m])
     if name == "day2-pd":
         return pd_stack("pd", "rayclusterfleet", 24)
-    if name.startswith("day2-"):
-        # The dev stack as it is: e2e/test_day2.py changes it with `pulumi config set`, as a user would.
+    if name.startswith(("day2-", "fault-")):
+        # The dev stack as it is: e2e/test_day2.py changes it with `pulumi config set`, as a user would;
+        # the fault scenarios (e2e/scenario.py) interrupt its updates.
         return variant_file()
     return {"pd-rayclusterfleet": lambda: pd_stack("pd", "rayclusterfleet", 24),
             "pd-same-pod-deployment": lambda: pd_stack("pd-same-pod", "deployment", 8),

@@ -41,3 +41,12 @@ def test_signals_reach_the_cli_and_the_wrapper_waits_for_it(tmp_path):
         assert proc.stdout.readline().strip() == f"got {sig.name}"
         time.sleep(0.1)
     assert proc.wait(timeout=30) == 42
+
+
+def test_a_cli_killed_by_a_signal_exits_as_a_shell_reports_it(tmp_path):
+    # 128 + 9, as `pulumi up` killed by a CI runner's timeout shows in a shell; not sys.exit(-9)'s 247.
+    cli = tmp_path / "pulumi"
+    cli.write_text(f"#!{sys.executable}\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    cli.chmod(0o755)
+    proc = subprocess.run([sys.executable, str(CLIENT), "stack", "ls"], env={"PULUMI_CLI": str(cli)}, timeout=30)
+    assert proc.returncode == 128 + signal.SIGKILL
