@@ -137,7 +137,7 @@ E2E_PYTEST = $(BIN)/python -m pytest -p no:cacheprovider -x -v --durations=12 --
 e2e: $(STAMP) e2e-tools
 	$(E2E_PYTEST) e2e/test_cluster.py
 	$(BIN)/python e2e/cluster.py up
-	E2E_CLUSTER_RUNNING=1 $(E2E_PYTEST) --numprocesses=2 --dist=loadfile --ignore=e2e/test_cluster.py e2e; \
+	E2E_CLUSTER_RUNNING=1 $(E2E_PYTEST) --numprocesses=3 --dist=loadfile --ignore=e2e/test_cluster.py e2e; \
 		status=$$?; $(BIN)/python e2e/cluster.py down; exit $$status
 
 clean:
