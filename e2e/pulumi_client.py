@@ -59,12 +59,22 @@ def run_cli(cmd: list[str]) -> int:
     30) reaches the CLI as Ctrl-C at a terminal does (the first one cancels gracefully, pulumi v3.276.0
     pkg/cmd/pulumi/operations), and this process, which serves the program to it, waits until it has
     finished."""
-    child = subprocess.Popen(cmd)
+    # The handlers go in before the child starts: a signal in between would otherwise end this process
+    # (KeyboardInterrupt) and orphan the CLI. One that arrives before the child exists is passed on at start.
+    children: list[subprocess.Popen] = []
+    early: list[int] = []
 
     def forward(signum: int, _frame) -> None:
-        child.send_signal(signum)
+        if children:
+            children[0].send_signal(signum)
+        else:
+            early.append(signum)
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
+        child = subprocess.Popen(cmd)
+        children.append(child)
+        for signum in early:
+            child.send_signal(signum)
         code = child.wait()   # PEP 475: the wait resumes after each forwarded signal
         # A CLI killed by a signal exits as a shell reports it (128 + the signal: 137 for SIGKILL), not as
         # sys.exit(-9) would (247).

@@ -14,15 +14,19 @@ from pathlib import Path
 CLIENT = Path(__file__).resolve().parent / "pulumi_client.py"
 STAND_IN = textwrap.dedent("""\
     import signal, sys, time
-    seen = []
+    seen, told = [], 0
+    # The handler only notes the signal: printing from it could land inside the main flow's print
+    # (a reentrant write to stdout is a RuntimeError), so the loop reports what it noted.
     def note(signum, _frame):
         seen.append(signum)
-        print("got", signal.Signals(signum).name, flush=True)
     signal.signal(signal.SIGINT, note)
     signal.signal(signal.SIGTERM, note)
     print("ready", flush=True)
     deadline = time.monotonic() + 20
-    while len(seen) < 2 and time.monotonic() < deadline:
+    while told < 2 and time.monotonic() < deadline:
+        while told < len(seen):
+            print("got", signal.Signals(seen[told]).name, flush=True)
+            told += 1
         time.sleep(0.05)
     time.sleep(0.3)   # still running after the signals: the wrapper must wait
     sys.exit(40 + len(seen))
