@@ -131,13 +131,14 @@ cluster-down:
 
 ## e2e: the real Pulumi CLI against the local control plane (builds its tools once)
 # First the control plane's own tests (they start, stop and restart their cluster); then one cluster for
-# every scenario, run by two pytest workers side by side, a file each at a time (a scenario mostly waits on
-# the provider's awaits, not on a core), and stopped whatever the outcome.
+# every scenario, run by three pytest workers side by side, a file each at a time, longest first
+# (e2e/conftest.py LONGEST_FIRST; a scenario mostly waits on the provider's awaits, not on a core), and
+# stopped whatever the outcome.
 E2E_PYTEST = $(BIN)/python -m pytest -p no:cacheprovider -x -v --durations=12 --rootdir=e2e -c /dev/null
 e2e: $(STAMP) e2e-tools
 	$(E2E_PYTEST) e2e/test_cluster.py
 	$(BIN)/python e2e/cluster.py up
-	E2E_CLUSTER_RUNNING=1 $(E2E_PYTEST) --numprocesses=3 --dist=loadfile --ignore=e2e/test_cluster.py e2e; \
+	E2E_CLUSTER_RUNNING=1 $(E2E_PYTEST) --numprocesses=3 --dist=loadfile --no-loadscope-reorder --ignore=e2e/test_cluster.py e2e; \
 		status=$$?; $(BIN)/python e2e/cluster.py down; exit $$status
 
 clean:
