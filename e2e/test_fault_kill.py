@@ -123,6 +123,19 @@ def _errors(output: str) -> list[str]:
     return [line.strip() for line in output.splitlines() if "error:" in line]
 
 
+def _settles(stack: FaultStack, cli, what: str, revision: str) -> None:
+    """The update that met the fault either finishes or fails with a clear error; no revision but a
+    verified one serves meanwhile; then (after the next `pulumi up` where it failed) the stack converges."""
+    result = cli.wait(300)
+    log(f"{NAME}: {what} exited {result.returncode} after {result.seconds:.0f} s; errors: {_errors(result.output)}")
+    stack.serving_revisions()
+    if result.returncode != 0:
+        assert _errors(result.output), result
+        again = stack.up()
+        log(f"{NAME}: the next up converged in {again.seconds:.0f} s")
+    stack.converged(revision)
+
+
 def test_apiserver_restart_during_the_smoke_wait_after_the_rollout(setup):
     """Restarted while `up` waits for the smoke Job of a new revision (the engine rolled, its smoke and warm-up
     to come): the provider's Job await watches through the restart. Not held in the engine's own rollout: the
@@ -138,15 +151,7 @@ def test_apiserver_restart_during_the_smoke_wait_after_the_rollout(setup):
         api.start()
         log(f"{NAME}: its kube-apiserver restarted ({how}) in {time.monotonic() - t0:.1f} s, "
             f"the up still running: {cli.alive()}")
-    result = cli.wait(300)
-    log(f"{NAME}: the up held across the restart exited {result.returncode} after {result.seconds:.0f} s; "
-        f"errors: {_errors(result.output)}")
-    stack.serving_revisions()
-    if result.returncode != 0:
-        assert _errors(result.output), result
-        again = stack.up()
-        log(f"{NAME}: the next up converged in {again.seconds:.0f} s")
-    stack.converged("0911")
+    _settles(stack, cli, "the up held across the restart", "0911")
 
 
 def test_apiserver_unreachable_before_and_during_an_update(setup):
@@ -178,12 +183,5 @@ def test_apiserver_unreachable_before_and_during_an_update(setup):
     down_for = time.monotonic() - t0
     still_waiting = cli.alive()
     api.start()
-    result = cli.wait(300)
-    log(f"{NAME}: its kube-apiserver down {down_for:.0f} s, the up {'still waiting' if still_waiting else 'had ended'}; "
-        f"it exited {result.returncode} after {result.seconds:.0f} s; errors: {_errors(result.output)}")
-    stack.serving_revisions()
-    if result.returncode != 0:
-        assert _errors(result.output), result
-        again = stack.up()
-        log(f"{NAME}: the next up converged in {again.seconds:.0f} s")
-    stack.converged("0912")
+    _settles(stack, cli, f"its kube-apiserver down {down_for:.0f} s, the up "
+             f"{'still waiting' if still_waiting else 'had ended'}; it", "0912")

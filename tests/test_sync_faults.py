@@ -261,14 +261,7 @@ def test_a_pod_killed_mid_download_leaves_no_marker_and_the_next_resumes_without
     real.write_sums(model)
     real.put_model(pod.s3, *real.bucket_of(pod), model)
     before = bucket_state(pod.s3, pod.download.env["BUCKET"])
-    cache = pod.model_dir() / pod.download.env["DIGEST_CACHE"]
     others = {p.name for p in model.iterdir() if p.name not in ("SHA256SUMS", last)}
-
-    def hashed() -> set[str]:
-        try:
-            return set(json.loads(cache.read_text()))
-        except (OSError, ValueError):
-            return set()
 
     pod.s3.front.hold(last)
     pod.new_pod()
@@ -276,9 +269,9 @@ def test_a_pod_killed_mid_download_leaves_no_marker_and_the_next_resumes_without
     sync = pod.start_sync(RETRY_DELAY_SECONDS="0")
     try:
         deadline = time.monotonic() + 60   # only a bound for failing
-        while not (others <= hashed() and pod.s3.front.held.is_set()) and time.monotonic() < deadline:
+        while not (others <= real.hashed(pod) and pod.s3.front.held.is_set()) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert others <= hashed() and pod.s3.front.held.is_set(), sorted(others - hashed())
+        assert others <= real.hashed(pod) and pod.s3.front.held.is_set(), sorted(others - real.hashed(pod))
         for proc in (sync, verify):   # the node is gone: no trap, no cleanup runs
             os.killpg(proc.pid, signal.SIGKILL)
         killed = [finished(sync, 10), finished(verify, 10)]
@@ -294,7 +287,7 @@ def test_a_pod_killed_mid_download_leaves_no_marker_and_the_next_resumes_without
     resumed, verified = pod.run_job_pod()
     assert resumed.returncode == 0 and verified.returncode == 0, resumed.stderr + verified.stderr
     assert pod.proxy.requested() == {last}, "the next pod downloaded files that had verified"
-    assert hashed() == others | {last}
+    assert real.hashed(pod) == others | {last}
     assert json.loads(real.marker(pod).read_text())["sizes"].keys() == others | {last}
     # What the killed download left half-written under a temporary name went with `sync --delete`.
     assert sorted(p.name for p in pod.model_dir().iterdir() if p.name.startswith(last)) == [last]

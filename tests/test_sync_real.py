@@ -274,6 +274,14 @@ def bucket_of(pod: Pod) -> tuple[str, str]:
     return pod.download.env["BUCKET"], pod.download.env["PREFIX"]
 
 
+def hashed(pod: Pod) -> set[str]:
+    """The files the verifier's digest cache holds so far (nothing while it is absent or half-written)."""
+    try:
+        return set(json.loads((pod.model_dir() / pod.download.env["DIGEST_CACHE"]).read_text()))
+    except (OSError, ValueError):
+        return set()
+
+
 def marker(pod: Pod) -> Path:
     return pod.model_dir() / pod.download.env["MARKER"]
 
@@ -414,22 +422,15 @@ def test_files_are_hashed_while_the_download_is_still_running(pod, tmp_path):
     (leftover / pod.download.env["DIGEST_CACHE"]).write_text("{}")
     verify = pod.start_verify()
     sync = pod.start_sync(RETRY_DELAY_SECONDS="0")
-    cache = pod.model_dir() / pod.download.env["DIGEST_CACHE"]
     others = {p.name for p in model.iterdir() if p.name not in ("SHA256SUMS", last)}
-
-    def hashed() -> set[str]:
-        try:
-            return set(json.loads(cache.read_text()))
-        except (OSError, ValueError):
-            return set()
 
     def partial() -> list[str]:
         return [p.name for p in pod.model_dir().iterdir() if re.fullmatch(re.escape(last) + r"\.[0-9a-fA-F]{8}", p.name)]
     try:
         deadline = time.monotonic() + 60   # only a bound for failing: the test never waits on time
-        while (not others <= hashed() or not partial()) and verify.poll() is None and time.monotonic() < deadline:
+        while (not others <= hashed(pod) or not partial()) and verify.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert others <= hashed(), f"not hashed while downloading: {sorted(others - hashed())}"
+        assert others <= hashed(pod), f"not hashed while downloading: {sorted(others - hashed(pod))}"
         # Half of the held object is on disk under a temporary name beside it (s3transfer's
         # DownloadFilenameOutputManager, tests/upstream_aws_cli.py), none under its final name:
         # what the verifier finds under a final name is complete.
@@ -442,7 +443,7 @@ def test_files_are_hashed_while_the_download_is_still_running(pod, tmp_path):
     assert sync.returncode == 0, err
     out, err = verify.communicate(timeout=60)
     assert verify.returncode == 0, err
-    assert marker(pod).exists() and last in hashed()
+    assert marker(pod).exists() and last in hashed(pod)
     assert pod.run_gate().returncode == 0
 
 
