@@ -48,6 +48,23 @@ def pytest_terminal_summary(terminalreporter) -> None:
             terminalreporter.write_line(f"  {line}")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Make `--dist loadgroup` group again. pytest-xdist 3.8.0 tells its scheduler a test's group by writing
+    `<nodeid>@<group>` to `item._nodeid` on the worker (xdist/remote.py pytest_collection_modifyitems), which
+    pytest 9.2 no longer reads (Node.nodeid is str(item._id), _pytest/nodes.py): every xdist_group mark was
+    ignored and each file's module and session fixtures (checkov, the policy server, the S3 server, the
+    program runs) ran once on every worker (pytest-dev/pytest-xdist#1386, fix pending in #1388). xdist's
+    own suffixed id is carried over; a no-op once xdist sets the id itself, and outside xdist."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import NodeId
+    for item in items:
+        grouped = getattr(item, "_nodeid", None)
+        if grouped and grouped != item.nodeid and hasattr(item, "_id"):
+            item._id = NodeId.parse(grouped)
+
+
 def stack_resources(rendered: runtime.Rendered) -> list[StackResource]:
     return [StackResource(type=r.type, name=r.name, props=r.inputs, options=r.options,
                           provider=r.provider, custom=r.custom, parent=r.parent) for r in rendered.resources]

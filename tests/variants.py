@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -19,7 +20,17 @@ SECRETS = ("apiKey", "objectStoreAccessKeyId", "objectStoreSecretAccessKey", "ce
 
 
 def dev_config() -> dict[str, object]:
+    # A test builds dozens of variants from it (tests/engine_containers.py: about a hundred a call): the two
+    # files it reads are parsed once per content, and each caller gets its own copy to change.
+    contents = tuple((PROJECT_DIR / name).read_bytes() for name in ("Pulumi.yaml", "Pulumi.dev.yaml"))
+    return copy.deepcopy(_dev_config(contents))
+
+
+@functools.lru_cache(maxsize=4)
+def _dev_config(contents: tuple[bytes, bytes]) -> dict[str, object]:
+    """dev_config() of Pulumi.yaml and Pulumi.dev.yaml with these contents (stackfile.read reads those two)."""
     sf = stackfile.read(PROJECT_DIR, "dev")
+    assert tuple(p.read_bytes() for p in (PROJECT_DIR / "Pulumi.yaml", sf.path)) == contents, "changed while read"
     prefix = "llm-serving:"
     out: dict[str, object] = {}
     for key, value in sf.config.items():
