@@ -44,6 +44,7 @@ from components.network import (
 )
 from components.openwebui import NAME as OPEN_WEBUI
 from components.operations import engine_metric_ports, smoke_route
+from components.topologies import topology_of
 from config_model import ServedModel, StackConfig, derived
 
 COMPONENT = "app.kubernetes.io/component"
@@ -161,7 +162,8 @@ def operations_grants(cfg: StackConfig, models: list[ServedModel], backends: dic
         # the load test every serving engine's before each round (its headless Service).
         readers: dict[str, tuple[dict, tuple[int, ...]]] = {}
         route = smoke_route(m, via_gateway)
-        if ops.smoke.enabled and route.route not in ("service", "combined"):
+        # Through the gateway a topology that moves KV is proven by its pair's NIXL counters.
+        if ops.smoke.enabled and via_gateway and topology_of(m).transfers_kv:
             readers["smoke"] = (served_model_selector(m), (route.prefill_port, route.decode_port))
         if ops.load_test.enabled:
             readers["loadtest"] = (serving_selector(m), engine_metric_ports(m))
