@@ -148,11 +148,11 @@ def client_policy_name(service_name: str) -> str:
     return derived.bounded(f"llm-serving-clients-{service_name}")
 
 
-def _ports(names: tuple[str, ...]) -> list[dict]:
-    return [{"protocol": "TCP", "port": n} for n in dict.fromkeys(names)]
+def tcp_ports(*ports: int | str) -> list[dict]:
+    return [{"protocol": "TCP", "port": p} for p in dict.fromkeys(ports)]
 
 
-def _peer(namespace: str, labels: dict[str, str]) -> dict:
+def peer(namespace: str, labels: dict[str, str]) -> dict:
     # One peer: both selectors in one element select those pods in that namespace only.
     return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
             "podSelector": {"matchLabels": dict(labels)}}
@@ -163,13 +163,13 @@ def engine_ingress(args: NetworkArgs) -> list[dict]:
     if args.gateway_namespace is not None:
         proxies = {**ENVOY_PROXY_LABELS, OWNING_GATEWAY_NAMESPACE: args.gateway_namespace,
                    OWNING_GATEWAY_NAME: args.gateway_name}
-        rules.append({"from": [_peer(args.gateway_proxy_namespace, proxies)], "ports": _ports(SERVING_PORTS)})
-        rules.append({"from": [_peer(args.gateway_namespace, AIBRIX_GATEWAY_PLUGIN_LABELS)],
-                      "ports": _ports(SERVING_PORTS + METRICS_PORTS)})
+        rules.append({"from": [peer(args.gateway_proxy_namespace, proxies)], "ports": tcp_ports(*SERVING_PORTS)})
+        rules.append({"from": [peer(args.gateway_namespace, AIBRIX_GATEWAY_PLUGIN_LABELS)],
+                      "ports": tcp_ports(*SERVING_PORTS, *METRICS_PORTS)})
     if args.prometheus_namespace is not None:
-        rules.append({"from": [_peer(args.prometheus_namespace, PROMETHEUS_LABELS)], "ports": _ports(METRICS_PORTS)})
+        rules.append({"from": [peer(args.prometheus_namespace, PROMETHEUS_LABELS)], "ports": tcp_ports(*METRICS_PORTS)})
     rules.append({"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": PART_OF}}}],
-                  "ports": _ports(SERVING_PORTS + METRICS_PORTS)})
+                  "ports": tcp_ports(*SERVING_PORTS, *METRICS_PORTS)})
     return rules
 
 
@@ -194,7 +194,7 @@ def policies(args: NetworkArgs) -> dict[str, dict]:
         # Every TCP port (a port entry with a protocol only) from the pods of the model's own groups.
         group = [{"from": [{"podSelector": g.members}], "ports": [{"protocol": "TCP"}]}]
         if args.prometheus_namespace is not None:
-            group.append({"from": [_peer(args.prometheus_namespace, PROMETHEUS_LABELS)], "ports": _ports(METRICS_PORTS)})
+            group.append({"from": [peer(args.prometheus_namespace, PROMETHEUS_LABELS)], "ports": tcp_ports(*METRICS_PORTS)})
         specs[group_policy_name(g.model)] = {"podSelector": g.members, "policyTypes": ["Ingress"], "ingress": group}
         if args.egress is not None:
             specs[group_policy_name(g.model)].update(policyTypes=["Ingress", "Egress"], egress=[
@@ -206,15 +206,15 @@ def policies(args: NetworkArgs) -> dict[str, dict]:
                             "matchExpressions": [{"key": "llm-serving.io/model", "operator": "In",
                                                   "values": sorted(set(args.autoscaled_models))}]},
             "policyTypes": ["Ingress"],
-            "ingress": [{"from": [_peer(args.aibrix_namespace, AIBRIX_CONTROLLER_MANAGER_LABELS)],
-                         "ports": _ports(METRICS_PORTS)}]}
+            "ingress": [{"from": [peer(args.aibrix_namespace, AIBRIX_CONTROLLER_MANAGER_LABELS)],
+                         "ports": tcp_ports(*METRICS_PORTS)}]}
     if args.client_namespaces:
         peers = [{"namespaceSelector": sel} for sel in args.client_namespaces]
         for t in args.client_targets:
             # Every pod of those namespaces (no podSelector), to the Service's pods on its target port only.
             specs[client_policy_name(t.service_name)] = {
                 "podSelector": {"matchLabels": dict(t.selector)}, "policyTypes": ["Ingress"],
-                "ingress": [{"from": peers, "ports": _ports((t.port,))}]}
+                "ingress": [{"from": peers, "ports": tcp_ports(t.port)}]}
     for roleset in sorted(set(args.rolesets)):
         # NIXL's side channel and UCX's data path between the two sides of one roleset only.
         selector = {"matchLabels": {"roleset-name": roleset}}
@@ -236,7 +236,7 @@ def egress_policies(e: EgressArgs) -> dict[str, dict]:
         DEFAULT_DENY_EGRESS: {"podSelector": {}, "policyTypes": ["Egress"]},
         "llm-serving-dns-egress": {
             "podSelector": {"matchLabels": {"app.kubernetes.io/part-of": PART_OF}}, "policyTypes": ["Egress"],
-            "egress": [{"to": [_peer(e.dns_namespace, e.dns_labels)], "ports": dns_ports}]},
+            "egress": [{"to": [peer(e.dns_namespace, e.dns_labels)], "ports": dns_ports}]},
     }
     for g in e.grants:
         specs[g.name] = {"podSelector": g.pods, "policyTypes": ["Egress"], "egress": [dict(r) for r in g.rules]}

@@ -41,6 +41,8 @@ from components.network import (
     OWNING_GATEWAY_NAMESPACE,
     EgressArgs,
     EgressGrant,
+    peer,
+    tcp_ports,
 )
 from components.openwebui import NAME as OPEN_WEBUI
 from components.operations import engine_metric_ports, smoke_route
@@ -49,7 +51,6 @@ from config_model import ServedModel, StackConfig, derived
 
 COMPONENT = "app.kubernetes.io/component"
 PART_OF_LABEL = "app.kubernetes.io/part-of"
-NAMESPACE_NAME = "kubernetes.io/metadata.name"
 
 # Envoy Gateway v1.2.8 internal/gatewayapi/listener.go servicePortToContainerPort: a listener port below
 # 1024 (translator.go minEphemeralPort) listens in the proxy container on port + 10000 (wellKnownPortShift)
@@ -93,14 +94,6 @@ def anywhere(cfg: StackConfig) -> list[dict]:
     return ip_blocks(EVERY_ADDRESS, cfg.network_policy.egress.cluster_cidrs)
 
 
-def tcp(*ports: int | str) -> list[dict]:
-    return [{"protocol": "TCP", "port": p} for p in dict.fromkeys(ports)]
-
-
-def pods_in(namespace: str, labels: dict) -> dict:
-    return {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: namespace}}, "podSelector": {"matchLabels": dict(labels)}}
-
-
 def own_pods(labels: dict) -> dict:
     return {"podSelector": {"matchLabels": dict(labels)}}
 
@@ -122,10 +115,10 @@ def object_store_rules(cfg: StackConfig) -> tuple[dict, ...]:
             to = anywhere(cfg)
     # Static keys and IRSA need the store (IRSA also STS, on the same port, inside every address);
     # Pod Identity also the node's agent, and only then.
-    rules = [{"to": to, "ports": tcp(port)}]
+    rules = [{"to": to, "ports": tcp_ports(port)}]
     identity = store.workload_identity
     if identity is not None and identity.kind == "podIdentity":
-        rules.append({"to": [{"ipBlock": {"cidr": c}} for c in POD_IDENTITY_AGENT], "ports": tcp(POD_IDENTITY_PORT)})
+        rules.append({"to": [{"ipBlock": {"cidr": c}} for c in POD_IDENTITY_AGENT], "ports": tcp_ports(POD_IDENTITY_PORT)})
     return tuple(rules)
 
 
@@ -134,17 +127,17 @@ def mirror_rules(cfg: StackConfig) -> tuple[dict, ...]:
     registry on its host's port, which may sit inside the cluster's ranges."""
     host = cfg.images.mirror.registry.host if cfg.images.mirror.registry else ""
     port = int(host.rsplit(":", 1)[1]) if ":" in host else HTTPS
-    return ({"to": anywhere(cfg), "ports": tcp(HTTPS)}, {"to": ip_blocks(EVERY_ADDRESS), "ports": tcp(port)})
+    return ({"to": anywhere(cfg), "ports": tcp_ports(HTTPS)}, {"to": ip_blocks(EVERY_ADDRESS), "ports": tcp_ports(port)})
 
 
 def gateway_proxies(cfg: StackConfig) -> dict:
-    return pods_in(cfg.gateway.proxy_namespace, {**ENVOY_PROXY_LABELS, OWNING_GATEWAY_NAMESPACE: cfg.gateway.namespace,
+    return peer(cfg.gateway.proxy_namespace, {**ENVOY_PROXY_LABELS, OWNING_GATEWAY_NAMESPACE: cfg.gateway.namespace,
                                                  OWNING_GATEWAY_NAME: cfg.gateway.name})
 
 
 def service_rule(b: RouteBackend) -> dict:
     """A model's Service as the connection arrives: its pods, on its target port."""
-    return {"to": [own_pods(b.selector)], "ports": tcp(b.target_port)}
+    return {"to": [own_pods(b.selector)], "ports": tcp_ports(b.target_port)}
 
 
 def operations_grants(cfg: StackConfig, models: list[ServedModel], backends: dict[str, RouteBackend]) -> list[EgressGrant]:
@@ -153,7 +146,7 @@ def operations_grants(cfg: StackConfig, models: list[ServedModel], backends: dic
     grants = []
     for m in models if kinds else []:
         jobs = {"matchLabels": {PART_OF_LABEL: PART_OF, MODEL_LABEL: m.name}}
-        endpoint = ({"to": [gateway_proxies(cfg)], "ports": tcp(proxy_container_port())} if via_gateway
+        endpoint = ({"to": [gateway_proxies(cfg)], "ports": tcp_ports(proxy_container_port())} if via_gateway
                     else service_rule(backends[m.served_model_name]))
         grants.append(EgressGrant(derived.bounded(f"llm-serving-operations-{m.name}"),
                                   {**jobs, "matchExpressions": [{"key": COMPONENT, "operator": "In", "values": kinds}]},
@@ -170,7 +163,7 @@ def operations_grants(cfg: StackConfig, models: list[ServedModel], backends: dic
         for kind, (selector, ports) in readers.items():
             grants.append(EgressGrant(derived.bounded(f"llm-serving-{kind}-metrics-{m.name}"),
                                       {"matchLabels": {**jobs["matchLabels"], COMPONENT: kind}},
-                                      ({"to": [own_pods(selector)], "ports": tcp(*sorted(set(ports)))},)))
+                                      ({"to": [own_pods(selector)], "ports": tcp_ports(*sorted(set(ports)))},)))
     return grants
 
 
@@ -179,8 +172,8 @@ def open_webui_grant(cfg: StackConfig, backends: dict[str, RouteBackend]) -> Egr
     if external:
         # Reached by name: out to the load balancer, or (where kube-proxy short-cuts a load balancer's IP
         # to the Service's endpoints) straight to the proxies on their container port.
-        rules = ({"to": anywhere(cfg), "ports": tcp(url_port(external))},
-                 {"to": [gateway_proxies(cfg)], "ports": tcp(proxy_container_port())})
+        rules = ({"to": anywhere(cfg), "ports": tcp_ports(url_port(external))},
+                 {"to": [gateway_proxies(cfg)], "ports": tcp_ports(proxy_container_port())})
     else:
         rules = (service_rule(backends[cfg.models[0].served_model_name]),)
     return EgressGrant("llm-serving-open-webui-egress",
