@@ -14,7 +14,7 @@ from components.base import Component, labels, metadata
 from components.ops_commands import checked_endpoint
 from components.pod_template import container_security, secret_env
 from components.retention import kept, kept_annotations
-from components.scanner_exceptions import DIGEST_PINNED, scanner_exceptions
+from components.scanner_exceptions import scanner_exceptions, vendor_image
 from components.secrets import secret_tag_annotation
 from config_model import OpenWebUi
 from policy.ephemeral_storage import OPENWEBUI_WRITABLE, with_ephemeral_storage
@@ -22,13 +22,9 @@ from policy.ephemeral_storage import OPENWEBUI_WRITABLE, with_ephemeral_storage
 NAME = "open-webui"
 PORT = 8080
 SCANNER_EXCEPTIONS = {
-    "CKV_K8S_23": "the OpenWebUI image runs as root and is not validated as another user",
-    "CKV_K8S_40": "the OpenWebUI image runs as root and is not validated as another user",
-    "CKV_K8S_22": "OpenWebUI writes its static build and caches under /app at start",
+    **vendor_image("the OpenWebUI image runs as root and is not validated as another user",
+                   "OpenWebUI writes its static build and caches under /app at start"),
     "CKV_K8S_35": "OpenWebUI reads connection keys only from OPENAI_API_KEYS; a secretKeyRef env is the narrower exposure",
-    **DIGEST_PINNED,
-    "container-security-context-user-group-id": "the OpenWebUI image runs as root and is not validated as another user",
-    "container-security-context-readonlyrootfilesystem": "OpenWebUI writes its static build and caches under /app at start",
     # OpenWebUI serves GET /health/db beside /health (a SELECT 1 on its database), the readiness a UI wants;
     # it is in main.py both before and after v0.7.2 (open-webui PR #22507 added /ready on 2026-03-09), but
     # the source at the pinned tag could not be read here (the repository is too large to fetch), so the

@@ -43,17 +43,21 @@ DIGEST_PINNED = {
                                    "and undo the pre-pull DaemonSets",
 }
 
-_ROOT = "the vendor vLLM and SGLang images run as root and are not validated as another user"
-_WRITES = "engines write runtime sockets and kernels under /tmp and /root beside the cache volume"
+
+def vendor_image(runs_as_root: str, writes_root: str) -> dict[str, str]:
+    """A vendor image kept as it ships: each scanner's checks of a root user (checkov CKV_K8S_23, CKV_K8S_40;
+    kube-score user-group-id) and of a writable root filesystem (CKV_K8S_22; readonlyrootfilesystem), with
+    the image's reasons, and its digest-pinned pull policy."""
+    return {"CKV_K8S_23": runs_as_root, "CKV_K8S_40": runs_as_root, "CKV_K8S_22": writes_root, **DIGEST_PINNED,
+            "container-security-context-user-group-id": runs_as_root,
+            "container-security-context-readonlyrootfilesystem": writes_root}
+
+
 # Why engine containers keep what the scanners flag (vendor vLLM/SGLang images).
 ENGINE_SCANNER_EXCEPTIONS = {
-    "CKV_K8S_23": _ROOT,
-    "CKV_K8S_40": _ROOT,
-    "CKV_K8S_22": _WRITES,
+    **vendor_image("the vendor vLLM and SGLang images run as root and are not validated as another user",
+                   "engines write runtime sockets and kernels under /tmp and /root beside the cache volume"),
     "CKV_K8S_35": "vLLM reads its API key only from VLLM_API_KEY or argv; a secretKeyRef env is the narrower exposure",
-    **DIGEST_PINNED,
-    "container-security-context-user-group-id": _ROOT,
-    "container-security-context-readonlyrootfilesystem": _WRITES,
     # kube-score compares only the handlers (score/probes/probes.go), not period or thresholds.
     "pod-probes-identical": "readiness and liveness both open a TCP connection to the serving port, as every "
                             "engine probe must (field report 12.4: an HTTP /health may generate); they differ "
