@@ -50,7 +50,7 @@ def autoscalers(rendered: Rendered) -> dict[tuple[str, str, str], dict]:
     return out
 
 
-def _as_scaled(obj: dict, scaled: dict) -> dict:
+def as_scaled(obj: dict, scaled: dict) -> dict:
     """The workload as its autoscaler may grow it: spec.replicas at maxReplicas (what the budget counts)."""
     meta = obj.get("metadata") or {}
     pa = scaled.get((obj.get("kind"), meta.get("namespace"), meta.get("name")))
@@ -62,7 +62,7 @@ def workload_rows(rendered: Rendered) -> list[dict[str, Any]]:
     scaled = autoscalers(rendered)
     for obj in kubernetes_objects(rendered):
         kind, name = obj.get("kind", ""), (obj.get("metadata") or {}).get("name", "")
-        peak = {r.path: r for r in pod_templates(kind, _as_scaled(obj, scaled))}
+        peak = {r.path: r for r in pod_templates(kind, as_scaled(obj, scaled))}
         for ref in pod_templates(kind, obj):
             main = [c for g, c in containers(ref.template) if g == "containers"]
             gpus = pod_gpus(ref.template)
@@ -151,7 +151,7 @@ def served_model_gpus(rendered: Rendered) -> list[dict[str, Any]]:
     models: dict[str, dict[str, Any]] = {}
     scaled = autoscalers(rendered)
     for obj in kubernetes_objects(rendered):
-        peak = {r.path: r for r in pod_templates(obj.get("kind", ""), _as_scaled(obj, scaled))}
+        peak = {r.path: r for r in pod_templates(obj.get("kind", ""), as_scaled(obj, scaled))}
         for ref in pod_templates(obj.get("kind", ""), obj):
             meta = ref.template.get("metadata") or {}
             name = (meta.get("labels") or {}).get("llm-serving.io/model")

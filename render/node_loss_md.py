@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from policy.workloads import pod_gpus, pod_templates
 from render import multinode_md
-from render.manifest_facts import _as_scaled, autoscalers
+from render.manifest_facts import as_scaled, autoscalers
 from render.runtime import Rendered
 from render.serialize import kubernetes_objects
 
@@ -28,7 +28,7 @@ def _gpu_pods(rendered: Rendered, grown: bool) -> dict[str, list[int]]:
         kind = obj.get("kind", "")
         if kind == "DaemonSet":
             continue
-        for ref in pod_templates(kind, _as_scaled(obj, scaled) if grown else obj):
+        for ref in pod_templates(kind, as_scaled(obj, scaled) if grown else obj):
             gpus = pod_gpus(ref.template)
             if isinstance(gpus, int) and gpus > 0 and isinstance(ref.replicas, int):
                 model = ((ref.template.get("metadata") or {}).get("labels") or {}).get(MODEL_LABEL, obj["metadata"]["name"])
