@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -30,6 +30,9 @@ class Gateway(Model):
     the gateway namespace and one Service here, managed by this program, never by a workload."""
 
     enabled: bool = Field(True, description="Create the Services' HTTPRoutes and the ReferenceGrant.")
+    routing_layer: Literal["aibrix"] = Field(
+        "aibrix", description="Who picks the pod of each request: `aibrix`, the AIBrix v0.7.0 gateway plugin on its "
+        "Envoy Gateway (field report 10, 11; docs/gateway-and-network.md).")
     namespace: DnsLabel = Field("aibrix-system", description="Namespace of the Gateway and of the HTTPRoutes.")
     name: DnsLabel = Field("aibrix-eg", description="The Gateway the routes attach to.")
     proxy_namespace: DnsLabel = Field(
