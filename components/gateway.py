@@ -17,6 +17,7 @@ namespaces by a ReferenceGrant (without it the gateway answers 503 RefNotPermitt
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -42,6 +43,7 @@ class RouteBackend:
     # pods may be in a 12-23 minute cold start, so it waits as long as their rollout.
     timeouts: pulumi.CustomTimeouts | None = None
     annotations: dict[str, str] = field(default_factory=dict)   # the Service's (scanner exceptions)
+    engine: str = ""             # vllm | sglang: what an endpoint picker scores on (routing_layers/inference_pool.py)
 
 
 def service_name(model: ServedModel) -> str:
@@ -56,6 +58,9 @@ class ModelRoutesArgs:
     backends: list[RouteBackend]
     # Per-consumer limits of every route (components/gateway_policies.py), from the stack's consumers.
     rate_limits: gateway_policies.RateLimits = field(default_factory=gateway_policies.RateLimits)
+    # The inferencePool layer's endpoint picker image (images.endpointPicker through the mirror).
+    endpoint_picker_image: Any = None
+    image_pull_secrets: tuple[str, ...] = ()
 
 
 class ModelRoutes(Component):

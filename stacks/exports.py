@@ -8,6 +8,7 @@ import pulumi
 from components.gateway import ModelRoutes
 from components.ops_commands import gateway_endpoint
 from components.platform import required_versions
+from components.routing_layers import routing_layer
 from components.topologies import topology_of
 from config_model import ServedModel, StackConfig
 from policy.engines import engine_named
@@ -35,7 +36,7 @@ def sync_workload_key(directory: str) -> str:
 def through_gateway(cfg: StackConfig) -> bool:
     """Whether the exported per-model in-cluster URL goes through the gateway; where it does not, the
     NetworkPolicies admit networkPolicy.clients to the model's Service (components/network.py)."""
-    return cfg.gateway.enabled
+    return cfg.gateway.enabled and routing_layer(cfg.gateway.routing_layer).knows_proxies
 
 
 def model_url(cfg: StackConfig, routes: ModelRoutes, m: ServedModel) -> str:

@@ -38,6 +38,7 @@ from components.prepull import engine_image_keys as prepull_image_keys
 from components.providers import make_providers
 from components.retention import kept
 from components.rollout import engine_templates, rollout_key
+from components.routing_layers.inference_pool import EPP_IMAGE_KEY, INFERENCE_POOL, gateway_proxy_labels, pool_name
 from components.scripts import ModelScripts
 from components.secrets import API_KEY_SECRET, CONSUMER_KEYS_SECRET, SecretsArgs, ServingSecrets, content_tag
 from components.storage import ModelStore, ModelStoreArgs
@@ -188,7 +189,7 @@ def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list
             model_claim_name=volume.serving_claim_name, model_mount_path=cfg.model_volume.mount_path,
             image_pull_secrets=tuple(images.pull_secrets), results_claim=results.claim_name if results else None,
             gateway_endpoint=gateway_endpoint(cfg.gateway.namespace, cfg.gateway.name, cfg.gateway.proxy_namespace)
-            if cfg.gateway.enabled else None),
+            if exports.through_gateway(cfg) else None),
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
                 depends_on=[*ready, routes, *([results] if results else [])])))
     if ops.monitoring.enabled:
@@ -337,13 +338,15 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
                                              for c in cfg.consumers),
                              default_requests_per_minute=cfg.gateway.default_requests_per_minute)
     routes = ModelRoutes("routes", ModelRoutesArgs(namespace=ns, gateway=cfg.gateway, backends=backends,
-                                                   rate_limits=rate_limits), opts)
+                                                   rate_limits=rate_limits,
+                                                   endpoint_picker_image=images.references.get(EPP_IMAGE_KEY),
+                                                   image_pull_secrets=tuple(pull_secrets)), opts)
     if cfg.network_policy.enabled:
         ops_monitoring = cfg.operations.monitoring
         # Peers by namespace and upstream pod labels, ports by container port name (network.py).
         network = NetworkArgs(
             namespace=ns, gateway_namespace=cfg.gateway.namespace if cfg.gateway.enabled else None,
-            gateway_name=cfg.gateway.name, gateway_proxy_namespace=cfg.gateway.proxy_namespace,
+            gateway_name=cfg.gateway.name, gateway_proxy_namespace=cfg.gateway.proxies_namespace,
             prometheus_namespace=ops_monitoring.prometheus_namespace if ops_monitoring.enabled else None,
             rolesets=[roleset_name(m) for m in cfg.models if topology_of(m).fleets],
             aibrix_namespace=cfg.gateway.namespace,
@@ -351,6 +354,8 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             client_namespaces=client_namespaces(cfg),
             groups=[model_groups(m) for m in cfg.models if spans_nodes(m)],
             egress=egress_args(cfg, engine_models(cfg), backends),
+            routing_layer=cfg.gateway.routing_layer, gateway_proxy_labels=gateway_proxy_labels(cfg.gateway),
+            pools=tuple(pool_name(b) for b in backends) if cfg.gateway.routing_layer == INFERENCE_POOL else (),
             client_targets=[] if exports.through_gateway(cfg) else [
                 ClientTarget(b.service_name, b.selector, b.target_port) for b in backends])
         clients = {b.service_name: m.name for m, b in zip(engine_models(cfg), backends)}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from components.routing_layers import aibrix
+from components.routing_layers import aibrix, inference_pool
 from components.routing_layers.base import Attached, RoutingLayer
 
-ROUTING_LAYERS: dict[str, RoutingLayer] = {layer.name: layer for layer in (aibrix.LAYER,)}
+ROUTING_LAYERS: dict[str, RoutingLayer] = {layer.name: layer for layer in (aibrix.LAYER, inference_pool.LAYER)}
 
 __all__ = ["ROUTING_LAYERS", "Attached", "RoutingLayer", "routing_layer"]
 

@@ -20,6 +20,7 @@ from config_model import Gateway
 if TYPE_CHECKING:
     from components.base import Component
     from components.gateway import ModelRoutesArgs, RouteBackend
+    from components.network import NetworkArgs
 
 NAME = "aibrix"
 
@@ -43,6 +44,17 @@ def route_spec(gateway: Gateway, backend: RouteBackend, namespace: str) -> dict:
 
 class AibrixLayer:
     name = NAME
+    # Its Envoy Gateway's proxies are known (labels, Service, container port: components/network_egress.py,
+    # ops_commands.py), so the exports and the day-2 Jobs go through the gateway.
+    policy_suffix = ""   # components/network.py engine_ingress_name
+    knows_proxies = True
+
+    def gateway_ingress(self, args: NetworkArgs) -> list[dict]:
+        from components.network import aibrix_gateway_ingress
+        return aibrix_gateway_ingress(args)
+
+    def policies(self, args: NetworkArgs) -> dict[str, dict]:
+        return {}
 
     def attach(self, owner: Component, name: str, args: ModelRoutesArgs,
                services: list[pulumi.Resource]) -> Attached:

@@ -19,6 +19,7 @@ from config_model import derived
 if TYPE_CHECKING:
     from components.base import Component
     from components.gateway import ModelRoutesArgs
+    from components.network import NetworkArgs
 
 
 # The one ReferenceGrant per stack namespace that lets the gateway namespace's HTTPRoutes reach it.
@@ -42,6 +43,19 @@ class Attached:
 
 class RoutingLayer(Protocol):
     name: str
+    # Whether the program knows the gateway's proxies (their labels, in-cluster Service and container port):
+    # then the exported in-cluster URL and the day-2 Jobs go through the gateway, else through each Service.
+    knows_proxies: bool
+    # Appended to the names of the policies admitting the gateway to the engines (network.py engine_ingress_name).
+    policy_suffix: str
+
+    def gateway_ingress(self, args: NetworkArgs) -> list[dict]:
+        """Ingress rules admitting the gateway's pods to the engine pods (components/network.py)."""
+        ...
+
+    def policies(self, args: NetworkArgs) -> dict[str, dict]:
+        """NetworkPolicies of the layer's own pods, name -> spec."""
+        ...
 
     def attach(self, owner: Component, name: str, args: ModelRoutesArgs,
                services: list[pulumi.Resource]) -> Attached:
