@@ -128,6 +128,10 @@ def test_the_route_sends_the_models_requests_to_its_pool_on_the_stacks_gateway()
         assert len(rule["matches"]) <= 64
     assert {h["name"] for r in route["spec"]["rules"] for m in r["matches"] for h in m["headers"]} == \
         {"model", "X-Gateway-Model-Name"}
+    # `pulumi up` waits for the Gateway to accept the route and resolve the pool (make e2e runs the provider's await).
+    waits = json.loads(route["metadata"]["annotations"]["pulumi.com/waitFor"])
+    assert waits == [f'jsonpath={{.status.parents[0].conditions[?(@.type=="{c}")].status}}=True'
+                     for c in ("Accepted", "ResolvedRefs")]
     (grant,) = of_kind(objs, "ReferenceGrant")
     assert grant["metadata"]["namespace"] == NS
     assert grant["spec"] == {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "gateways"}],

@@ -20,6 +20,7 @@ one rule each, so neither rule exceeds HTTPRoute's 64 matches.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import pulumi
@@ -46,6 +47,18 @@ POOL_REFERENCE_GRANT = "llm-serving-gateway-pool-access"
 MODEL_HEADER = "model"
 BODY_ROUTER_HEADER = "X-Gateway-Model-Name"
 POOL_SUFFIX = "-pool"
+# `pulumi up` waits until the Gateway's controller has accepted the route and resolved its pool: a JSON
+# list of expressions, all required; jsonpath because `condition=` reads only .status.conditions and a
+# route's are per parent (pulumi-kubernetes provider/pkg/metadata/overrides.go ReadyCondition,
+# pkg/jsonpath/jsonpath.go: the first value selected is compared). parents[0]: the route has one
+# parentRef and one controller writes it. Ten minutes unless told (pkg/await/await.go); a Gateway that
+# cannot route to an InferencePool answers ResolvedRefs False (InvalidKind), and the up fails naming
+# the route before anything the switch replaces is deleted: Pulumi deletes a removed resource only after
+# every create and update of the update succeeded (pulumi/pulumi v3.276.0 pkg/resource/deploy
+# deployment_executor.go performPostSteps).
+WAIT_FOR = "pulumi.com/waitFor"
+ROUTE_ACCEPTED = json.dumps([f'jsonpath={{.status.parents[0].conditions[?(@.type=="{c}")].status}}=True'
+                             for c in ("Accepted", "ResolvedRefs")])
 
 
 def pool_name(backend: RouteBackend) -> str:
@@ -131,7 +144,8 @@ class InferencePoolLayer:
             route = route_name(pool, ns)
             out += [picker, inference_pool, k8s.apiextensions.CustomResource(
                 f"{name}-{pool}-route", api_version="gateway.networking.k8s.io/v1", kind="HTTPRoute",
-                metadata={"name": route, "namespace": gw.namespace, "labels": gateway_labels(route, ns)},
+                metadata={"name": route, "namespace": gw.namespace, "labels": gateway_labels(route, ns),
+                          "annotations": {WAIT_FOR: ROUTE_ACCEPTED}},
                 spec=route_spec(gw, b, pool, ns), opts=owner.child_opts(depends_on=[grant, inference_pool]))]
         return Attached(resources=tuple(out))
 
