@@ -65,6 +65,10 @@ def engine_models(cfg: StackConfig) -> list[ServedModel]:
         for m in cfg.models]
 
 
+def uses_inference_pool(cfg: StackConfig) -> bool:
+    return cfg.gateway.enabled and cfg.gateway.routing_layer == INFERENCE_POOL
+
+
 STACK_FACTS = "llm-serving:stack:Facts"
 CONTRACT_VERSION = exports.CONTRACT_VERSION  # docs/exports.md; stacks/exports.py says what each version changed
 
@@ -238,7 +242,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             opts=pulumi.ResourceOptions(**kept(retained)) if retained else opts))
     if cfg.platform.install:
         # Custom resources of the stack need the CRDs these bring.
-        depends.append(ClusterPrerequisites("platform", cfg.platform, opts))
+        depends.append(ClusterPrerequisites("platform", cfg.platform, opts, inference_pool=uses_inference_pool(cfg)))
     opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends))
 
     store = ModelStore("model-store", ModelStoreArgs(
@@ -355,7 +359,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             groups=[model_groups(m) for m in cfg.models if spans_nodes(m)],
             egress=egress_args(cfg, engine_models(cfg), backends),
             routing_layer=cfg.gateway.routing_layer, gateway_proxy_labels=gateway_proxy_labels(cfg.gateway),
-            pools=tuple(pool_name(b) for b in backends) if cfg.gateway.routing_layer == INFERENCE_POOL else (),
+            pools=tuple(pool_name(b) for b in backends) if uses_inference_pool(cfg) else (),
             client_targets=[] if exports.through_gateway(cfg) else [
                 ClientTarget(b.service_name, b.selector, b.target_port) for b in backends])
         clients = {b.service_name: m.name for m, b in zip(engine_models(cfg), backends)}
