@@ -67,6 +67,10 @@ def test_ports_probes_and_lifecycle_are_the_charts():
     assert re.search(rf"GRPCHealthPort:\s+{ep.HEALTH_PORT},", options) and re.search(rf"MetricsPort:\s+{ep.METRICS_PORT},", options)
     for name, port in (("grpc", ep.GRPC_PORT), ("grpc-health", ep.HEALTH_PORT), ("metrics", ep.METRICS_PORT)):
         assert f"- name: {name}\n              containerPort: {port}" in deployment
+    service = re.findall(r"- name: (\S+)\n\s+protocol: (\S+)\n\s+port: \{\{[^}]*\| default (\d+) \}\}",
+                         text("config/charts/epplib/templates/_service.yaml"))
+    service = [{"name": n, "protocol": p, "port": int(port)} for n, p, port in service]
+    assert service == ep.SERVICE_PORTS
     one_replica = deployment.split("{{- else }}\n            grpc:")
     assert all(f"port: {ep.HEALTH_PORT}\n              service: {ep.HEALTH_SERVICE}" in part for part in one_replica[1:3])
     assert (f"initialDelaySeconds: {ep.LIVENESS_PROBE['initialDelaySeconds']}\n            periodSeconds: "
