@@ -271,6 +271,8 @@ def test_engine_configs_name_the_upstream_fields():
         assert {k: spec[g] for k, g in go_field.items() if spec.get(g)} == names, engine
         labels = {f"cache{k[5:]}": v for k, v in spec.items() if k.endswith("LabelName")}
         assert labels == ep.CACHE_INFO_LABELS.get(engine, {}), engine
+    registry = text("pkg/epp/framework/plugins/datalayer/extractor/metrics/mapping_registry.go")
+    assert f'DefaultEngineTypeLabelKey = "{ep.ENGINE_TYPE_LABEL}"' in registry
     with pytest.raises(ValueError, match="no metrics for engine 'tgi'"):
         ep.metric_names("tgi")
 
