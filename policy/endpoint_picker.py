@@ -32,6 +32,10 @@ METRICS_PORT = 9090
 # every service name answers SERVING once the pool has synced (datastore.PoolHasSynced), NOT_SERVING
 # before, so the name only labels the probe.
 HEALTH_SERVICE = "inference-extension"
+# `... v1.5.0 config/charts/epplib/templates/_service.yaml`: the chart's Service exposes ext_proc and metrics
+# only (the health port is the kubelet's, probed on the pod).
+SERVICE_PORTS = [{"name": "grpc-ext-proc", "protocol": "TCP", "port": GRPC_PORT},
+                 {"name": "http-metrics", "protocol": "TCP", "port": METRICS_PORT}]
 
 # `... v1.5.0 api/v1` (the group the EPP watches: options.go PoolGroup default; the chart passes it).
 POOL_GROUP = "inference.networking.k8s.io"
