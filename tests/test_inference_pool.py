@@ -207,3 +207,16 @@ def test_a_pd_model_is_refused_with_the_reason(topology, orchestrator, budget):
         render(sf)
     assert f"llm-serving:models[0].topology = '{topology}': is not carried by gateway.routingLayer inferencePool" \
         in str(err.value), str(err.value)
+
+
+def test_the_plan_names_each_pool_its_picker_and_what_it_scores_on():
+    from render.plan_md import plan_md
+    md = plan_md(render(with_layer(variant_file())))
+    routes = md[md.index("## Gateway routes"):md.index("## Network policies")]
+    assert "`pulumi up` waits until the Gateway accepts each route and resolves its pool" in routes
+    (row,) = [line for line in routes.splitlines() if line.startswith(f"| {NS}/") and "-pool |" in line]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3] == f"Service deepseek-v4-flash-pool-epp:{epp.GRPC_PORT}"
+    assert cells[5] == ", ".join(f"{k} ({w})" for k, w in epp.SCORER_WEIGHTS.items())
+    assert set(cells[6].replace("`", "").split(", ")) == set(epp.metric_names("vllm").values())
+    assert "Routing strategy per served model" not in routes
