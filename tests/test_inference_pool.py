@@ -220,3 +220,21 @@ def test_the_plan_names_each_pool_its_picker_and_what_it_scores_on():
     assert cells[5] == ", ".join(f"{k} ({w})" for k, w in epp.SCORER_WEIGHTS.items())
     assert set(cells[6].replace("`", "").split(", ")) == set(epp.metric_names("vllm").values())
     assert "Routing strategy per served model" not in routes
+
+
+def test_changes_md_of_a_switch_says_what_moves_and_that_no_engine_restarts():
+    from render import changes, changes_md, output
+    before = render(with_layer(variant_file(), "aibrix"))
+    after = render(with_layer(variant_file()))
+    plan = changes.plan(json.loads(output.resources_json(before)), json.loads(output.resources_json(after)),
+                        json.loads(output.outputs_json(before)), json.loads(output.outputs_json(after)), stack="variant")
+    assert plan.problems == []
+    routes = {(s.action, s.object) for s in plan.changes if s.object.startswith("HTTPRoute ")}
+    assert routes == {("create", "HTTPRoute gateways/deepseek-v4-flash-pool-llm-serving-dev"),
+                      ("delete", "HTTPRoute aibrix-system/deepseek-v4-flash-api-llm-serving-dev")}
+    assert all(not w.restarts for w in plan.workloads) and plan.peak_gpus == 8
+    md = changes_md.changes_md(plan, "before")
+    moved = md[md.index("## Routes that move"):md.index("## Serving per model")]
+    assert "Created in phase 1: HTTPRoute gateways/deepseek-v4-flash-pool-llm-serving-dev" in moved
+    assert "waits until the Gateway accepts HTTPRoute gateways/deepseek-v4-flash-pool-llm-serving-dev" in moved
+    assert "| DeepSeek-V4-Flash | no downtime | none |" in md
