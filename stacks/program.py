@@ -197,7 +197,8 @@ def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
                 depends_on=[*ready, routes, *([results] if results else [])])))
     if ops.monitoring.enabled:
-        EngineMonitoring("monitoring", MonitoringArgs(namespace=ns, monitoring=ops.monitoring), opts)
+        EngineMonitoring("monitoring", MonitoringArgs(namespace=ns, monitoring=ops.monitoring,
+                                                      endpoint_pickers=uses_inference_pool(cfg)), opts)
         if ops.monitoring.dashboards.enabled:
             GrafanaDashboards("dashboards", DashboardArgs(namespace=ns, monitoring=ops.monitoring, models=tuple(
                 DashboardModel(m.served_model_name, nixl=topology_of(m).transfers_kv)

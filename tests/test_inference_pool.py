@@ -238,3 +238,22 @@ def test_changes_md_of_a_switch_says_what_moves_and_that_no_engine_restarts():
     assert "Created in phase 1: HTTPRoute gateways/deepseek-v4-flash-pool-llm-serving-dev" in moved
     assert "waits until the Gateway accepts HTTPRoute gateways/deepseek-v4-flash-pool-llm-serving-dev" in moved
     assert "| DeepSeek-V4-Flash | no downtime | none |" in md
+
+
+def test_prometheus_scrapes_the_pickers_where_their_policy_lets_it():
+    ops = {**(dev_config().get("operations") or {}), "monitoring": {"enabled": True}}
+    objs = k8s_objects(render(with_layer(variant_file(operations=ops))))
+    monitors = {m["metadata"]["name"]: m["spec"] for m in of_kind(objs, "PodMonitor")}
+    spec = monitors["llm-serving-endpoint-pickers"]
+    (pool,) = of_kind(objs, "InferencePool")
+    pod = named(objs, "Deployment", pool["spec"]["endpointPickerRef"]["name"])["spec"]["template"]
+    assert all(pod["metadata"]["labels"].get(k) == v for k, v in spec["selector"]["matchLabels"].items())
+    ports = {p["name"]: p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]}
+    (endpoint,) = spec["podMetricsEndpoints"]
+    assert ports[endpoint["port"]] == epp.METRICS_PORT
+    prometheus = Pod("monitoring", {"app.kubernetes.io/name": "prometheus"})
+    assert allowed(of_kind(objs, "NetworkPolicy"), prometheus, Pod(NS, pod["metadata"]["labels"], ports),
+                   epp.METRICS_PORT)
+    # The engines' own monitor does not select the pickers.
+    engines = monitors["llm-serving-engines"]["selector"]["matchLabels"]
+    assert not all(pod["metadata"]["labels"].get(k) == v for k, v in engines.items())
