@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import copy
 
+from policy.engines import NAMES, engine_named
+
 # `kubernetes-sigs/gateway-api-inference-extension v1.5.0 config/charts/inferencepool/values.yaml`
 # inferenceExtension.image: registry registry.k8s.io, repository gateway-api-inference-extension/epp,
 # tag v1.5.0.
@@ -113,41 +115,19 @@ ROLE_RULES = [
 # Keys here -> the engineConfigs field each fills.
 ENGINE_CONFIG_FIELDS = {"queued": "queuedRequestsSpec", "running": "runningRequestsSpec",
                         "kv_cache_usage": "kvUsageSpec", "lora": "loraSpec", "cache_info": "cacheInfoSpec"}
-UPSTREAM_METRICS = {
-    "vllm": {"queued": "vllm:num_requests_waiting", "running": "vllm:num_requests_running",
-             "kv_cache_usage": "vllm:kv_cache_usage_perc", "lora": "vllm:lora_requests_info",
-             "cache_info": "vllm:cache_config_info"},
-    # No LoRA spec for SGLang upstream; its cache info carries page_size / num_pages labels.
-    "sglang": {"queued": "sglang:num_queue_reqs", "running": "sglang:num_running_reqs",
-               "kv_cache_usage": "sglang:token_usage", "cache_info": "sglang:cache_config_info"},
-}
-# factories.go: the label names cacheInfoSpec's labels are read from when not block_size / num_gpu_blocks.
-CACHE_INFO_LABELS = {"sglang": {"cacheBlockSizeLabelName": "page_size", "cacheNumBlocksLabelName": "num_pages"}}
-# Names the pinned engines do not export (tests/test_endpoint_picker.py reads the releases of
-# tests/upstream_vllm.py and tests/upstream_sglang.py RELEASES, the ones the stacks run, and fails when
-# this table is wrong either way). SGLang 0.5.17 and 0.5.23 define no sglang:cache_config_info anywhere
-# under sglang/ (their metrics are in sglang/srt/observability/metrics_collector.py). Without it the picker
-# cannot learn the engines' page size and page count: the prefix-cache producer
-# (requestcontrol/dataproducer/approximateprefix/plugin.go GetBlockSize, makeserver) falls back to its
-# configured blockSizeTokens and LRU capacity; queue, running and KV-usage scoring are unaffected.
-# vLLM 0.26.0 and 0.33.0 define all five (vllm/v1/metrics/loggers.py); vllm:lora_requests_info only exists
-# while LoRA is enabled (gauge_lora_info, `if vllm_config.lora_config is not None`), and no scorer of the
-# default profile reads it.
-ABSENT = {"sglang": ("cache_info",)}
 
 
 def _engine(engine: str) -> str:
-    if engine not in UPSTREAM_METRICS:
-        raise ValueError(f"the endpoint picker has no metrics for engine {engine!r} (known: "
-                         f"{', '.join(sorted(UPSTREAM_METRICS))})")
+    if engine not in NAMES:
+        raise ValueError(f"the endpoint picker has no metrics for engine {engine!r} (known: {', '.join(sorted(NAMES))})")
     return engine
 
 
 def metric_names(engine: str) -> dict[str, str]:
     """What the EPP reads from an engine's /metrics (keys of ENGINE_CONFIG_FIELDS), only the names the
-    pinned releases export: the same at both pinned releases of each engine, so no release parameter."""
-    absent = ABSENT.get(_engine(engine), ())
-    return {k: v for k, v in UPSTREAM_METRICS[engine].items() if k not in absent}
+    pinned releases export (each engine module's PICKER_METRICS): the same at both pinned releases of each
+    engine, so no release parameter."""
+    return dict(engine_named(_engine(engine)).PICKER_METRICS)
 
 
 def engine_config(engine: str) -> dict[str, str]:
@@ -157,7 +137,7 @@ def engine_config(engine: str) -> dict[str, str]:
     entry = {"name": engine}
     entry.update({field: names.get(key, "") for key, field in ENGINE_CONFIG_FIELDS.items()})
     if "cache_info" in names:
-        entry.update(CACHE_INFO_LABELS.get(engine, {}))
+        entry.update(engine_named(engine).PICKER_CACHE_INFO_LABELS)
     return entry
 
 

@@ -22,6 +22,7 @@ from vllm_cli import venvs
 import apivalidation
 from apivalidation import cel_rules, module_crds
 from policy import endpoint_picker as ep
+from policy.engines import engine_named
 
 ENGINES = ("vllm", "sglang")
 CONFIG_PATH = f"{ep.CONFIG_MOUNT}/{ep.CONFIG_FILE}"
@@ -239,7 +240,7 @@ def _string_constants(path: Path) -> set[str]:
 def test_vllm_metric_names_exist_in_the_pinned_release(release):
     site = next((venvs() / release).glob("lib/python*/site-packages"))
     names = ep.metric_names("vllm")
-    assert set(names) == set(ep.UPSTREAM_METRICS["vllm"]), "vLLM defines every name GIE reads"
+    assert names == gie.UPSTREAM_METRICS["vllm"], "vLLM defines every name GIE reads"
     assert set(names.values()) <= _string_constants(site / "vllm/v1/metrics/loggers.py")
     # cache_config_info's labels are CacheConfig's fields; the EPP reads block_size and num_gpu_blocks
     # (extractor.go CacheConfigBlockSizeInfoMetricName, CacheConfigNumGPUBlocksMetricName).
@@ -253,10 +254,11 @@ def test_sglang_metric_names_exist_in_the_pinned_release(release):
     root = engine_packages() / f"sglang=={release}" / "sglang"
     names = ep.metric_names("sglang")
     assert set(names.values()) <= _string_constants(root / "srt/observability/metrics_collector.py")
-    absent = [ep.UPSTREAM_METRICS["sglang"][k] for k in ep.ABSENT["sglang"]]
+    absent = [v for k, v in gie.UPSTREAM_METRICS["sglang"].items() if k not in names]
+    assert absent == ["sglang:cache_config_info"] and names.items() <= gie.UPSTREAM_METRICS["sglang"].items()
     needles = [f'"{n}"'.encode() for n in absent]
     hits = [p for p in root.rglob("*.py") if any(n in p.read_bytes() for n in needles)]
-    assert hits == [], f"{absent} is defined in {hits}: metric_names may return it (policy/endpoint_picker.py ABSENT)"
+    assert hits == [], f"{absent} is defined in {hits}: policy/engines/sglang.py PICKER_METRICS may name it"
 
 
 def test_engine_configs_name_the_upstream_fields():
@@ -265,12 +267,12 @@ def test_engine_configs_name_the_upstream_fields():
         assert f'`json:"{field}"`' in factories
     go_field = {"queued": "QueuedRequestsSpec", "running": "RunningRequestsSpec", "kv_cache_usage": "KVUsageSpec",
                 "lora": "LoRASpec", "cache_info": "CacheInfoSpec"}
-    for engine, names in ep.UPSTREAM_METRICS.items():
+    for engine, names in gie.UPSTREAM_METRICS.items():
         entry = re.search(rf'Name:\s+"{engine}",(.*?)\n\t}},', factories, re.S)[1]
         spec = dict(re.findall(r'(\w+Spec|\w+LabelName):\s+"([^"]*)"', entry))
         assert {k: spec[g] for k, g in go_field.items() if spec.get(g)} == names, engine
         labels = {f"cache{k[5:]}": v for k, v in spec.items() if k.endswith("LabelName")}
-        assert labels == ep.CACHE_INFO_LABELS.get(engine, {}), engine
+        assert labels == gie.CACHE_INFO_LABELS.get(engine, {}) == engine_named(engine).PICKER_CACHE_INFO_LABELS, engine
     registry = text("pkg/epp/framework/plugins/datalayer/extractor/metrics/mapping_registry.go")
     assert f'DefaultEngineTypeLabelKey = "{ep.ENGINE_TYPE_LABEL}"' in registry
     with pytest.raises(ValueError, match="no metrics for engine 'tgi'"):

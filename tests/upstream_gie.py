@@ -420,3 +420,19 @@ def _build(cfg: dict, handle: dict[str, str]) -> None:
         raise ConfigError("parse config build failed: the specified plugin is not a parser plugin in the config")
     if "saturation-detector" not in _role(handle, cfg["saturationDetector"]["pluginRef"]).split():
         raise ConfigError(f"plugin '{cfg['saturationDetector']['pluginRef']}' is not a fwkflowcontrol.SaturationDetector")
+
+
+# ---- the engines' metrics GIE's picker reads by default ----
+# pkg/epp/framework/plugins/datalayer/extractor/metrics/factories.go defaultEngineConfigs, per engine name:
+# key (policy/endpoint_picker.py ENGINE_CONFIG_FIELDS) -> metric name; each engine module's PICKER_METRICS is
+# this less what its pinned releases do not export (tests/test_endpoint_picker.py).
+UPSTREAM_METRICS = {
+    "vllm": {"queued": "vllm:num_requests_waiting", "running": "vllm:num_requests_running",
+             "kv_cache_usage": "vllm:kv_cache_usage_perc", "lora": "vllm:lora_requests_info",
+             "cache_info": "vllm:cache_config_info"},
+    # No LoRA spec for SGLang upstream; its cache info carries page_size / num_pages labels.
+    "sglang": {"queued": "sglang:num_queue_reqs", "running": "sglang:num_running_reqs",
+               "kv_cache_usage": "sglang:token_usage", "cache_info": "sglang:cache_config_info"},
+}
+# factories.go: the label names cacheInfoSpec's labels are read from when not block_size / num_gpu_blocks.
+CACHE_INFO_LABELS = {"sglang": {"cacheBlockSizeLabelName": "page_size", "cacheNumBlocksLabelName": "num_pages"}}

@@ -20,6 +20,8 @@ class Engine(Protocol):
     """What every engine module provides (tests/test_engine_modules.py checks each has all of it)."""
 
     NAME: str
+    PICKER_METRICS: dict[str, str]
+    PICKER_CACHE_INFO_LABELS: dict[str, str]
     DISPLAY_NAME: str
     COMMAND: str
     SECTION: str

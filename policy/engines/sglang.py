@@ -124,6 +124,16 @@ DATA_PARALLEL_FLAGS = ("--data-parallel-size", "--dp-size")
 # their exposed _total name ----
 IN_FLIGHT_GAUGES = ("sglang:num_running_reqs", "sglang:num_queue_reqs")   # running, waiting
 QUEUE_GAUGE = "sglang:num_queue_reqs"
+# What the inferencePool layer's endpoint picker reads from this engine (policy/endpoint_picker.py): GIE
+# v1.5.0's defaults for SGLang (factories.go defaultEngineConfigs; no LoRA spec) but sglang:cache_config_info,
+# which SGLang 0.5.17 and 0.5.23 define nowhere under sglang/ (their metrics are in srt/observability/
+# metrics_collector.py; tests/test_endpoint_picker.py searches both releases). Without it the picker cannot
+# learn the engines' page size and count: its prefix-cache producer (requestcontrol/dataproducer/
+# approximateprefix/plugin.go) falls back to its own block size and LRU capacity; queue, running and KV-usage
+# scoring are unaffected. The label names GIE reads cache info from for SGLang, once a release exports it:
+PICKER_METRICS = {"queued": "sglang:num_queue_reqs", "running": "sglang:num_running_reqs",
+                  "kv_cache_usage": "sglang:token_usage"}
+PICKER_CACHE_INFO_LABELS = {"cacheBlockSizeLabelName": "page_size", "cacheNumBlocksLabelName": "num_pages"}
 KV_CACHE_GAUGE = "sglang:token_usage"
 TTFT_HISTOGRAM = "sglang:time_to_first_token_seconds"
 TPOT_HISTOGRAM = "sglang:request_time_per_output_token_seconds"   # from 0.5.23 on

@@ -145,6 +145,16 @@ OFFLOAD_BACKEND_FLAG = "--kv-offloading-backend"
 # counters by their exposed _total name ----
 IN_FLIGHT_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")   # running, waiting
 QUEUE_GAUGE = "vllm:num_requests_waiting"
+# What the inferencePool layer's endpoint picker reads from this engine (policy/endpoint_picker.py, keys of its
+# ENGINE_CONFIG_FIELDS): GIE v1.5.0's own defaults for vLLM (pkg/epp/framework/plugins/datalayer/extractor/
+# metrics/factories.go defaultEngineConfigs, tests/upstream_gie.py UPSTREAM_METRICS), every one defined by
+# vLLM 0.26.0 and 0.33.0 (vllm/v1/metrics/loggers.py); vllm:lora_requests_info only while LoRA is on, and
+# no scorer the stacks configure reads it. cache_config_info's labels are the picker's defaults
+# (block_size, num_gpu_blocks): no label names to give.
+PICKER_METRICS = {"queued": "vllm:num_requests_waiting", "running": "vllm:num_requests_running",
+                  "kv_cache_usage": "vllm:kv_cache_usage_perc", "lora": "vllm:lora_requests_info",
+                  "cache_info": "vllm:cache_config_info"}
+PICKER_CACHE_INFO_LABELS: dict[str, str] = {}
 KV_CACHE_GAUGE = "vllm:kv_cache_usage_perc"
 TTFT_HISTOGRAM = "vllm:time_to_first_token_seconds"
 TPOT_HISTOGRAM = "vllm:request_time_per_output_token_seconds"
