@@ -18,7 +18,26 @@ from pathlib import Path
 MODULE_CRDS = {
     "EnvoyPatchPolicy": ("github.com/envoyproxy/gateway", "v1.2.8",
                          "charts/gateway-helm/crds/generated/gateway.envoyproxy.io_envoypatchpolicies.yaml"),
+    # gateway.implementation istio (components/gateway_implementations/istio.py): the istio.io/api that Istio
+    # 1.30.1 pins (istio/istio go.mod at tag 1.30.1), whose generated CRDs Istio's charts install.
+    "DestinationRule": ("istio.io/api", "v1.30.1-0.20260529120535-23c54ad84d6e",
+                        "kubernetes/customresourcedefinitions.gen.yaml"),
 }
+
+# Kinds the stacks may render whose CRD no module the proxy serves holds: the render cannot check them
+# against a schema and says so; a test checks each against a port of its upstream types, read at the tag.
+# kind -> (its apiVersion, why).
+SOURCE_CHECKED = {
+    "ProxySettingsPolicy": ("gateway.nginx.org/v1alpha1",
+                            "NGINX Gateway Fabric v2.6.0's (gateway.implementation nginxGatewayFabric): its Go module "
+                            "is not served by the module proxy; tests/upstream_nginx_gateway_fabric.py ports its types"),
+}
+
+
+def source_checked(obj: dict) -> str | None:
+    """Why the object is checked by a test against its upstream types instead of a CRD, or None."""
+    api_version, why = SOURCE_CHECKED.get(obj.get("kind", ""), (None, None))
+    return why if api_version is not None and obj.get("apiVersion") == api_version else None
 
 
 # Modules whose files the tests read at the release the stacks pin, downloaded by the same `make` step (their CRDs
@@ -27,6 +46,9 @@ MODULE_CRDS = {
 # the v1.5.0 InferencePool CRD, which still requires endpointPickerRef).
 MODULE_SOURCES = {
     "gateway-api-inference-extension": ("sigs.k8s.io/gateway-api-inference-extension", "v1.5.0"),
+    # The Envoy Gateway the Envoy AI Gateway v1.1.0 pins (components/gateway_implementations/envoy_ai_gateway.py):
+    # tests/test_gateway_implementations.py checks the BackendTrafficPolicy against its CRD.
+    "envoy-gateway-ai-gateway": ("github.com/envoyproxy/gateway", "v1.8.1"),
 }
 
 

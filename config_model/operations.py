@@ -35,17 +35,27 @@ class Gateway(Model):
         "Envoy Gateway (field report 10, 11); `inferencePool`, per model a Gateway API Inference Extension "
         "InferencePool with its endpoint picker (GIE v1.5.0's), routed by `gateway.name`, a Gateway of an "
         "implementation that supports InferencePool (docs/gateway-and-network.md).")
+    implementation: Literal["istio", "nginxGatewayFabric", "agentgateway", "envoyAiGateway"] | None = Field(
+        None, description="routingLayer inferencePool, required there: what runs the Gateway `name`, which decides "
+        "where its proxy pods run and which labels they carry (the NetworkPolicies admit them), how they reach the "
+        "endpoint pickers, how the route's timeout is applied and whether consumers' limits can be: `istio` (1.30.1), "
+        "`nginxGatewayFabric` (NGINX Gateway Fabric v2.6.0), `agentgateway` (v1.0.0), `envoyAiGateway` (Envoy Gateway "
+        "v1.8.1 with the Envoy AI Gateway v1.1.0 extension). GKE's Gateway is not offered: its load balancer is "
+        "Google's, with no proxy pods a NetworkPolicy can select, and GIE has conformance reports for it only at "
+        "v1alpha2 (docs/gateway-and-network.md). Ignored by the aibrix layer.")
     namespace: DnsLabel = Field("aibrix-system", description="Namespace of the Gateway and of the HTTPRoutes.")
     name: DnsLabel = Field("aibrix-eg", description="The Gateway the routes attach to.")
     proxy_namespace: DnsLabel = Field(
         "envoy-gateway-system", description="Namespace where Envoy Gateway runs this Gateway's proxy pods (v1.2.8, "
-        "which AIBrix v0.7.0 installs, runs them in its own namespace); the engines accept requests from them.")
+        "which AIBrix v0.7.0 installs, runs them in its own namespace); the engines accept requests from them. "
+        "routingLayer inferencePool, unset: where `implementation` runs them (the Gateway's namespace, or "
+        "envoy-gateway-system for envoyAiGateway).")
     proxy_pod_labels: dict[LabelKey, NonEmptyLabelValue] | None = Field(
         None, min_length=1, description="routingLayer inferencePool: labels of the Gateway's proxy pods in "
-        "proxyNamespace (which defaults to the Gateway's own namespace there), admitted to the engines and the endpoint "
-        "pickers. Unset: gateway.networking.k8s.io/gateway-name = name, the label Gateway API's in-cluster deployments "
-        "carry (docs/gateway-and-network.md lists each implementation's). The aibrix layer always selects Envoy "
-        "Gateway's own labels.")
+        "proxyNamespace, admitted to the engines and the endpoint pickers, overriding the implementation's. Unset: the "
+        "labels `implementation` puts on them (gateway.networking.k8s.io/gateway-name = name for istio, "
+        "nginxGatewayFabric and agentgateway; Envoy Gateway's own and its owning-gateway labels for envoyAiGateway; "
+        "docs/gateway-and-network.md). The aibrix layer always selects Envoy Gateway's own labels.")
     external_endpoint: checked(k8s.kubelet_expansions, base=url_text(
             r"^https?://[^\s/]+$", "an http(s)://host[:port] base URL without a path")) | None = Field(
         None, description="Stable external base URL of the gateway (a DNS name, never a Pod IP); exported with /v1.")
@@ -63,14 +73,6 @@ class Gateway(Model):
     paths: list[GatewayPath] = Field(
         default_factory=lambda: list(AIBRIX_PATHS), min_length=1, max_length=64,
         description="Path prefixes routed to each model, matched together with the header `model`.")
-
-    @property
-    def proxies_namespace(self) -> str:
-        """Where the proxy pods run: proxyNamespace as set; unset, Envoy Gateway's own namespace for the
-        AIBrix layer, the Gateway's namespace for any other (in-cluster deployments sit beside their Gateway)."""
-        if self.routing_layer == "aibrix" or "proxy_namespace" in self.model_fields_set:
-            return self.proxy_namespace
-        return self.namespace
 
     @property
     def longest_request_seconds(self) -> int:

@@ -167,6 +167,10 @@ def api_problems(rendered) -> str:
     else:
         print(f"warning: {crds} is missing: custom resources not checked against their CRDs' CEL rules "
               "(set LLM_SERVING_CRDS)", file=sys.stderr)
+    unchecked = sorted({f"{o['kind']}: {why}" for o in objects
+                        if (why := apivalidation.module_crds.source_checked(o)) is not None})
+    for line in unchecked:
+        print(f"note: no CRD here for {line}", file=sys.stderr)
     problems = apivalidation.validate(objects, index)
     return apivalidation.report(problems) if problems else ""
 

@@ -38,7 +38,8 @@ from components.prepull import engine_image_keys as prepull_image_keys
 from components.providers import make_providers
 from components.retention import kept
 from components.rollout import engine_templates, rollout_key
-from components.routing_layers.inference_pool import EPP_IMAGE_KEY, INFERENCE_POOL, gateway_proxy_labels, pool_name
+from components.routing_layers import routing_layer
+from components.routing_layers.inference_pool import EPP_IMAGE_KEY, INFERENCE_POOL, pool_name
 from components.scripts import ModelScripts
 from components.secrets import API_KEY_SECRET, CONSUMER_KEYS_SECRET, SecretsArgs, ServingSecrets, content_tag
 from components.storage import ModelStore, ModelStoreArgs
@@ -349,9 +350,14 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
     if cfg.network_policy.enabled:
         ops_monitoring = cfg.operations.monitoring
         # Peers by namespace and upstream pod labels, ports by container port name (network.py).
+        # The Gateway's proxies as the layer knows them; without the gateway no rule admits them (and
+        # gateway.implementation may be unset).
+        layer, gw_on = routing_layer(cfg.gateway.routing_layer), cfg.gateway.enabled
+        proxy_namespace = layer.proxy_namespace(cfg.gateway) if gw_on else cfg.gateway.proxy_namespace
+        proxy_labels = layer.proxy_labels(cfg.gateway) if gw_on else {}
         network = NetworkArgs(
             namespace=ns, gateway_namespace=cfg.gateway.namespace if cfg.gateway.enabled else None,
-            gateway_name=cfg.gateway.name, gateway_proxy_namespace=cfg.gateway.proxies_namespace,
+            gateway_name=cfg.gateway.name, gateway_proxy_namespace=proxy_namespace,
             prometheus_namespace=ops_monitoring.prometheus_namespace if ops_monitoring.enabled else None,
             rolesets=[roleset_name(m) for m in cfg.models if topology_of(m).fleets],
             aibrix_namespace=cfg.gateway.namespace,
@@ -359,7 +365,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             client_namespaces=client_namespaces(cfg),
             groups=[model_groups(m) for m in cfg.models if spans_nodes(m)],
             egress=egress_args(cfg, engine_models(cfg), backends),
-            routing_layer=cfg.gateway.routing_layer, gateway_proxy_labels=gateway_proxy_labels(cfg.gateway),
+            routing_layer=cfg.gateway.routing_layer, gateway_proxy_labels=proxy_labels,
             pools=tuple(pool_name(b) for b in backends) if uses_inference_pool(cfg) else (),
             client_targets=[] if exports.through_gateway(cfg) else [
                 ClientTarget(b.service_name, b.selector, b.target_port) for b in backends])

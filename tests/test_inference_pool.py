@@ -25,7 +25,7 @@ from policy import endpoint_picker as epp
 from policy.workloads import containers, pod_templates
 from stacks.loader import ConfigError
 
-GATEWAY = {"routingLayer": "inferencePool", "namespace": "gateways", "name": "inference-gw"}
+GATEWAY = {"routingLayer": "inferencePool", "implementation": "istio", "namespace": "gateways", "name": "inference-gw"}
 # A test fixture, not a published image: the digest of epp:v1.5.0 was not found here (docs say how to pin it).
 EPP_FIXTURE = {"upstream": "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0", "digest": "sha256:" + "7" * 64}
 NS = "llm-serving-dev"   # the dev stack file's namespace
@@ -180,7 +180,7 @@ def test_switching_layers_rolls_no_engine_and_keeps_the_old_route_until_the_end(
     ({"gateway": {"routingLayer": "inferencePool"}}, "gateway.name", "has no InferencePool backend"),
     ({"models": [model(routingStrategy="least-request")]}, "models[0].routingStrategy", "does not apply"),
     ({"consumers": [{"name": "search", "namespace": "team-search", "requestsPerMinute": 600}]},
-     "consumers[0].requestsPerMinute", "is not carried by gateway.routingLayer inferencePool yet"),
+     "consumers[0].requestsPerMinute", "is not carried by gateway.implementation istio"),
     ({"gateway": {**GATEWAY, "defaultRequestsPerMinute": 60}}, "gateway.defaultRequestsPerMinute", "is not carried"),
 ])
 def test_what_the_layer_cannot_carry_is_refused_under_its_field(changes, path, message):

@@ -49,6 +49,13 @@ class AibrixLayer:
     policy_suffix = ""   # components/network.py engine_ingress_name
     knows_proxies = True
 
+    def proxy_namespace(self, gateway: Gateway) -> str:
+        return gateway.proxy_namespace
+
+    def proxy_labels(self, gateway: Gateway) -> dict[str, str]:
+        """None to pass: aibrix_gateway_ingress selects Envoy Gateway's own labels and the owning Gateway's."""
+        return {}
+
     def gateway_ingress(self, args: NetworkArgs) -> list[dict]:
         from components.network import aibrix_gateway_ingress
         return aibrix_gateway_ingress(args)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from components.base import Component
     from components.gateway import ModelRoutesArgs
     from components.network import NetworkArgs
+    from config_model import Gateway
 
 
 # The one ReferenceGrant per stack namespace that lets the gateway namespace's HTTPRoutes reach it.
@@ -48,6 +49,14 @@ class RoutingLayer(Protocol):
     knows_proxies: bool
     # Appended to the names of the policies admitting the gateway to the engines (network.py engine_ingress_name).
     policy_suffix: str
+
+    def proxy_namespace(self, gateway: Gateway) -> str:
+        """Where the Gateway's proxy pods run (NetworkArgs.gateway_proxy_namespace)."""
+        ...
+
+    def proxy_labels(self, gateway: Gateway) -> dict[str, str]:
+        """Labels of the Gateway's proxy pods, for the layer's own rules (NetworkArgs.gateway_proxy_labels)."""
+        ...
 
     def gateway_ingress(self, args: NetworkArgs) -> list[dict]:
         """Ingress rules admitting the gateway's pods to the engine pods (components/network.py)."""

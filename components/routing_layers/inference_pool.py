@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import gateway_implementations as implementations
 from components.base import metadata
 from components.endpoint_picker import EndpointPicker, EndpointPickerArgs
 from components.routing_layers.base import Attached, gateway_labels, route_name
@@ -39,8 +40,6 @@ if TYPE_CHECKING:
 
 NAME = INFERENCE_POOL = "inferencePool"
 EPP_IMAGE_KEY = "endpointPicker"          # images.endpointPicker
-# Gateway API's label on the resources of an in-cluster Gateway deployment (GEP-1762).
-GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name"
 POOL_KIND = "InferencePool"
 # Its own name beside the AIBrix layer's llm-serving-gateway-access: both exist while a stack switches.
 POOL_REFERENCE_GRANT = "llm-serving-gateway-pool-access"
@@ -65,12 +64,6 @@ def pool_name(backend: RouteBackend) -> str:
     """`<model>-pool`, from the Service's `<model>-api` model part (components/gateway.py service_name)."""
     model = backend.service_name.removesuffix("-api")
     return derived.bounded(f"{model}{POOL_SUFFIX}")
-
-
-def gateway_proxy_labels(gateway: Gateway) -> dict[str, str]:
-    """The proxy pods of the stack's Gateway under this layer: gateway.proxyPodLabels, else the label
-    Gateway API's in-cluster deployments carry."""
-    return dict(gateway.proxy_pod_labels or {GATEWAY_NAME_LABEL: gateway.name})
 
 
 def route_spec(gateway: Gateway, backend: RouteBackend, pool: str, namespace: str) -> dict:
@@ -99,6 +92,13 @@ class InferencePoolLayer:
     # day-2 Jobs use each model's own Service in-cluster, the external endpoint is the gateway's.
     policy_suffix = "-inference-pool"   # components/network.py engine_ingress_name
     knows_proxies = False
+
+    def proxy_namespace(self, gateway: Gateway) -> str:
+        """Where the Gateway's implementation runs its proxies (components/gateway_implementations/)."""
+        return implementations.proxy_namespace(gateway)
+
+    def proxy_labels(self, gateway: Gateway) -> dict[str, str]:
+        return implementations.proxy_labels(gateway)
 
     def gateway_ingress(self, args: NetworkArgs) -> list[dict]:
         """The Gateway's proxy pods reach the serving port (the pool's targetPort); the pickers already
@@ -147,7 +147,24 @@ class InferencePoolLayer:
                 metadata={"name": route, "namespace": gw.namespace, "labels": gateway_labels(route, ns),
                           "annotations": {WAIT_FOR: ROUTE_ACCEPTED}},
                 spec=route_spec(gw, b, pool, ns), opts=owner.child_opts(depends_on=[grant, inference_pool]))]
+            out += extra_objects(owner, f"{name}-{pool}", implementations.PoolRoute(
+                namespace=ns, pool=pool, picker_service=picker.service_name, picker_port=picker.grpc_port,
+                route=route, gateway=gw, rate_limits=args.rate_limits), {"picker": picker, "route": out[-1]})
         return Attached(resources=tuple(out))
+
+
+def extra_objects(owner: Component, name: str, pool_route: implementations.PoolRoute,
+                  after: dict[str, pulumi.Resource]) -> list[pulumi.Resource]:
+    """What the Gateway's implementation needs beside the pool and the route (components/
+    gateway_implementations/ says which and why), each after the object it refers to: in the stack's
+    namespace with our labels, in the Gateway's with the stack's namespace named, as the route."""
+    ns = pool_route.namespace
+    return [k8s.apiextensions.CustomResource(
+        f"{name}-{o.resource}", api_version=o.api_version, kind=o.kind,
+        metadata=(metadata(o.name, o.namespace, "gateway") if o.namespace == ns
+                  else {"name": o.name, "namespace": o.namespace, "labels": gateway_labels(o.name, ns)}),
+        spec=o.spec, opts=owner.child_opts(depends_on=[after[o.after]]))
+        for o in implementations.implementation_of(pool_route.gateway).objects(pool_route)]
 
 
 LAYER = InferencePoolLayer()

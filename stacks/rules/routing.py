@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from components.gateway_implementations import IMPLEMENTATIONS, implementation_of
 from components.routing_layers.inference_pool import INFERENCE_POOL
 from components.topologies import topology_of
 from config_model import StackConfig
@@ -33,12 +34,18 @@ def routing_layer(cfg: StackConfig) -> Iterator[Problem]:
             yield Problem(f"models[{i}].routingStrategy", m.routing_strategy, "does not apply with gateway.routingLayer "
                           "inferencePool: the endpoint picker scores every request on the engines' queue, KV-cache use "
                           "and prefix cache (policy/endpoint_picker.py); leave it out")
+    if gw.implementation is None:
+        yield Problem("gateway.implementation", None, "is required by gateway.routingLayer inferencePool: what runs "
+                      f"gateway.name, one of {', '.join(IMPLEMENTATIONS)} (docs/gateway-and-network.md)")
+        return
+    impl = implementation_of(gw)
+    reason = impl.refuses_consumer_limits
+    if reason is None:
+        return
     for i, c in enumerate(cfg.consumers):
-        yield Problem(f"consumers[{i}].requestsPerMinute", c.requests_per_minute, "is not carried by gateway.routingLayer "
-                      "inferencePool yet: a per-consumer limit is a policy of the Gateway's own implementation (Envoy "
-                      "Gateway's BackendTrafficPolicy, kgateway's TrafficPolicy, ...), none of which this program "
-                      "writes for it; keep gateway.routingLayer aibrix for a stack with consumers "
-                      "(docs/gateway-and-network.md)")
+        yield Problem(f"consumers[{i}].requestsPerMinute", c.requests_per_minute, "is not carried by "
+                      f"gateway.implementation {impl.name}: {reason}; remove it, or route through an implementation "
+                      "that carries it (docs/gateway-and-network.md)")
     if gw.default_requests_per_minute is not None:
         yield Problem("gateway.defaultRequestsPerMinute", gw.default_requests_per_minute, "is not carried by "
-                      "gateway.routingLayer inferencePool yet (see consumers): leave it out or keep the aibrix layer")
+                      f"gateway.implementation {impl.name}: {reason}; leave it out")
