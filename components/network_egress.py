@@ -48,7 +48,6 @@ from components.network import (
 from components.openwebui import NAME as OPEN_WEBUI
 from components.operations import engine_metric_ports, smoke_route
 from components.routing_layers import routing_layer
-from components.routing_layers.inference_pool import INFERENCE_POOL
 from components.topologies import topology_of
 from config_model import ServedModel, StackConfig, derived
 
@@ -215,6 +214,6 @@ def egress_args(cfg: StackConfig, models: list[ServedModel], backends: list[Rout
     grants += operations_grants(cfg, models, by_name)
     if cfg.operations.open_webui.enabled:
         grants.append(open_webui_grant(cfg, by_name))
-    if cfg.gateway.enabled and cfg.gateway.routing_layer == INFERENCE_POOL:
+    if cfg.gateway.inference_pools:
         grants.append(picker_grant(cfg))
     return EgressArgs(egress.dns.namespace, dict(egress.dns.pod_labels), egress.dns.port, tuple(grants))

@@ -75,6 +75,11 @@ class Gateway(Model):
         description="Path prefixes routed to each model, matched together with the header `model`.")
 
     @property
+    def inference_pools(self) -> bool:
+        """Whether the stack routes through InferencePools (components/routing_layers/inference_pool.py)."""
+        return self.enabled and self.routing_layer == "inferencePool"
+
+    @property
     def longest_request_seconds(self) -> int:
         """How long a request in flight may still run: the HTTPRoute's timeout, and through the gateway
         at least AIBrix's original_route's, which carries the plugin-routed requests. The engines'

@@ -9,7 +9,6 @@ from components.gateway import ModelRoutes
 from components.ops_commands import gateway_endpoint
 from components.platform import required_versions
 from components.routing_layers import routing_layer
-from components.routing_layers.inference_pool import INFERENCE_POOL
 from components.topologies import topology_of
 from config_model import ServedModel, StackConfig
 from policy.engines import engine_named
@@ -91,8 +90,7 @@ def outputs(cfg: StackConfig, models: list[ServedModel], routes: ModelRoutes,
         "modelVerifyImage": references["modelVerify"],
         "vllmRayImage": references.get("vllmRay") or "",
         "workloadImages": workload_images,
-        "prerequisites": required_versions(cfg.platform, cfg.models, inference_pool=cfg.gateway.enabled and
-                                           cfg.gateway.routing_layer == INFERENCE_POOL),
+        "prerequisites": required_versions(cfg.platform, cfg.models, inference_pool=cfg.gateway.inference_pools),
         "gpuTotal": rules.gpu_total(cfg),
         "gpuBudget": cfg.gpu_budget,
         # Per consumer: the output holding its token, its limit and its namespaces (the URLs are `models`').

@@ -39,7 +39,7 @@ from components.providers import make_providers
 from components.retention import kept
 from components.rollout import engine_templates, rollout_key
 from components.routing_layers import routing_layer
-from components.routing_layers.inference_pool import EPP_IMAGE_KEY, INFERENCE_POOL, pool_name
+from components.routing_layers.inference_pool import EPP_IMAGE_KEY, pool_name
 from components.scripts import ModelScripts
 from components.secrets import API_KEY_SECRET, CONSUMER_KEYS_SECRET, SecretsArgs, ServingSecrets, content_tag
 from components.storage import ModelStore, ModelStoreArgs
@@ -64,10 +64,6 @@ def engine_models(cfg: StackConfig) -> list[ServedModel]:
     return [m if m.dspark_of is None else with_speculative_decoding(by_name[m.dspark_of], on=True).model_copy(
         update={"name": m.name, "served_model_name": m.served_model_name, "dspark_of": m.dspark_of})
         for m in cfg.models]
-
-
-def uses_inference_pool(cfg: StackConfig) -> bool:
-    return cfg.gateway.enabled and cfg.gateway.routing_layer == INFERENCE_POOL
 
 
 STACK_FACTS = "llm-serving:stack:Facts"
@@ -199,7 +195,7 @@ def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list
                 depends_on=[*ready, routes, *([results] if results else [])])))
     if ops.monitoring.enabled:
         EngineMonitoring("monitoring", MonitoringArgs(namespace=ns, monitoring=ops.monitoring,
-                                                      endpoint_pickers=uses_inference_pool(cfg)), opts)
+                                                      endpoint_pickers=cfg.gateway.inference_pools), opts)
         if ops.monitoring.dashboards.enabled:
             GrafanaDashboards("dashboards", DashboardArgs(namespace=ns, monitoring=ops.monitoring, models=tuple(
                 DashboardModel(m.served_model_name, nixl=topology_of(m).transfers_kv)
@@ -244,7 +240,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             opts=pulumi.ResourceOptions(**kept(retained)) if retained else opts))
     if cfg.platform.install:
         # Custom resources of the stack need the CRDs these bring.
-        depends.append(ClusterPrerequisites("platform", cfg.platform, opts, inference_pool=uses_inference_pool(cfg)))
+        depends.append(ClusterPrerequisites("platform", cfg.platform, opts, inference_pool=cfg.gateway.inference_pools))
     opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends))
 
     store = ModelStore("model-store", ModelStoreArgs(
@@ -366,7 +362,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             groups=[model_groups(m) for m in cfg.models if spans_nodes(m)],
             egress=egress_args(cfg, engine_models(cfg), backends),
             routing_layer=cfg.gateway.routing_layer, gateway_proxy_labels=proxy_labels,
-            pools=tuple(pool_name(b) for b in backends) if uses_inference_pool(cfg) else (),
+            pools=tuple(pool_name(b) for b in backends) if cfg.gateway.inference_pools else (),
             client_targets=[] if exports.through_gateway(cfg) else [
                 ClientTarget(b.service_name, b.selector, b.target_port) for b in backends])
         clients = {b.service_name: m.name for m, b in zip(engine_models(cfg), backends)}

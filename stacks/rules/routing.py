@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Iterator
 
 from components.gateway_implementations import IMPLEMENTATIONS, implementation_of
-from components.routing_layers.inference_pool import INFERENCE_POOL
 from components.topologies import topology_of
 from config_model import StackConfig
 from stacks.rules.problem import Problem
@@ -16,7 +15,7 @@ AIBRIX_GATEWAY = ("aibrix-system", "aibrix-eg")
 
 def routing_layer(cfg: StackConfig) -> Iterator[Problem]:
     gw = cfg.gateway
-    if not gw.enabled or gw.routing_layer != INFERENCE_POOL:
+    if not gw.inference_pools:
         return
     if cfg.images.endpoint_picker is None:
         yield Problem("images.endpointPicker", None, "is required by gateway.routingLayer inferencePool: the endpoint "
