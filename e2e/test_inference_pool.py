@@ -1,0 +1,254 @@
+"""The Gateway API Inference Extension's endpoint picker for real (issue 31): GIE v1.5.0's EPP, built from its Go
+module, watches an InferencePool (inference.networking.k8s.io/v1) and its pods through the local API server,
+scrapes each Ready pod's metrics at podIP:targetPort/metrics and answers a gateway's ext_proc exchange with the
+endpoint it picked (header x-gateway-destination-endpoint and envoy.lb metadata), as Envoy would ask it.
+
+The pods live on a kwok node of this file's own whose spec.podCIDR is in 127.31.0.0/16 (e2e/epp.py), so their
+addresses are loopback ones and tests/fake_openai.py's engine answers there with vLLM's or SGLang's gauges.
+The EPP runs with the chart's args and config (config/charts/epplib at v1.5.0, e2e/epp.py chart_args and
+chart_config) on loopback ports of its own and the admin kubeconfig. Needed on the cluster: the InferencePool
+CRD (../shared/crds/gateway-api-inference-extension, v1.6.0's, whose only change from v1.5.0 is an optional
+endpointPickerRef) and nothing else: cmd/epp/runner asks discovery whether InferenceObjective and
+InferenceModelRewrite (inference.networking.x-k8s.io/v1alpha2) are served and runs their controllers only if so
+(pkg/epp/server/controller_config.go); cluster.py installs both experimental CRDs (v1.5.0) anyway.
+
+Proven, vLLM pool of three pods: every pick is podIP:8000 of a Ready pod of the pool; a pod whose engine reports
+a long queue (vllm:num_requests_waiting) is never picked, and when the queue moves to another pod the picks
+follow it; the same long prompt twice lands on the same pod (the prefix-cache scorer); with no Ready pod the
+EPP answers an immediate 503. SGLang pool: the chart's SGLang args (legacy metric flags) are refused by the
+v1.5.0 EPP at start; with the chart's SGLang config (core-metrics-extractor defaultEngine "sglang") it picks by
+sglang:num_queue_reqs, while the vLLM names on the same pages say the opposite (the vLLM config, run as a
+control, follows those). eppconfig (the EPP's own loader) accepts both chart configs and refuses a broken one.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import random
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import cluster
+import epp
+import pytest
+
+sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))   # after e2e/: e2e's modules keep their names
+from fake_openai import FakeEngine  # noqa: E402
+
+PORT = 8000  # the engines' serving port: the pool's targetPorts, where the EPP scrapes /metrics
+LONG_QUEUE = 40
+get = cluster.get
+
+
+class PodEngine(FakeEngine):
+    """tests/fake_openai.py's engine with the other gauges the EPP's core-metrics-extractor reads (GIE v1.5.0
+    pkg/epp/framework/plugins/datalayer/extractor/metrics/factories.go defaultEngineConfigs): vLLM's
+    vllm:kv_cache_usage_perc and vllm:cache_config_info (block_size, num_gpu_blocks labels), SGLang's
+    sglang:token_usage. decoy: vLLM's queue gauge on an SGLang page, saying the opposite of SGLang's."""
+
+    def __init__(self, *args, kv_usage: float = 0.0, decoy_waiting: float | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.kv_usage, self.decoy_waiting = kv_usage, decoy_waiting
+
+    def metrics(self) -> str:
+        lines = [super().metrics().rstrip("\n")]
+        if self.sglang:
+            lines += ["# TYPE sglang:token_usage gauge", f'sglang:token_usage{{model_name="{self.model}"}} {self.kv_usage}']
+            if self.decoy_waiting is not None:
+                lines += ["# TYPE vllm:num_requests_waiting gauge",
+                          f'vllm:num_requests_waiting{{engine="0",model_name="{self.model}"}} {self.decoy_waiting}']
+        else:
+            labels = f'engine="0",model_name="{self.model}"'
+            lines += ["# TYPE vllm:kv_cache_usage_perc gauge", f"vllm:kv_cache_usage_perc{{{labels}}} {self.kv_usage}",
+                      "# TYPE vllm:cache_config_info gauge",
+                      f'vllm:cache_config_info{{block_size="16",engine="0",num_gpu_blocks="4096"}} 1.0']
+        return "\n".join(lines) + "\n"
+
+    def scrapes(self) -> int:
+        with self.lock:
+            return sum(1 for path, _, _ in self.requests if path == "/metrics")
+
+
+def scraped(engines, times: int = 2, seconds: float = 10) -> None:
+    """Until the EPP has read every engine's /metrics `times` more times (it polls every 50 ms)."""
+    start = {e.host: e.scrapes() for e in engines}
+    deadline = time.monotonic() + seconds * cluster.WAIT_SCALE
+    while any(e.scrapes() < start[e.host] + times for e in engines):
+        assert time.monotonic() < deadline, f"the EPP did not scrape {[e.host for e in engines]} within {seconds:g} s"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def lo(request):
+    """This file's namespace and its kwok node whose pods get 127.31.<n>.x."""
+    request.getfixturevalue("cluster")   # the control plane (conftest.py); the name is the module's here
+    if missing := epp.missing():
+        pytest.fail(f"missing in .e2e/bin: {', '.join(missing)}; build them with `bash e2e/build-tools.sh gie`",
+                    pytrace=False)
+    tag = uuid.uuid4().hex[:6]
+    ns, node = f"e2e-epp-{tag}", f"epp-{tag}"
+    cluster.kubectl("create", "namespace", ns)
+    try:
+        with epp.loopback_node(node, random.randrange(256), 0) as cidr:
+            deadline = time.monotonic() + 20 * cluster.WAIT_SCALE  # the default ServiceAccount (admission needs it)
+            while "default" not in cluster.kubectl("get", "serviceaccounts", "-n", ns, "-o", "name"):
+                assert time.monotonic() < deadline, "namespace's default ServiceAccount not created"
+                time.sleep(0.3)
+            try:
+                yield ns, node, cidr
+            finally:   # while the node is there: kwok deletes its pods at once (pod-delete stage), not the pod GC later
+                cluster.kubectl("delete", "pods", "--all", "-n", ns, f"--timeout={30 * cluster.WAIT_SCALE:g}s")
+    finally:
+        cluster.kubectl("delete", "namespace", ns, "--wait=false")
+
+
+def make_pool(ns: str, node: str, name: str, replicas: int) -> str:
+    """An InferencePool and its pods (Pods, no controller: the test flips their readiness itself). The selector."""
+    labels = {"app": f"{name}-engine"}
+    objs = [{"apiVersion": "inference.networking.k8s.io/v1", "kind": "InferencePool",
+             "metadata": {"name": name, "namespace": ns},
+             "spec": {"selector": {"matchLabels": labels}, "targetPorts": [{"number": PORT}],
+                      "endpointPickerRef": {"name": f"{name}-epp", "port": {"number": 9002}}}}]
+    objs += [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-{i}", "namespace": ns, "labels": labels},
+              "spec": {**epp.pinned(node), "containers": [{"name": "engine", "image": "registry.invalid/engine:1",
+                                                          "ports": [{"name": "http", "containerPort": PORT}]}]}}
+             for i in range(replicas)]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    return f"app={name}-engine"
+
+
+def write_config(ns: str, name: str, text: str) -> Path:
+    # Under the cluster's state directory: an EPP left behind has it in its args, so `cluster.py down` stops it
+    # (cluster.ours; "epp" is in cluster.ON_DEMAND).
+    path = cluster.STATE / f"epp-{ns}" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def picks(addr: str, model: str, n: int, prompt: str = "") -> list[str]:
+    return [epp.endpoint(epp.pick(addr, model, prompt or f"{uuid.uuid4().hex} what is 17 + 25?")) for _ in range(n)]
+
+
+def test_eppconfig_reads_the_chart_configs(lo):
+    ns, _, _ = lo
+    for server_type in ("vllm", "sglang"):
+        path = write_config(ns, f"eppconfig-{server_type}", epp.chart_config(server_type))
+        done = epp.eppconfig(path)
+        assert done.returncode == 0, f"eppconfig {path}: {done.stderr}"
+        loaded = json.loads(done.stdout)
+        profile = loaded["schedulingProfiles"]
+        assert [p["name"] for p in profile] == ["default"]
+        weights = {p["pluginRef"]: p["weight"] for p in profile[0]["plugins"]}
+        # The loader adds the picker the profile lacks (pkg/epp/config/loader/defaults.go ensureSchedulingLayer).
+        assert weights == {"queue-scorer": 2, "kv-cache-utilization-scorer": 2, "prefix-cache-scorer": 3,
+                           "max-score-picker": None}, weights
+        types = {p["type"] for p in loaded["plugins"]}
+        # The prefix scorer's data producer, the data layer and the parser come from the loader's defaults.
+        assert {"approx-prefix-cache-producer", "metrics-data-source", "core-metrics-extractor", "openai-parser"} <= types
+    broken = write_config(ns, "eppconfig-broken", epp.chart_config().replace("- type: queue-scorer", "- type: queue-scorr"))
+    done = epp.eppconfig(broken)
+    assert done.returncode == 1 and "plugin type 'queue-scorr' is not registered" in done.stderr, done
+
+
+def test_vllm_pool_picks(lo):
+    ns, node, cidr = lo
+    model = "chat-model"
+    ips = epp.ready_pods(ns, make_pool(ns, node, "chat", 3), 3, cidr)
+    assert all(ipaddress.ip_address(ip).is_loopback for ip in ips.values()), ips
+    config = write_config(ns, "chat", epp.chart_config("vllm"))
+    engines = {name: PodEngine(model=model, host=ip, port=PORT) for name, ip in sorted(ips.items())}
+    at = {name: f"{ip}:{PORT}" for name, ip in ips.items()}
+    with engines["chat-0"], engines["chat-1"], engines["chat-2"], \
+            epp.Epp(f"{ns}-chat", epp.chart_args("chat", ns, config, "vllm")) as picker:
+        took = picker.wait_serving()
+        print(f"EPP SERVING after {took:.1f} s")
+        engines["chat-0"].waiting = LONG_QUEUE
+        scraped(engines.values())
+        first = epp.pick(picker.addr, model)
+        print("EPP answer, chat-0 queued:", json.dumps(first))
+        chosen = picks(picker.addr, model, 6) + [epp.endpoint(first)]
+        assert set(chosen) <= {at["chat-1"], at["chat-2"]}, \
+            f"picked {chosen}; chat-0 ({at['chat-0']}) has {LONG_QUEUE} waiting\n{picker.tail()}"
+
+        # The queue moves: the picks follow the metric, not the pod.
+        engines["chat-0"].waiting, engines["chat-1"].waiting = 0, LONG_QUEUE
+        scraped(engines.values())
+        chosen = picks(picker.addr, model, 6)
+        assert set(chosen) <= {at["chat-0"], at["chat-2"]}, f"picked {chosen}; chat-1 now has {LONG_QUEUE} waiting"
+
+        # The same long prompt twice: the pod that served it is picked again (prefix-cache scorer, weight 3) even
+        # though its queue is now the longest (queue-scorer, weight 2: 0 for it, 1 for the others), which alone
+        # would send the prompt elsewhere.
+        engines["chat-1"].waiting = 0
+        pod_at = {v: k for k, v in at.items()}
+        for _ in range(3):
+            scraped(engines.values())
+            prompt = f"{uuid.uuid4().hex} " + " ".join(random.choice(("kv", "cache", "prefix", "route", "pool"))
+                                                      for _ in range(600))
+            served = picks(picker.addr, model, 1, prompt)[0]
+            engines[pod_at[served]].waiting = 5
+            scraped(engines.values())
+            assert picks(picker.addr, model, 1, f"{uuid.uuid4().hex} what is 17 + 25?")[0] != served, \
+                "the queue alone does not steer away from the pod: the prefix check below would prove nothing"
+            again = picks(picker.addr, model, 1, prompt)[0]
+            assert again == served, f"the same prompt went to {served}, then to {again}\n{picker.tail()}"
+            engines[pod_at[served]].waiting = 0
+
+        # No Ready pod (readiness failing on all three): the EPP picks none.
+        for name in ips:
+            epp.set_ready(ns, name, False)
+        deadline = time.monotonic() + 10 * cluster.WAIT_SCALE
+        while "immediateResponse" not in (answer := epp.pick(picker.addr, model)):
+            assert time.monotonic() < deadline, f"still picking {epp.endpoint(answer)} with no Ready pod"
+            time.sleep(0.2)
+        print("EPP answer, no Ready pod:", json.dumps(answer))
+        assert answer["immediateResponse"]["status"] == 503, answer
+        assert "headers" not in answer, answer
+        # One pod Ready again: it, and only it, is picked.
+        epp.set_ready(ns, "chat-2", True)
+        deadline = time.monotonic() + 10 * cluster.WAIT_SCALE
+        while "immediateResponse" in (answer := epp.pick(picker.addr, model)):
+            assert time.monotonic() < deadline, f"no pick with chat-2 Ready again: {answer}"
+            time.sleep(0.2)
+        assert picks(picker.addr, model, 3) == [at["chat-2"]] * 3
+
+
+def test_sglang_pool_picks_by_sglang_metrics(lo):
+    ns, node, cidr = lo
+    model = "sgl-model"
+    ips = epp.ready_pods(ns, make_pool(ns, node, "sgl", 2), 2, cidr)
+    at = {name: f"{ip}:{PORT}" for name, ip in ips.items()}
+    config = write_config(ns, "sgl", epp.chart_config("sglang"))
+
+    # The chart's SGLang args carry the legacy metric flags, which the v1.5.0 EPP refuses at start
+    # (pkg/epp/server/options.go Validate: "configure metrics via engineConfigs in EndpointPickerConfig").
+    legacy = epp.chart_args("sgl", ns, config, "sglang")
+    assert '--total-queued-requests-metric="sglang:num_queue_reqs"' in legacy, legacy
+    with epp.Epp(f"{ns}-sgl-legacy", legacy) as refused:
+        assert refused.exited() == 1, refused.tail()
+        print("EPP with the chart's SGLang flags:", refused.tail(1))
+        assert 'flag \\"total-queued-requests-metric\\" is deprecated and cannot be used' in refused.tail(), refused.tail()
+
+    # sgl-0: SGLang's queue long, vLLM's gauge of the same page empty; sgl-1 the other way round.
+    engines = {"sgl-0": PodEngine(model=model, host=ips["sgl-0"], port=PORT, sglang=True, waiting=LONG_QUEUE,
+                                  decoy_waiting=0),
+               "sgl-1": PodEngine(model=model, host=ips["sgl-1"], port=PORT, sglang=True, waiting=0,
+                                  decoy_waiting=LONG_QUEUE)}
+    with engines["sgl-0"], engines["sgl-1"]:
+        args = [a for a in legacy if not a.startswith("--") or "-metric=" not in a]
+        with epp.Epp(f"{ns}-sgl", args) as picker:
+            picker.wait_serving()
+            scraped(engines.values())
+            chosen = picks(picker.addr, model, 6)
+            assert set(chosen) == {at["sgl-1"]}, f"picked {chosen}; sgl-0 has sglang:num_queue_reqs {LONG_QUEUE}"
+        # Control: the vLLM config on the same pods reads vllm:num_requests_waiting and so picks the other one.
+        control = write_config(ns, "sgl-as-vllm", epp.chart_config("vllm"))
+        with epp.Epp(f"{ns}-sgl-control", epp.chart_args("sgl", ns, control, "vllm")) as picker:
+            picker.wait_serving()
+            scraped(engines.values())
+            chosen = picks(picker.addr, model, 6)
+            assert set(chosen) == {at["sgl-0"]}, f"vLLM names read on SGLang pages, picked {chosen}"
