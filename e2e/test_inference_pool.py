@@ -64,7 +64,7 @@ class PodEngine(FakeEngine):
             labels = f'engine="0",model_name="{self.model}"'
             lines += ["# TYPE vllm:kv_cache_usage_perc gauge", f"vllm:kv_cache_usage_perc{{{labels}}} {self.kv_usage}",
                       "# TYPE vllm:cache_config_info gauge",
-                      f'vllm:cache_config_info{{block_size="16",engine="0",num_gpu_blocks="4096"}} 1.0']
+                      'vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="4096"} 1.0']
         return "\n".join(lines) + "\n"
 
     def scrapes(self) -> int:
