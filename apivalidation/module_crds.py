@@ -21,6 +21,15 @@ MODULE_CRDS = {
 }
 
 
+# Modules whose files the tests read at the release the stacks pin, downloaded by the same `make` step (their CRDs
+# are in ../shared/crds; nothing here adds them to the render's index): the Gateway API Inference Extension whose
+# endpoint picker policy/endpoint_picker.py builds (tests/upstream_gie.py: its chart, flag set, config loader and
+# the v1.5.0 InferencePool CRD, which still requires endpointPickerRef).
+MODULE_SOURCES = {
+    "gateway-api-inference-extension": ("sigs.k8s.io/gateway-api-inference-extension", "v1.5.0"),
+}
+
+
 def module_cache() -> Path:
     """Where the go command keeps downloaded modules: GOMODCACHE, else GOPATH's first entry/pkg/mod,
     else ~/go/pkg/mod (cmd/go/internal/modfetch: the same defaults, without running go)."""
@@ -35,14 +44,14 @@ def _escaped(module_path: str) -> str:
     return "".join(f"!{c.lower()}" if c.isupper() else c for c in module_path)
 
 
-def _module_dir(module_path: str, version: str) -> Path:
+def module_dir(module_path: str, version: str) -> Path:
     return module_cache() / f"{_escaped(module_path)}@{version}"
 
 
 def crd_dir(kind: str) -> Path:
     """The directory of the kind's CRD file (the loader picks the file by the kind it names)."""
     module_path, version, file = MODULE_CRDS[kind]
-    return (_module_dir(module_path, version) / file).parent
+    return (module_dir(module_path, version) / file).parent
 
 
 def download_command(kind: str) -> str:
@@ -63,11 +72,12 @@ def download() -> int:
     import shutil
     import subprocess
     import sys
-    for module_path, version, _ in sorted(set(MODULE_CRDS.values())):
-        if not _module_dir(module_path, version).is_dir():
+    wanted = {(m, v) for m, v, _ in MODULE_CRDS.values()} | set(MODULE_SOURCES.values())
+    for module_path, version in sorted(wanted):
+        if not module_dir(module_path, version).is_dir():
             if shutil.which("go") is None:
-                print(f"warning: no go command: {module_path}@{version} (CRDs of {', '.join(MODULE_CRDS)}) not "
-                      "downloaded", file=sys.stderr)
+                print(f"warning: no go command: {module_path}@{version} (CRDs of {', '.join(MODULE_CRDS)}; sources of "
+                      f"{', '.join(MODULE_SOURCES)}) not downloaded", file=sys.stderr)
                 return 0
             done = subprocess.run(["go", "mod", "download", f"{module_path}@{version}"], check=False)
             if done.returncode != 0:

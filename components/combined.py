@@ -240,5 +240,5 @@ class CombinedEngine(Component):
         self.route_backend = RouteBackend(
             served_model_name=m.served_model_name, service_name=service_name(m), selector=serving_selector(m),
             port=engine_of(m).PORT, target_port="engine", service_labels=aibrix_labels(m), timeouts=wait,
-            annotations=service_exceptions(m))
+            annotations=service_exceptions(m), engine=m.engine)
         self.register_outputs({"workload": m.name})

@@ -17,15 +17,16 @@ namespaces by a ReferenceGrant (without it the gateway answers 503 RefNotPermitt
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import gateway_policies, strategy_limits
-from components.base import Component, labels, metadata
+from components import gateway_policies
+from components.base import Component, metadata
+from components.routing_layers import routing_layer
 from config_model import Gateway, ServedModel, derived
 
-REFERENCE_GRANT = "llm-serving-gateway-access"
 SERVICE_SUFFIX = "-api"
 
 
@@ -42,36 +43,12 @@ class RouteBackend:
     # pods may be in a 12-23 minute cold start, so it waits as long as their rollout.
     timeouts: pulumi.CustomTimeouts | None = None
     annotations: dict[str, str] = field(default_factory=dict)   # the Service's (scanner exceptions)
+    engine: str = ""             # vllm | sglang: what an endpoint picker scores on (routing_layers/inference_pool.py)
 
 
 def service_name(model: ServedModel) -> str:
     """The served model's Service, the one its route and the in-cluster endpoint point at."""
     return derived.bounded(f"{model.name}{SERVICE_SUFFIX}")
-
-
-def route_name(service: str, namespace: str) -> str:
-    return derived.bounded(f"{service}-{namespace}")
-
-
-def route_spec(gateway: Gateway, backend: RouteBackend, namespace: str) -> dict:
-    """Every routed path, each AND the header `model` = served name (AIBrix matches on `model`)."""
-    return {
-        "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
-                        "name": gateway.name, "namespace": gateway.namespace}],
-        "rules": [{
-            "matches": [{"path": {"type": "PathPrefix", "value": path},
-                         "headers": [{"type": "Exact", "name": "model", "value": backend.served_model_name}]}
-                        for path in gateway.paths],
-            "backendRefs": [{"group": "", "kind": "Service", "name": backend.service_name,
-                             "namespace": namespace, "port": backend.port}],
-            "timeouts": {"request": f"{gateway.request_timeout_seconds}s"},
-        }],
-    }
-
-
-def gateway_labels(name: str, namespace: str) -> dict[str, str]:
-    """Our objects in the gateway's namespace, shared with other stacks: each names the stack's namespace."""
-    return {**labels(name, "gateway"), "llm-serving.io/namespace": namespace}
 
 
 @dataclass(frozen=True)
@@ -81,6 +58,9 @@ class ModelRoutesArgs:
     backends: list[RouteBackend]
     # Per-consumer limits of every route (components/gateway_policies.py), from the stack's consumers.
     rate_limits: gateway_policies.RateLimits = field(default_factory=gateway_policies.RateLimits)
+    # The inferencePool layer's endpoint picker image (images.endpointPicker through the mirror).
+    endpoint_picker_image: Any = None
+    image_pull_secrets: tuple[str, ...] = ()
 
 
 class ModelRoutes(Component):
@@ -104,37 +84,7 @@ class ModelRoutes(Component):
             self.endpoints[b.served_model_name] = f"http://{b.service_name}.{ns}.svc.cluster.local:{b.port}/v1"
         self.external_endpoint = None
         if gw.enabled:
-            grant = k8s.apiextensions.CustomResource(
-                f"{name}-reference-grant", api_version="gateway.networking.k8s.io/v1beta1", kind="ReferenceGrant",
-                metadata=metadata(REFERENCE_GRANT, ns, "gateway"),
-                spec={"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": gw.namespace}],
-                      "to": [{"group": "", "kind": "Service"}]},
-                opts=self.child_opts())
-            policies = []
-            for b, svc in zip(args.backends, services):
-                route = route_name(b.service_name, ns)
-                route_labels = gateway_labels(route, ns)
-                http_route = k8s.apiextensions.CustomResource(
-                    f"{name}-{b.service_name}-route", api_version="gateway.networking.k8s.io/v1", kind="HTTPRoute",
-                    metadata={"name": route, "namespace": gw.namespace, "labels": route_labels},
-                    spec=route_spec(gw, b, ns),
-                    opts=self.child_opts(depends_on=[grant, svc]))
-                # Its own object, so adding, changing or removing a limit touches no route and no pod.
-                policies.append(k8s.apiextensions.CustomResource(
-                    f"{name}-{b.service_name}-traffic", api_version=gateway_policies.API_VERSION,
-                    kind=gateway_policies.KIND,
-                    metadata={"name": route, "namespace": gw.namespace, "labels": route_labels},
-                    spec=gateway_policies.backend_traffic_policy_spec(route, args.rate_limits),
-                    opts=self.child_opts(depends_on=[http_route])))
-            patch = strategy_limits.patch_policy_spec(gw, ns, args.rate_limits)
-            if patch is not None and policies:
-                # After the route policies: Envoy Gateway puts the local rate limit filter on the
-                # listener only while a route of it has a local limit (local_ratelimit.go patchHCM).
-                k8s.apiextensions.CustomResource(
-                    f"{name}-strategy-limits", api_version=gateway_policies.API_VERSION, kind=strategy_limits.KIND,
-                    metadata={"name": strategy_limits.policy_name(ns), "namespace": gw.namespace,
-                              "labels": gateway_labels(strategy_limits.policy_name(ns), ns)},
-                    spec=patch, opts=self.child_opts(depends_on=policies))
+            routing_layer(gw.routing_layer).attach(self, name, args, services)
             if gw.external_endpoint:
                 self.external_endpoint = f"{gw.external_endpoint}/v1"
         self.register_outputs({"endpoints": self.endpoints})

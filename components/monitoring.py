@@ -80,10 +80,24 @@ def alert_rules(namespace: str, mon: Monitoring) -> list[dict]:
     ]
 
 
+PICKER_MONITOR_NAME = "llm-serving-endpoint-pickers"
+
+
+def picker_monitor_spec() -> dict:
+    """The inferencePool layer's endpoint pickers (components/endpoint_picker.py): their own metrics
+    (scheduling latency, pool readiness) on the port their NetworkPolicy opens to Prometheus."""
+    from components.endpoint_picker import COMPONENT
+    return {
+        "selector": {"matchLabels": {"app.kubernetes.io/component": COMPONENT, "app.kubernetes.io/part-of": PART_OF}},
+        "podMetricsEndpoints": [{"port": "metrics", "path": "/metrics", "interval": "15s"}],
+    }
+
+
 @dataclass(frozen=True)
 class MonitoringArgs:
     namespace: str
     monitoring: Monitoring
+    endpoint_pickers: bool = False     # the stack runs the inferencePool layer's pickers
 
 
 class EngineMonitoring(Component):
@@ -95,6 +109,11 @@ class EngineMonitoring(Component):
             f"{name}-podmonitor", api_version="monitoring.coreos.com/v1", kind="PodMonitor",
             metadata=metadata(POD_MONITOR_NAME, ns, "monitoring", extra), spec=pod_monitor_spec(),
             opts=self.child_opts())
+        if args.endpoint_pickers:
+            k8s.apiextensions.CustomResource(
+                f"{name}-picker-podmonitor", api_version="monitoring.coreos.com/v1", kind="PodMonitor",
+                metadata=metadata(PICKER_MONITOR_NAME, ns, "monitoring", extra), spec=picker_monitor_spec(),
+                opts=self.child_opts())
         k8s.apiextensions.CustomResource(
             f"{name}-rules", api_version="monitoring.coreos.com/v1", kind="PrometheusRule",
             metadata=metadata("llm-serving-alerts", ns, "monitoring", extra),

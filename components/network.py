@@ -52,6 +52,7 @@ import pulumi_kubernetes as k8s
 from components.base import PART_OF, Component, metadata
 from components.combined import group_leader_selector, served_model_selector
 from components.orchestrators import orchestrator_of
+from components.routing_layers import routing_layer
 from config_model import ServedModel, derived
 
 # Container port names: `engine` (combined pods and fleet heads), the same-pod `proxy` in front of
@@ -117,6 +118,9 @@ class NetworkArgs:
     groups: list[ModelGroups] = field(default_factory=list)     # the models spanning nodes
     egress: EgressArgs | None = None                            # None: egress not restricted
     annotations: dict[str, dict[str, str]] = field(default_factory=dict)   # policy name -> its scanner exceptions
+    routing_layer: str = "aibrix"                               # gateway.routingLayer (components/routing_layers)
+    gateway_proxy_labels: dict[str, str] = field(default_factory=dict)   # other layers: the Gateway's proxy pods
+    pools: tuple[str, ...] = ()                                 # inferencePool layer: the pools, one picker each
 
 
 @dataclass(frozen=True)
@@ -158,14 +162,26 @@ def peer(namespace: str, labels: dict[str, str]) -> dict:
             "podSelector": {"matchLabels": dict(labels)}}
 
 
+def aibrix_gateway_ingress(args: NetworkArgs) -> list[dict]:
+    """The AIBrix layer: Envoy Gateway's proxies of our Gateway, and AIBrix's plugin."""
+    proxies = {**ENVOY_PROXY_LABELS, OWNING_GATEWAY_NAMESPACE: args.gateway_namespace,
+               OWNING_GATEWAY_NAME: args.gateway_name}
+    return [{"from": [peer(args.gateway_proxy_namespace, proxies)], "ports": tcp_ports(*SERVING_PORTS)},
+            {"from": [peer(args.gateway_namespace, AIBRIX_GATEWAY_PLUGIN_LABELS)],
+             "ports": tcp_ports(*SERVING_PORTS, *METRICS_PORTS)}]
+
+
+def engine_ingress_name(args: NetworkArgs, base: str) -> str:
+    """A policy admitting the gateway to the engines is named by the routing layer it admits: switching
+    layers creates the new layer's policy and deletes the old one only at the end of the `pulumi up`, with
+    the old route, so the old gateway reaches the engines as long as its route exists (policies add up)."""
+    return derived.bounded(base + routing_layer(args.routing_layer).policy_suffix)
+
+
 def engine_ingress(args: NetworkArgs) -> list[dict]:
     rules = []
     if args.gateway_namespace is not None:
-        proxies = {**ENVOY_PROXY_LABELS, OWNING_GATEWAY_NAMESPACE: args.gateway_namespace,
-                   OWNING_GATEWAY_NAME: args.gateway_name}
-        rules.append({"from": [peer(args.gateway_proxy_namespace, proxies)], "ports": tcp_ports(*SERVING_PORTS)})
-        rules.append({"from": [peer(args.gateway_namespace, AIBRIX_GATEWAY_PLUGIN_LABELS)],
-                      "ports": tcp_ports(*SERVING_PORTS, *METRICS_PORTS)})
+        rules += routing_layer(args.routing_layer).gateway_ingress(args)
     if args.prometheus_namespace is not None:
         rules.append({"from": [peer(args.prometheus_namespace, PROMETHEUS_LABELS)], "ports": tcp_ports(*METRICS_PORTS)})
     rules.append({"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": PART_OF}}}],
@@ -182,14 +198,14 @@ def policies(args: NetworkArgs) -> dict[str, dict]:
                                         "values": sorted({g.model for g in args.groups})}]
     specs: dict[str, dict] = {
         "llm-serving-default-deny-ingress": {"podSelector": {}, "policyTypes": ["Ingress"]},
-        "llm-serving-engine-ingress": {
+        engine_ingress_name(args, "llm-serving-engine-ingress"): {
             "podSelector": engines,
             "policyTypes": ["Ingress"],
             "ingress": engine_ingress(args),
         },
     }
     for g in sorted(args.groups, key=lambda g: g.model):
-        specs[leaders_policy_name(g.model)] = {"podSelector": g.leaders, "policyTypes": ["Ingress"],
+        specs[engine_ingress_name(args, leaders_policy_name(g.model))] = {"podSelector": g.leaders, "policyTypes": ["Ingress"],
                                                "ingress": engine_ingress(args)}
         # Every TCP port (a port entry with a protocol only) from the pods of the model's own groups.
         group = [{"from": [{"podSelector": g.members}], "ports": [{"protocol": "TCP"}]}]
@@ -223,6 +239,8 @@ def policies(args: NetworkArgs) -> dict[str, dict]:
         if args.egress is not None:
             specs[derived.pd_policy_name(roleset)].update(policyTypes=["Ingress", "Egress"],
                                                           egress=[{"to": [{"podSelector": selector}]}])
+    if args.gateway_namespace is not None:
+        specs.update(routing_layer(args.routing_layer).policies(args))
     if args.egress is not None:
         specs.update(egress_policies(args.egress))
     return specs

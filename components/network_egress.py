@@ -39,6 +39,7 @@ from components.network import (
     MODEL_LABEL,
     OWNING_GATEWAY_NAME,
     OWNING_GATEWAY_NAMESPACE,
+    SERVING_PORTS,
     EgressArgs,
     EgressGrant,
     peer,
@@ -46,6 +47,8 @@ from components.network import (
 )
 from components.openwebui import NAME as OPEN_WEBUI
 from components.operations import engine_metric_ports, smoke_route
+from components.routing_layers import routing_layer
+from components.routing_layers.inference_pool import INFERENCE_POOL
 from components.topologies import topology_of
 from config_model import ServedModel, StackConfig, derived
 
@@ -73,6 +76,8 @@ EVERY_ADDRESS = ("0.0.0.0/0", "::/0")
 POD_IDENTITY_AGENT = ("169.254.170.23/32", "fd00:ec2::23/128")
 POD_IDENTITY_PORT = 80
 HTTPS = 443
+# The API server's endpoint port behind the `kubernetes` Service: 443 on EKS and GKE, 6443 on kubeadm clusters.
+API_SERVER_PORTS = (443, 6443)
 
 OPERATION_KINDS = ("smoke", "warmup", "loadtest")   # components/operations.py _job labels(..., kind)
 
@@ -130,6 +135,20 @@ def mirror_rules(cfg: StackConfig) -> tuple[dict, ...]:
     return ({"to": anywhere(cfg), "ports": tcp_ports(HTTPS)}, {"to": ip_blocks(EVERY_ADDRESS), "ports": tcp_ports(port)})
 
 
+def through_known_proxies(cfg: StackConfig) -> bool:
+    """Whether the day-2 Jobs reach their model through the gateway's proxies (the layer knows them)."""
+    return cfg.gateway.enabled and routing_layer(cfg.gateway.routing_layer).knows_proxies
+
+
+def picker_grant(cfg: StackConfig) -> EgressGrant:
+    """The endpoint pickers: the API server (their pool and its pods), the engines' serving and metrics ports."""
+    from components.endpoint_picker import COMPONENT as PICKER
+    cidrs = cfg.network_policy.egress.api_server_cidrs
+    return EgressGrant("llm-serving-endpoint-picker-egress", {"matchLabels": {COMPONENT: PICKER, PART_OF_LABEL: PART_OF}}, (
+        {"to": ip_blocks(cidrs or EVERY_ADDRESS), "ports": tcp_ports(*API_SERVER_PORTS)},
+        {"to": [own_pods({COMPONENT: "engine", PART_OF_LABEL: PART_OF})], "ports": tcp_ports(*SERVING_PORTS)}))
+
+
 def gateway_proxies(cfg: StackConfig) -> dict:
     return peer(cfg.gateway.proxy_namespace, {**ENVOY_PROXY_LABELS, OWNING_GATEWAY_NAMESPACE: cfg.gateway.namespace,
                                                  OWNING_GATEWAY_NAME: cfg.gateway.name})
@@ -141,7 +160,7 @@ def service_rule(b: RouteBackend) -> dict:
 
 
 def operations_grants(cfg: StackConfig, models: list[ServedModel], backends: dict[str, RouteBackend]) -> list[EgressGrant]:
-    ops, via_gateway = cfg.operations, cfg.gateway.enabled
+    ops, via_gateway = cfg.operations, through_known_proxies(cfg)
     kinds = [k for k, on in zip(OPERATION_KINDS, (ops.smoke.enabled, ops.warmup.enabled, ops.load_test.enabled)) if on]
     grants = []
     for m in models if kinds else []:
@@ -169,7 +188,9 @@ def operations_grants(cfg: StackConfig, models: list[ServedModel], backends: dic
 
 def open_webui_grant(cfg: StackConfig, backends: dict[str, RouteBackend]) -> EgressGrant:
     external = cfg.gateway.external_endpoint if cfg.gateway.enabled else None
-    if external:
+    if external and not through_known_proxies(cfg):
+        rules: tuple[dict, ...] = ({"to": anywhere(cfg), "ports": tcp_ports(url_port(external))},)
+    elif external:
         # Reached by name: out to the load balancer, or (where kube-proxy short-cuts a load balancer's IP
         # to the Service's endpoints) straight to the proxies on their container port.
         rules = ({"to": anywhere(cfg), "ports": tcp_ports(url_port(external))},
@@ -194,4 +215,6 @@ def egress_args(cfg: StackConfig, models: list[ServedModel], backends: list[Rout
     grants += operations_grants(cfg, models, by_name)
     if cfg.operations.open_webui.enabled:
         grants.append(open_webui_grant(cfg, by_name))
+    if cfg.gateway.enabled and cfg.gateway.routing_layer == INFERENCE_POOL:
+        grants.append(picker_grant(cfg))
     return EgressArgs(egress.dns.namespace, dict(egress.dns.pod_labels), egress.dns.port, tuple(grants))

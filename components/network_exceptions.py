@@ -9,6 +9,7 @@ from __future__ import annotations
 from components.network import (
     NetworkArgs,
     client_policy_name,
+    engine_ingress_name,
     group_policy_name,
     leaders_policy_name,
     policies,
@@ -28,9 +29,9 @@ def policy_exceptions(args: NetworkArgs, models: list[ServedModel],
     kinds = {m.name: engine_pod_kinds(m) for m in models}
     grouped = {g.model for g in args.groups}
     selected: dict[str, set[str]] = {
-        "llm-serving-engine-ingress": {n for n in kinds if n not in grouped},
+        engine_ingress_name(args, "llm-serving-engine-ingress"): {n for n in kinds if n not in grouped},
         "llm-serving-autoscaler-metrics": set(args.autoscaled_models),
-        **{leaders_policy_name(g): {g} for g in grouped},
+        **{engine_ingress_name(args, leaders_policy_name(g)): {g} for g in grouped},
         **{group_policy_name(g): {g} for g in grouped},
         **{client_policy_name(t.service_name): {client_models[t.service_name]} for t in args.client_targets},
     }

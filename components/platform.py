@@ -11,6 +11,10 @@ import pulumi_kubernetes as k8s
 from components.base import Component
 from components.orchestrators import ORCHESTRATORS
 from config_model import Platform, ServedModel
+from policy.endpoint_picker import EPP_VERSION
+
+# The key of the Gateway API Inference Extension in the prerequisites export and the install.
+INFERENCE_EXTENSION = "gatewayApiInferenceExtension"
 
 # What AIBrix v0.7.0 bundles (config/dependency at that tag); for the exports.
 AIBRIX_BUNDLED = {"kuberay": "v1.2.1", "envoyGateway": "v1.2.8", "gatewayApi": "v1.2.1"}
@@ -19,6 +23,14 @@ AIBRIX_BUNDLED = {"kuberay": "v1.2.1", "envoyGateway": "v1.2.8", "gatewayApi": "
 # Releases a stack needs only when one of its models' workloads is of their API group: a LeaderWorkerSet
 # (issue 29). AIBrix and RBG are listed by every stack.
 ON_DEMAND = {"leaderworkerset.x-k8s.io": "lws"}
+
+
+def inference_extension_url(version: str = EPP_VERSION) -> str:
+    """The CRDs of the Gateway API Inference Extension at the endpoint picker's release, as its guide applies
+    them (kubernetes-sigs/gateway-api-inference-extension v1.5.0 site-src/guides/index.md: `kubectl apply -f
+    https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/$VERSION/manifests.yaml`;
+    the Makefile builds it from config/crd: InferencePool v1 and the x-k8s.io kinds the picker also watches)."""
+    return f"https://github.com/kubernetes-sigs/gateway-api-inference-extension/releases/download/{version}/manifests.yaml"
 
 
 def manifest_urls(platform: Platform) -> dict[str, str]:
@@ -58,20 +70,27 @@ def needed_on_demand(models: list[ServedModel]) -> set[str]:
     return {key for group, key in ON_DEMAND.items() if group in groups}
 
 
-def required_versions(platform: Platform, models: list[ServedModel] | tuple = ()) -> dict[str, str]:
+def required_versions(platform: Platform, models: list[ServedModel] | tuple = (),
+                      inference_pool: bool = False) -> dict[str, str]:
     """What the stack is built for: AIBrix with what it bundles and RBG always; LeaderWorkerSet where a model
-    runs on one, or where this stack installs it."""
+    runs on one, or where this stack installs it; the Inference Extension's CRDs with the inferencePool layer."""
     out = {"aibrix": platform.aibrix_version, **AIBRIX_BUNDLED, "rbg": platform.rbg_version}
     if platform.install or "lws" in needed_on_demand(list(models)):
         out["lws"] = platform.lws_version
+    if inference_pool:
+        out[INFERENCE_EXTENSION] = EPP_VERSION
     return out
 
 
 class ClusterPrerequisites(Component):
-    def __init__(self, name: str, platform: Platform, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, platform: Platform, opts: pulumi.ResourceOptions | None = None,
+                 inference_pool: bool = False):
         super().__init__("llm-serving:platform:ClusterPrerequisites", name, opts)
         previous: list[pulumi.Resource] = []
-        for key, url in manifest_urls(platform).items():
+        urls = manifest_urls(platform)
+        if inference_pool:
+            urls[INFERENCE_EXTENSION] = inference_extension_url()
+        for key, url in urls.items():
             # Dependencies (CRDs, operators) before the components that use them.
             previous = [k8s.yaml.v2.ConfigFile(f"{name}-{key}", file=url, opts=self.child_opts(depends_on=previous))]
-        self.register_outputs({"versions": required_versions(platform)})
+        self.register_outputs({"versions": required_versions(platform, inference_pool=inference_pool)})

@@ -73,6 +73,13 @@ class Egress(Model):
         "out, and where the network plugin matches pod addresses against IP blocks (Calico does; Cilium does not) those "
         "pods may reach any pod listening on the allowed port (443). A store, registry or mirror inside these ranges "
         "must then be named by objectStoreCidrs (docs/gateway-and-network.md).")
+    api_server_cidrs: list[Cidr] | None = Field(
+        None, min_length=1, max_length=64,
+        description="gateway.routingLayer inferencePool: addresses of the Kubernetes API server's endpoints, which the "
+        "endpoint pickers watch their pool and its pods through (ports 443 and 6443: a policy sees the endpoint after "
+        "the `kubernetes` Service's translation). Unset: every address but link-local and metadata ones, clusterCidrs "
+        "not left out (on EKS the API server's endpoints sit in the VPC's ranges); `kubectl get endpointslices -n "
+        "default -l kubernetes.io/service-name=kubernetes` shows them.")
     object_store_cidrs: list[Cidr] | None = Field(
         None, min_length=1, max_length=64,
         description="Addresses the sync Job may reach the object store at, on the endpoint's port (443 without one). "

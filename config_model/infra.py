@@ -328,6 +328,9 @@ class Images(Model):
                                   "it (field report 2.2).")
     sglang: ImageRef | None = Field(None, description="SGLang image, required by sglang models (field report 12: v0.5.17, CUDA 13.0).")
     vllm_ray: RayImageRef | None = Field(None, description="Ray-enabled vLLM image for RayClusterFleet P/D.")
+    endpoint_picker: ImageRef | None = Field(
+        None, description="The Gateway API Inference Extension's endpoint picker, required by gateway.routingLayer "
+        "inferencePool: registry.k8s.io/gateway-api-inference-extension/epp at v1.5.0 (policy/endpoint_picker.py).")
     model_sync: ImageRef = Field(..., description="Image with the AWS CLI, for the model sync Job.")
     model_verify: ImageRef = Field(..., description="Image with python3, for the integrity check and ready marker.")
     mirror: Mirror = Field(default_factory=Mirror, description="Where pods pull the images from.")

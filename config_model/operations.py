@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -30,11 +30,22 @@ class Gateway(Model):
     the gateway namespace and one Service here, managed by this program, never by a workload."""
 
     enabled: bool = Field(True, description="Create the Services' HTTPRoutes and the ReferenceGrant.")
+    routing_layer: Literal["aibrix", "inferencePool"] = Field(
+        "aibrix", description="Who picks the pod of each request: `aibrix`, the AIBrix v0.7.0 gateway plugin on its "
+        "Envoy Gateway (field report 10, 11); `inferencePool`, per model a Gateway API Inference Extension "
+        "InferencePool with its endpoint picker (GIE v1.5.0's), routed by `gateway.name`, a Gateway of an "
+        "implementation that supports InferencePool (docs/gateway-and-network.md).")
     namespace: DnsLabel = Field("aibrix-system", description="Namespace of the Gateway and of the HTTPRoutes.")
     name: DnsLabel = Field("aibrix-eg", description="The Gateway the routes attach to.")
     proxy_namespace: DnsLabel = Field(
         "envoy-gateway-system", description="Namespace where Envoy Gateway runs this Gateway's proxy pods (v1.2.8, "
         "which AIBrix v0.7.0 installs, runs them in its own namespace); the engines accept requests from them.")
+    proxy_pod_labels: dict[LabelKey, NonEmptyLabelValue] | None = Field(
+        None, min_length=1, description="routingLayer inferencePool: labels of the Gateway's proxy pods in "
+        "proxyNamespace (which defaults to the Gateway's own namespace there), admitted to the engines and the endpoint "
+        "pickers. Unset: gateway.networking.k8s.io/gateway-name = name, the label Gateway API's in-cluster deployments "
+        "carry (docs/gateway-and-network.md lists each implementation's). The aibrix layer always selects Envoy "
+        "Gateway's own labels.")
     external_endpoint: checked(k8s.kubelet_expansions, base=url_text(
             r"^https?://[^\s/]+$", "an http(s)://host[:port] base URL without a path")) | None = Field(
         None, description="Stable external base URL of the gateway (a DNS name, never a Pod IP); exported with /v1.")
@@ -54,10 +65,20 @@ class Gateway(Model):
         description="Path prefixes routed to each model, matched together with the header `model`.")
 
     @property
+    def proxies_namespace(self) -> str:
+        """Where the proxy pods run: proxyNamespace as set; unset, Envoy Gateway's own namespace for the
+        AIBrix layer, the Gateway's namespace for any other (in-cluster deployments sit beside their Gateway)."""
+        if self.routing_layer == "aibrix" or "proxy_namespace" in self.model_fields_set:
+            return self.proxy_namespace
+        return self.namespace
+
+    @property
     def longest_request_seconds(self) -> int:
         """How long a request in flight may still run: the HTTPRoute's timeout, and through the gateway
         at least AIBrix's original_route's, which carries the plugin-routed requests. The engines'
-        preStop drain waits this long, and their grace period covers it."""
+        preStop drain waits this long, and their grace period covers it. The same whatever the routing
+        layer: switching layers must not change an engine's pod template (a rollout, with Recreate a window
+        without the model), so the inferencePool layer keeps AIBrix's floor too."""
         if not self.enabled:
             return self.request_timeout_seconds
         return max(self.request_timeout_seconds, AIBRIX_ORIGINAL_ROUTE_TIMEOUT_SECONDS)

@@ -21,6 +21,31 @@ def _fields(step: Step, limit: int = 6) -> str:
     return shown + (f" and {len(step.fields) - limit} more" if len(step.fields) > limit else "")
 
 
+WAIT_FOR = "pulumi.com/waitFor"
+
+
+def _routes(plan: Plan) -> list[str]:
+    """When routes come and go in one update (a routing-layer switch, a renamed model): the new ones route
+    before phase 2 removes the old, since Pulumi deletes only after every create and update succeeded."""
+    def kind(s: Step) -> str:
+        return ((s.record.get("inputs") or {}).get("kind")) or ""
+    created = [s for s in plan.changes if s.action == CREATE and kind(s) == "HTTPRoute"]
+    deleted = [s for s in plan.changes if s.action == DELETE and kind(s) == "HTTPRoute"]
+    if not (created and deleted):
+        return []
+    awaited = [s for s in created if WAIT_FOR in (((s.new or {}).get("inputs") or {}).get("metadata") or {}).get(
+        "annotations", {})]
+    lines = ["## Routes that move", "",
+             f"Created in phase 1: {', '.join(s.object for s in created)}. Deleted in phase 2: "
+             f"{', '.join(s.object for s in deleted)}. Both route while the update runs: the old routes, and the "
+             "NetworkPolicies admitting their Gateway, go only after every phase-1 step succeeded."]
+    if awaited:
+        lines[-1] += (f" `pulumi up` waits until the Gateway accepts {', '.join(s.object for s in awaited)} and "
+                      "resolves its backend (pulumi.com/waitFor) before that; a Gateway that cannot route to it fails "
+                      "the update there, with the old routes still in place.")
+    return lines + [""]
+
+
 def _phase(step: Step) -> str:
     if step.action == DELETE or (step.action == REPLACE and step.order == CREATE_FIRST):
         return "1 + 2" if step.action == REPLACE else "2"
@@ -66,6 +91,7 @@ def changes_md(plan: Plan, previous: str) -> str:
     verdict = "" if plan.budget is None else (" (over budget)" if plan.peak_gpus > plan.budget else " (fits)")
     lines += [f"GPU peak during the update: {plan.peak_gpus} of {budget}{verdict}.", ""]
     lines += plan.consumer_lines
+    lines += _routes(plan)
     lines += ["## Serving per model", ""]
     if plan.models:
         lines += ["| Served model | During the update | Expected downtime | Why |", "|---|---|---|---|"]

@@ -10,8 +10,8 @@ from components.topologies import TOPOLOGIES
 from config_model.stack import secret_command
 from policy.engines import ENGINES
 from policy.manifests import flag_value
-from policy.workloads import gpu_count, pod_templates
-from render import consumers_md, gpu_budget_md, model_families_md, multinode_md, node_loss_md
+from policy.workloads import gpu_count
+from render import consumers_md, gpu_budget_md, model_families_md, multinode_md, node_loss_md, routes_md
 from render.manifest_facts import (
     ab_pairs,
     autoscalers,
@@ -46,29 +46,6 @@ def _ab_section(rendered: Rendered) -> list[str]:
         lines += ["| | target-only | DSpark |", "|---|---|---|"]
         lines += [f"| {label} | {x} | {y} |" for label, x, y in rows]
         lines.append("")
-    return lines
-
-
-def _routes_section(rendered: Rendered) -> list[str]:
-    routes = [o for o in kubernetes_objects(rendered) if o.get("kind") == "HTTPRoute"]
-    if not routes:
-        return ["", "## Gateway routes", "", "None: gateway.enabled is false. Clients use the in-cluster endpoints."]
-    lines = ["", "## Gateway routes", "",
-             f"External endpoint: `{rendered.outputs.get('externalEndpoint')}`. Prerequisite: AIBrix v0.7.0 with its "
-             "Gateway and gateway plugin installed (see README).", "",
-             "| HTTPRoute | Gateway | Header `model` | Paths | Backend | Timeout |", "|---|---|---|---|---|---|"]
-    for r in routes:
-        meta, spec = r["metadata"], r["spec"]
-        parent = spec["parentRefs"][0]
-        for rule in spec["rules"]:
-            models = sorted({h["value"] for m in rule["matches"] for h in m.get("headers", []) if h["name"] == "model"})
-            backends = ", ".join(f"{b.get('namespace')}/{b['name']}:{b.get('port')}" for b in rule["backendRefs"])
-            lines.append(f"| {meta['namespace']}/{meta['name']} | {parent.get('namespace')}/{parent['name']} | "
-                         f"{', '.join(models)} | {len(rule['matches'])} | {backends} | "
-                         f"{(rule.get('timeouts') or {}).get('request', '-')} |")
-    grants = [o for o in kubernetes_objects(rendered) if o.get("kind") == "ReferenceGrant"]
-    lines += ["", "ReferenceGrants: " + (", ".join(f"{g['metadata']['namespace']}/{g['metadata']['name']}" for g in grants)
-                                          or "none")]
     return lines
 
 
@@ -301,19 +278,7 @@ def plan_md(rendered: Rendered) -> str:
     lines += _autoscaling_section(rendered)
     lines += _sync_section(rendered)
     lines += _ab_section(rendered)
-    lines += _routes_section(rendered)
-    # The AIBrix strategy each served model's pods name (components/routing.py): without one the
-    # gateway answers 503.
-    strategies: dict[str, set[str]] = {}
-    for obj in kubernetes_objects(rendered):
-        for ref in pod_templates(obj.get("kind", ""), obj):
-            meta = ref.template.get("metadata") or {}
-            served = (meta.get("labels") or {}).get("model.aibrix.ai/name")
-            config = (meta.get("annotations") or {}).get("model.aibrix.ai/config")
-            if served and config:
-                strategies.setdefault(served, set()).add(json.loads(config)["profiles"]["default"]["routingStrategy"])
-    lines += ["", "Routing strategy per served model (AIBrix gateway; a client's `routing-strategy` header overrides): "
-              + (", ".join(f"{m} `{'/'.join(sorted(v))}`" for m, v in sorted(strategies.items())) or "none")]
+    lines += routes_md.section(rendered)
     lines += consumers_md.plan_section(out, kubernetes_objects(rendered))
     lines += _network_section(rendered)
     lines += _dashboards_section(rendered)

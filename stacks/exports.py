@@ -8,6 +8,8 @@ import pulumi
 from components.gateway import ModelRoutes
 from components.ops_commands import gateway_endpoint
 from components.platform import required_versions
+from components.routing_layers import routing_layer
+from components.routing_layers.inference_pool import INFERENCE_POOL
 from components.topologies import topology_of
 from config_model import ServedModel, StackConfig
 from policy.engines import engine_named
@@ -35,7 +37,7 @@ def sync_workload_key(directory: str) -> str:
 def through_gateway(cfg: StackConfig) -> bool:
     """Whether the exported per-model in-cluster URL goes through the gateway; where it does not, the
     NetworkPolicies admit networkPolicy.clients to the model's Service (components/network.py)."""
-    return cfg.gateway.enabled
+    return cfg.gateway.enabled and routing_layer(cfg.gateway.routing_layer).knows_proxies
 
 
 def model_url(cfg: StackConfig, routes: ModelRoutes, m: ServedModel) -> str:
@@ -89,7 +91,8 @@ def outputs(cfg: StackConfig, models: list[ServedModel], routes: ModelRoutes,
         "modelVerifyImage": references["modelVerify"],
         "vllmRayImage": references.get("vllmRay") or "",
         "workloadImages": workload_images,
-        "prerequisites": required_versions(cfg.platform, cfg.models),
+        "prerequisites": required_versions(cfg.platform, cfg.models, inference_pool=cfg.gateway.enabled and
+                                           cfg.gateway.routing_layer == INFERENCE_POOL),
         "gpuTotal": rules.gpu_total(cfg),
         "gpuBudget": cfg.gpu_budget,
         # Per consumer: the output holding its token, its limit and its namespaces (the URLs are `models`').

@@ -38,6 +38,7 @@ from components.prepull import engine_image_keys as prepull_image_keys
 from components.providers import make_providers
 from components.retention import kept
 from components.rollout import engine_templates, rollout_key
+from components.routing_layers.inference_pool import EPP_IMAGE_KEY, INFERENCE_POOL, gateway_proxy_labels, pool_name
 from components.scripts import ModelScripts
 from components.secrets import API_KEY_SECRET, CONSUMER_KEYS_SECRET, SecretsArgs, ServingSecrets, content_tag
 from components.storage import ModelStore, ModelStoreArgs
@@ -62,6 +63,10 @@ def engine_models(cfg: StackConfig) -> list[ServedModel]:
     return [m if m.dspark_of is None else with_speculative_decoding(by_name[m.dspark_of], on=True).model_copy(
         update={"name": m.name, "served_model_name": m.served_model_name, "dspark_of": m.dspark_of})
         for m in cfg.models]
+
+
+def uses_inference_pool(cfg: StackConfig) -> bool:
+    return cfg.gateway.enabled and cfg.gateway.routing_layer == INFERENCE_POOL
 
 
 STACK_FACTS = "llm-serving:stack:Facts"
@@ -188,11 +193,12 @@ def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list
             model_claim_name=volume.serving_claim_name, model_mount_path=cfg.model_volume.mount_path,
             image_pull_secrets=tuple(images.pull_secrets), results_claim=results.claim_name if results else None,
             gateway_endpoint=gateway_endpoint(cfg.gateway.namespace, cfg.gateway.name, cfg.gateway.proxy_namespace)
-            if cfg.gateway.enabled else None),
+            if exports.through_gateway(cfg) else None),
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
                 depends_on=[*ready, routes, *([results] if results else [])])))
     if ops.monitoring.enabled:
-        EngineMonitoring("monitoring", MonitoringArgs(namespace=ns, monitoring=ops.monitoring), opts)
+        EngineMonitoring("monitoring", MonitoringArgs(namespace=ns, monitoring=ops.monitoring,
+                                                      endpoint_pickers=uses_inference_pool(cfg)), opts)
         if ops.monitoring.dashboards.enabled:
             GrafanaDashboards("dashboards", DashboardArgs(namespace=ns, monitoring=ops.monitoring, models=tuple(
                 DashboardModel(m.served_model_name, nixl=topology_of(m).transfers_kv)
@@ -237,7 +243,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             opts=pulumi.ResourceOptions(**kept(retained)) if retained else opts))
     if cfg.platform.install:
         # Custom resources of the stack need the CRDs these bring.
-        depends.append(ClusterPrerequisites("platform", cfg.platform, opts))
+        depends.append(ClusterPrerequisites("platform", cfg.platform, opts, inference_pool=uses_inference_pool(cfg)))
     opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=depends))
 
     store = ModelStore("model-store", ModelStoreArgs(
@@ -337,13 +343,15 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
                                              for c in cfg.consumers),
                              default_requests_per_minute=cfg.gateway.default_requests_per_minute)
     routes = ModelRoutes("routes", ModelRoutesArgs(namespace=ns, gateway=cfg.gateway, backends=backends,
-                                                   rate_limits=rate_limits), opts)
+                                                   rate_limits=rate_limits,
+                                                   endpoint_picker_image=images.references.get(EPP_IMAGE_KEY),
+                                                   image_pull_secrets=tuple(pull_secrets)), opts)
     if cfg.network_policy.enabled:
         ops_monitoring = cfg.operations.monitoring
         # Peers by namespace and upstream pod labels, ports by container port name (network.py).
         network = NetworkArgs(
             namespace=ns, gateway_namespace=cfg.gateway.namespace if cfg.gateway.enabled else None,
-            gateway_name=cfg.gateway.name, gateway_proxy_namespace=cfg.gateway.proxy_namespace,
+            gateway_name=cfg.gateway.name, gateway_proxy_namespace=cfg.gateway.proxies_namespace,
             prometheus_namespace=ops_monitoring.prometheus_namespace if ops_monitoring.enabled else None,
             rolesets=[roleset_name(m) for m in cfg.models if topology_of(m).fleets],
             aibrix_namespace=cfg.gateway.namespace,
@@ -351,6 +359,8 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             client_namespaces=client_namespaces(cfg),
             groups=[model_groups(m) for m in cfg.models if spans_nodes(m)],
             egress=egress_args(cfg, engine_models(cfg), backends),
+            routing_layer=cfg.gateway.routing_layer, gateway_proxy_labels=gateway_proxy_labels(cfg.gateway),
+            pools=tuple(pool_name(b) for b in backends) if uses_inference_pool(cfg) else (),
             client_targets=[] if exports.through_gateway(cfg) else [
                 ClientTarget(b.service_name, b.selector, b.target_port) for b in backends])
         clients = {b.service_name: m.name for m, b in zip(engine_models(cfg), backends)}

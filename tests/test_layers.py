@@ -65,7 +65,8 @@ def test_stacks_holds_only_loading_rules_and_composition():
     assert {p.name for p in (stacks / "rules").glob("*.py")} == {"__init__.py", "problem.py", "models.py",
                                                                  "capacity.py", "storage.py", "operations.py",
                                                                  "network.py", "passthrough.py", "consumers.py",
-                                                                 "hardware.py", "parsers.py", "multinode.py"}
+                                                                 "hardware.py", "parsers.py", "multinode.py",
+                                                                 "routing.py"}
 
 
 def test_the_walk_sees_nested_and_dotted_imports(tmp_path):

@@ -107,7 +107,10 @@ CRD_COMPONENTS = {
 _CRD_NOT_DEPLOYED = {
     "prometheus-operator": "the release deployed_releases reports for the Prometheus Operator is this row's",
     "kuberay/v1.7.0": "the newest KubeRay tag, for reference only (SOURCES.md)",
-    "lws": "no stack deploys LeaderWorkerSet", "gateway-api-inference-extension": "no stack deploys it",
+    "lws": "no stack deploys LeaderWorkerSet",
+    "gateway-api-inference-extension": "no shipped stack deploys it; gateway.routingLayer inferencePool installs the "
+    "picker's release, v1.5.0, whose InferencePool v1 differs from this v1.6.0 copy only in endpointPickerRef being "
+    "required (tests/test_endpoint_picker.py checks the pool against both)",
     "gateway-api-inference-extension/v1.5.0-experimental": "no stack deploys it",
 }
 

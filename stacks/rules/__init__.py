@@ -21,6 +21,7 @@ from stacks.rules import (
     operations,
     parsers,
     passthrough,
+    routing,
     storage,
 )
 from stacks.rules.capacity import gpu_demand, gpu_total
@@ -32,7 +33,7 @@ RULES: list[Callable[[StackConfig], Iterator[Problem]]] = [
     hardware.gpu_type, models.each_model, multinode.multi_node, models.dspark_pairs, capacity.autoscaling_bounds, capacity.budget,
     capacity.gpu_pool, capacity.kv_cache_offload, capacity.node_fit, hardware.memory_fit_rule, hardware.architecture_defaults, storage.model_volume,
     storage.model_capacity, storage.object_store, storage.compile_cache, operations.images, operations.operations,
-    operations.gateway_needed, storage.mounts, models.int32_deadlines, models.names_apart, network.clients, network.egress,
+    operations.gateway_needed, routing.routing_layer, storage.mounts, models.int32_deadlines, models.names_apart, network.clients, network.egress,
     consumers.consumers, passthrough.passthrough, parsers.parser_names,
 ]
 
