@@ -104,11 +104,14 @@ def chart_config(server_type: str = "vllm") -> str:
 # ---- nodes and pods with loopback addresses ----------------------------------------------------------------------
 
 @contextlib.contextmanager
-def loopback_node(name: str, subnet: int, index: int) -> Iterator[ipaddress.IPv4Network]:
-    """A CPU kwok node of its own pool (label and taint POOL_KEY=<name>) whose pods get 127.31.<subnet>.x; deleted
-    after with whatever still runs on it."""
+def loopback_node(name: str, pool: str, subnet: int, index: int, gpu: bool = False) -> Iterator[ipaddress.IPv4Network]:
+    """A kwok node of its own pool (label and taint POOL_KEY=<pool>; an 8-GPU H20 node as cluster.py's with gpu)
+    whose pods get 127.31.<subnet>.x; deleted after."""
     cidr = ipaddress.ip_network(f"127.31.{subnet}.0/24")
-    node = cluster.node(name, cluster.CPU, {POOL_KEY: name}, [{"key": POOL_KEY, "value": name, "effect": "NoSchedule"}],
+    taints = [{"key": POOL_KEY, "value": pool, "effect": "NoSchedule"}]
+    node = cluster.node(name, cluster.GPU if gpu else cluster.CPU,
+                        {**(cluster.GPU_LABELS if gpu else {}), POOL_KEY: pool},
+                        [*(cluster.GPU_TAINTS if gpu else []), *taints],
                         230 + index)   # 192.0.2.231+: clear of the fixed nodes' and the other tests' addresses
     node["spec"].update(podCIDR=str(cidr), podCIDRs=[str(cidr)])
     cluster.kubectl("apply", "-f", "-", input=json.dumps(node))
@@ -122,10 +125,17 @@ def loopback_node(name: str, subnet: int, index: int) -> Iterator[ipaddress.IPv4
         cluster.kubectl("delete", "node", name, "--wait=false")
 
 
-def pinned(node: str) -> dict:
-    """What a pod spec needs to land on a loopback_node."""
-    return {"nodeSelector": {POOL_KEY: node},
-            "tolerations": [{"key": POOL_KEY, "operator": "Equal", "value": node, "effect": "NoSchedule"}]}
+def pinned(pool: str) -> dict:
+    """What a pod spec needs to land on a CPU loopback_node of the pool."""
+    return {"nodeSelector": {POOL_KEY: pool},
+            "tolerations": [{"key": POOL_KEY, "operator": "Equal", "value": pool, "effect": "NoSchedule"}]}
+
+
+def sa_kubeconfig(namespace: str, service_account: str, path: Path) -> Path:
+    """A kubeconfig of the cluster with a token of the ServiceAccount (TokenRequest): what the pod would run as."""
+    token = cluster.kubectl("create", "token", service_account, "-n", namespace, "--duration=1h").strip()
+    path.write_text(cluster.kubeconfig(cluster.recorded_ports()["apiserver"], token))
+    return path
 
 
 def ready_pods(namespace: str, selector: str, count: int, cidr: ipaddress.IPv4Network, seconds: float = 30) -> dict[str, str]:

@@ -23,10 +23,10 @@ control, follows those). eppconfig (the EPP's own loader) accepts both chart con
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import random
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -34,11 +34,15 @@ from pathlib import Path
 import cluster
 import epp
 import pytest
+import stackfiles
+from harness import POLICY_LAUNCHER, log
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))   # after e2e/: e2e's modules keep their names
 from fake_openai import FakeEngine  # noqa: E402
 
-PORT = 8000  # the engines' serving port: the pool's targetPorts, where the EPP scrapes /metrics
+PORT = 8000  # the raw pools' serving port: their targetPorts, where the EPP scrapes /metrics
+POLICY = ("--policy-pack", POLICY_LAUNCHER, "--policy-pack-config", "policy/config.dev.json")
+STAND_IN = "e2e.llm-serving.io/stand-in-gateway"   # the controllerName this file writes route status under
 LONG_QUEUE = 40
 get = cluster.get
 
@@ -52,6 +56,8 @@ class PodEngine(FakeEngine):
     def __init__(self, *args, kv_usage: float = 0.0, decoy_waiting: float | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.kv_usage, self.decoy_waiting = kv_usage, decoy_waiting
+        # The EPP drops a scrape it no longer waits for (its poll's deadline, its shutdown): no traceback for that.
+        self.server.handle_error = lambda request, address: None
 
     def metrics(self) -> str:
         lines = [super().metrics().rstrip("\n")]
@@ -92,7 +98,7 @@ def lo(request):
     ns, node = f"e2e-epp-{tag}", f"epp-{tag}"
     cluster.kubectl("create", "namespace", ns)
     try:
-        with epp.loopback_node(node, random.randrange(256), 0) as cidr:
+        with epp.loopback_node(node, node, random.randrange(256), 0) as cidr:
             deadline = time.monotonic() + 20 * cluster.WAIT_SCALE  # the default ServiceAccount (admission needs it)
             while "default" not in cluster.kubectl("get", "serviceaccounts", "-n", ns, "-o", "name"):
                 assert time.monotonic() < deadline, "namespace's default ServiceAccount not created"
@@ -154,67 +160,168 @@ def test_eppconfig_reads_the_chart_configs(lo):
     assert done.returncode == 1 and "plugin type 'queue-scorr' is not registered" in done.stderr, done
 
 
-def test_vllm_pool_picks(lo):
-    ns, node, cidr = lo
-    model = "chat-model"
-    ips = epp.ready_pods(ns, make_pool(ns, node, "chat", 3), 3, cidr)
-    assert all(ipaddress.ip_address(ip).is_loopback for ip in ips.values()), ips
-    config = write_config(ns, "chat", epp.chart_config("vllm"))
-    engines = {name: PodEngine(model=model, host=ip, port=PORT) for name, ip in sorted(ips.items())}
-    at = {name: f"{ip}:{PORT}" for name, ip in ips.items()}
-    with engines["chat-0"], engines["chat-1"], engines["chat-2"], \
-            epp.Epp(f"{ns}-chat", epp.chart_args("chat", ns, config, "vllm")) as picker:
-        took = picker.wait_serving()
-        print(f"EPP SERVING after {took:.1f} s")
-        engines["chat-0"].waiting = LONG_QUEUE
-        scraped(engines.values())
-        first = epp.pick(picker.addr, model)
-        print("EPP answer, chat-0 queued:", json.dumps(first))
-        chosen = picks(picker.addr, model, 6) + [epp.endpoint(first)]
-        assert set(chosen) <= {at["chat-1"], at["chat-2"]}, \
-            f"picked {chosen}; chat-0 ({at['chat-0']}) has {LONG_QUEUE} waiting\n{picker.tail()}"
+def stand_in_gateway(gw_ns: str, stop: threading.Event) -> None:
+    """The Gateway's controller as far as `pulumi up` waits on it (the route's Accepted and ResolvedRefs, the
+    stack's pulumi.com/waitFor): no gateway that implements InferencePool runs here. Accepted when the parent
+    Gateway exists; ResolvedRefs when each backendRef's InferencePool exists and a ReferenceGrant in its
+    namespace lets HTTPRoutes of the gateway namespace reach InferencePools (Gateway API's ReferenceGrant rule);
+    else False with the reason a conformant implementation gives (BackendNotFound, RefNotPermitted)."""
+    def condition(kind: str, ok: bool, reason: str, generation: int) -> dict:
+        return {"type": kind, "status": "True" if ok else "False", "reason": reason, "message": reason,
+                "observedGeneration": generation, "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
-        # The queue moves: the picks follow the metric, not the pod.
-        engines["chat-0"].waiting, engines["chat-1"].waiting = 0, LONG_QUEUE
-        scraped(engines.values())
-        chosen = picks(picker.addr, model, 6)
-        assert set(chosen) <= {at["chat-0"], at["chat-2"]}, f"picked {chosen}; chat-1 now has {LONG_QUEUE} waiting"
+    while not stop.wait(0.5):
+        for route in get("httproutes", "-n", gw_ns)["items"]:
+            parent, gen = route["spec"]["parentRefs"][0], route["metadata"]["generation"]
+            gateways = {g["metadata"]["name"] for g in get("gateways", "-n", gw_ns)["items"]}
+            resolved = "ResolvedRefs"
+            for ref in (r for rule in route["spec"]["rules"] for r in rule.get("backendRefs", [])):
+                pools = {p["metadata"]["name"] for p in get("inferencepools", "-n", ref["namespace"])["items"]}
+                grants = [g for g in get("referencegrants", "-n", ref["namespace"])["items"]
+                          if {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": gw_ns}
+                          in g["spec"]["from"] and any(t["group"] == ref["group"] and t["kind"] == ref["kind"]
+                                                       and t.get("name", ref["name"]) == ref["name"] for t in g["spec"]["to"])]
+                resolved = ("BackendNotFound" if ref["name"] not in pools else
+                            "RefNotPermitted" if not grants else resolved) if resolved == "ResolvedRefs" else resolved
+            status = {"parents": [{"parentRef": parent, "controllerName": STAND_IN, "conditions": [
+                condition("Accepted", parent["name"] in gateways, "Accepted" if parent["name"] in gateways
+                          else "NoMatchingParent", gen),
+                condition("ResolvedRefs", resolved == "ResolvedRefs", resolved, gen)]}]}
+            old = [c["reason"] for p in route.get("status", {}).get("parents", []) for c in p["conditions"]]
+            if old != [c["reason"] for c in status["parents"][0]["conditions"]]:
+                cluster.kubectl("patch", "httproute", route["metadata"]["name"], "-n", gw_ns, "--subresource=status",
+                                "--type=merge", "-p", json.dumps({"status": status}))
 
-        # The same long prompt twice: the pod that served it is picked again (prefix-cache scorer, weight 3) even
-        # though its queue is now the longest (queue-scorer, weight 2: 0 for it, 1 for the others), which alone
-        # would send the prompt elsewhere.
-        engines["chat-1"].waiting = 0
-        pod_at = {v: k for k, v in at.items()}
-        for _ in range(3):
+
+@pytest.fixture
+def gpu_pool(request):
+    """Two 8-GPU kwok nodes of a pool of this test's own, whose pods get 127.31.x.x."""
+    request.getfixturevalue("cluster")
+    pool = f"epp-gpu-{uuid.uuid4().hex[:6]}"
+    first = random.randrange(255)
+    with epp.loopback_node(f"{pool}-0", pool, first, 1, gpu=True), \
+            epp.loopback_node(f"{pool}-1", pool, first + 1, 2, gpu=True):
+        yield pool
+
+
+def pin(pulumi, stack: str, pool: str) -> None:
+    """The stack's GPU pool set to the test's nodes with `pulumi config set --path`, as a user points a stack at a
+    pool (e2e/test_day2.py budget_pool)."""
+    for path, value in ((f'gpuPool.nodeSelector["{epp.POOL_KEY}"]', pool),
+                        ("gpuPool.tolerations[0].key", "nvidia.com/gpu"), ("gpuPool.tolerations[0].operator", "Exists"),
+                        ("gpuPool.tolerations[0].effect", "NoSchedule"), ("gpuPool.tolerations[1].key", epp.POOL_KEY),
+                        ("gpuPool.tolerations[1].operator", "Equal"), ("gpuPool.tolerations[1].value", pool),
+                        ("gpuPool.tolerations[1].effect", "NoSchedule")):
+        pulumi.run("config", "set", "--path", f"llm-serving:{path}", value, stack=stack)
+
+
+def the_stacks_picker(ns: str, pool: dict) -> tuple[list[str], dict[str, str], Path]:
+    """The args, env and config of the EPP Deployment the stack rendered for the pool (read back from the API
+    server), the config written where the args now point; the env's downward-API values filled in."""
+    name = pool["spec"]["endpointPickerRef"]["name"]
+    deployment = get("deployment", name, "-n", ns)
+    spec = deployment["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    args = list(container["args"])
+    at = args.index("--config-file") + 1
+    mount = next(m for m in container["volumeMounts"] if args[at].startswith(m["mountPath"].rstrip("/") + "/"))
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    key = args[at][len(mount["mountPath"].rstrip("/")) + 1:]
+    config = write_config(ns, "stack-" + key.removesuffix(".yaml"),
+                          get("configmap", volume["configMap"]["name"], "-n", ns)["data"][key])
+    args[at] = str(config)
+    labels = deployment["spec"]["selector"]["matchLabels"]
+    (pod,) = get("pods", "-n", ns, "-l", ",".join(f"{k}={v}" for k, v in labels.items()))["items"]
+    fields = {"metadata.namespace": ns, "metadata.name": pod["metadata"]["name"]}
+    env = {e["name"]: e.get("value") or fields[e["valueFrom"]["fieldRef"]["fieldPath"]] for e in container.get("env", [])}
+    env["KUBECONFIG"] = str(epp.sa_kubeconfig(ns, spec["serviceAccountName"], config.parent / "sa.kubeconfig"))
+    return args, env, config
+
+
+def test_stack_pool_picks(pulumi, gpu_pool):
+    """The stack's own InferencePool and picker objects, from `pulumi up` on the inferencePool layer."""
+    name = "inference-pool"
+    ns = stackfiles.init(pulumi, name)
+    pin(pulumi, name, gpu_pool)
+    gw_ns, gw_name = stackfiles.INFERENCE_POOL_GATEWAY["namespace"], stackfiles.INFERENCE_POOL_GATEWAY["name"]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": gw_ns}},
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"name": gw_name, "namespace": gw_ns},
+         "spec": {"gatewayClassName": "e2e-stand-in", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
+                                                                      "allowedRoutes": {"namespaces": {"from": "All"}}}]}}]}))
+    stop = threading.Event()
+    gateway = threading.Thread(target=stand_in_gateway, args=(gw_ns, stop), daemon=True)
+    gateway.start()
+    try:
+        up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=600)
+        log(f"{name}: up {up.seconds:.1f} s")
+        (pool,) = get("inferencepools", "-n", ns)["items"]
+        selector = ",".join(f"{k}={v}" for k, v in pool["spec"]["selector"]["matchLabels"].items())
+        port = pool["spec"]["targetPorts"][0]["number"]
+        ips = epp.ready_pods(ns, selector, 2, epp.LOOPBACK_NET)
+        args, env, config = the_stacks_picker(ns, pool)
+        done = epp.eppconfig(config)
+        assert done.returncode == 0, f"eppconfig of the stack's ConfigMap: {done.stderr}"
+        model = json.loads(pulumi.run("config", "get", "llm-serving:models", stack=name).output.split("\n", 1)[1])[0][
+            "servedModelName"]
+        engines = {n: PodEngine(model=model, host=ip, port=port) for n, ip in sorted(ips.items())}
+        a, b = sorted(engines)
+        at = {n: f"{ip}:{port}" for n, ip in ips.items()}
+        with engines[a], engines[b], epp.Epp(f"{ns}-stack", args, env) as picker:
+            log(f"{name}: the stack's picker SERVING after {picker.wait_serving():.1f} s, as its ServiceAccount")
+            engines[a].waiting = LONG_QUEUE
             scraped(engines.values())
-            prompt = f"{uuid.uuid4().hex} " + " ".join(random.choice(("kv", "cache", "prefix", "route", "pool"))
-                                                      for _ in range(600))
-            served = picks(picker.addr, model, 1, prompt)[0]
-            engines[pod_at[served]].waiting = 5
+            first = epp.pick(picker.addr, model)
+            log(f"{name}: EPP answer, {a} queued: {json.dumps(first)}")
+            chosen = picks(picker.addr, model, 5) + [epp.endpoint(first)]
+            assert set(chosen) == {at[b]}, f"picked {chosen}; {a} ({at[a]}) has {LONG_QUEUE} waiting\n{picker.tail()}"
+            engines[a].waiting, engines[b].waiting = 0, LONG_QUEUE
             scraped(engines.values())
-            assert picks(picker.addr, model, 1, f"{uuid.uuid4().hex} what is 17 + 25?")[0] != served, \
-                "the queue alone does not steer away from the pod: the prefix check below would prove nothing"
-            again = picks(picker.addr, model, 1, prompt)[0]
-            assert again == served, f"the same prompt went to {served}, then to {again}\n{picker.tail()}"
-            engines[pod_at[served]].waiting = 0
+            assert set(picks(picker.addr, model, 5)) == {at[a]}, "the picks did not follow the queue"
+            engines[b].waiting = 0
+            prefix_affinity(picker, engines, at, model)
+            no_ready_pod(picker, ns, sorted(ips), model, at)
+    finally:
+        stop.set()
+        gateway.join(timeout=5)
+        pulumi.run("destroy", "--yes", "--skip-preview", stack=name, timeout=600, check=False)
 
-        # No Ready pod (readiness failing on all three): the EPP picks none.
-        for name in ips:
-            epp.set_ready(ns, name, False)
-        deadline = time.monotonic() + 10 * cluster.WAIT_SCALE
-        while "immediateResponse" not in (answer := epp.pick(picker.addr, model)):
-            assert time.monotonic() < deadline, f"still picking {epp.endpoint(answer)} with no Ready pod"
-            time.sleep(0.2)
-        print("EPP answer, no Ready pod:", json.dumps(answer))
-        assert answer["immediateResponse"]["status"] == 503, answer
-        assert "headers" not in answer, answer
-        # One pod Ready again: it, and only it, is picked.
-        epp.set_ready(ns, "chat-2", True)
-        deadline = time.monotonic() + 10 * cluster.WAIT_SCALE
-        while "immediateResponse" in (answer := epp.pick(picker.addr, model)):
-            assert time.monotonic() < deadline, f"no pick with chat-2 Ready again: {answer}"
-            time.sleep(0.2)
-        assert picks(picker.addr, model, 3) == [at["chat-2"]] * 3
+
+def prefix_affinity(picker: epp.Epp, engines: dict, at: dict, model: str) -> None:
+    """The same long prompt twice: the pod that served it is picked again (prefix-cache scorer, weight 3) even
+    though its queue is now the longest (queue-scorer, weight 2: 0 for it, 1 for the others), which alone
+    would send the prompt elsewhere."""
+    pod_at = {v: k for k, v in at.items()}
+    for _ in range(3):
+        scraped(engines.values())
+        prompt = f"{uuid.uuid4().hex} " + " ".join(random.choice(("kv", "cache", "prefix", "route", "pool"))
+                                                  for _ in range(600))
+        served = picks(picker.addr, model, 1, prompt)[0]
+        engines[pod_at[served]].waiting = 5
+        scraped(engines.values())
+        assert picks(picker.addr, model, 1)[0] != served, \
+            "the queue alone does not steer away from the pod: the prefix check below would prove nothing"
+        again = picks(picker.addr, model, 1, prompt)[0]
+        assert again == served, f"the same prompt went to {served}, then to {again}\n{picker.tail()}"
+        engines[pod_at[served]].waiting = 0
+
+
+def no_ready_pod(picker: epp.Epp, ns: str, pods: list[str], model: str, at: dict) -> None:
+    """Readiness failing on every pod: the EPP picks none (an immediate 503); one pod Ready again: it alone."""
+    for name in pods:
+        epp.set_ready(ns, name, False)
+    deadline = time.monotonic() + 10 * cluster.WAIT_SCALE
+    while "immediateResponse" not in (answer := epp.pick(picker.addr, model)):
+        assert time.monotonic() < deadline, f"still picking {epp.endpoint(answer)} with no Ready pod"
+        time.sleep(0.2)
+    log(f"EPP answer, no Ready pod: {json.dumps(answer)}")
+    assert answer["immediateResponse"]["status"] == 503 and "headers" not in answer, answer
+    epp.set_ready(ns, pods[-1], True)
+    deadline = time.monotonic() + 10 * cluster.WAIT_SCALE
+    while "immediateResponse" in (answer := epp.pick(picker.addr, model)):
+        assert time.monotonic() < deadline, f"no pick with {pods[-1]} Ready again: {answer}"
+        time.sleep(0.2)
+    assert picks(picker.addr, model, 3) == [at[pods[-1]]] * 3
 
 
 def test_sglang_pool_picks_by_sglang_metrics(lo):
