@@ -232,6 +232,12 @@ class Epp:
             time.sleep(0.2)
         return time.monotonic() - t0
 
+    def peers(self) -> set[str]:
+        """The addresses the EPP has TCP connections to (the API server, the pods it scrapes)."""
+        out = subprocess.run(["ss", "-Htnp"], capture_output=True, text=True, check=True).stdout
+        return {line.split()[4].rsplit(":", 1)[0].strip("[]") for line in out.splitlines()
+                if f"pid={self.proc.pid}," in line}
+
     def exited(self, seconds: float = 30) -> int:
         """The exit code of an EPP expected to refuse to start."""
         try:

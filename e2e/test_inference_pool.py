@@ -23,6 +23,7 @@ control, follows those). eppconfig (the EPP's own loader) accepts both chart con
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import random
 import sys
@@ -243,7 +244,9 @@ def test_stack_pool_picks(pulumi, gpu_pool):
     name = "inference-pool"
     ns = stackfiles.init(pulumi, name)
     pin(pulumi, name, gpu_pool)
-    gw_ns, gw_name = stackfiles.INFERENCE_POOL_GATEWAY["namespace"], stackfiles.INFERENCE_POOL_GATEWAY["name"]
+    # A gateway namespace of this run's own (a deleted one takes a while to go).
+    gw_ns, gw_name = f"e2e-epp-gw-{uuid.uuid4().hex[:6]}", stackfiles.INFERENCE_POOL_GATEWAY["name"]
+    pulumi.run("config", "set", "--path", "llm-serving:gateway.namespace", gw_ns, stack=name)
     cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": gw_ns}},
         {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"name": gw_name, "namespace": gw_ns},
@@ -280,11 +283,14 @@ def test_stack_pool_picks(pulumi, gpu_pool):
             assert set(picks(picker.addr, model, 5)) == {at[a]}, "the picks did not follow the queue"
             engines[b].waiting = 0
             prefix_affinity(picker, engines, at, model)
+            peers = picker.peers()
+            assert peers and all(ipaddress.ip_address(p).is_loopback for p in peers), f"the EPP dialled {peers}"
             no_ready_pod(picker, ns, sorted(ips), model, at)
     finally:
         stop.set()
         gateway.join(timeout=5)
         pulumi.run("destroy", "--yes", "--skip-preview", stack=name, timeout=600, check=False)
+        cluster.kubectl("delete", "namespace", gw_ns, "--wait=false")
 
 
 def prefix_affinity(picker: epp.Epp, engines: dict, at: dict, model: str) -> None:
