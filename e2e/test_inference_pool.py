@@ -3,22 +3,26 @@ module, watches an InferencePool (inference.networking.k8s.io/v1) and its pods t
 scrapes each Ready pod's metrics at podIP:targetPort/metrics and answers a gateway's ext_proc exchange with the
 endpoint it picked (header x-gateway-destination-endpoint and envoy.lb metadata), as Envoy would ask it.
 
-The pods live on a kwok node of this file's own whose spec.podCIDR is in 127.31.0.0/16 (e2e/epp.py), so their
+Pods live on kwok nodes of this file's own whose spec.podCIDR is in 127.31.0.0/16 (e2e/epp.py), so their
 addresses are loopback ones and tests/fake_openai.py's engine answers there with vLLM's or SGLang's gauges.
-The EPP runs with the chart's args and config (config/charts/epplib at v1.5.0, e2e/epp.py chart_args and
-chart_config) on loopback ports of its own and the admin kubeconfig. Needed on the cluster: the InferencePool
-CRD (../shared/crds/gateway-api-inference-extension, v1.6.0's, whose only change from v1.5.0 is an optional
-endpointPickerRef) and nothing else: cmd/epp/runner asks discovery whether InferenceObjective and
-InferenceModelRewrite (inference.networking.x-k8s.io/v1alpha2) are served and runs their controllers only if so
-(pkg/epp/server/controller_config.go); cluster.py installs both experimental CRDs (v1.5.0) anyway.
+Needed on the cluster: the InferencePool CRD (../shared/crds/gateway-api-inference-extension, v1.6.0's, whose
+only change from v1.5.0 is an optional endpointPickerRef) and nothing else: cmd/epp/runner asks discovery
+whether InferenceObjective and InferenceModelRewrite (inference.networking.x-k8s.io/v1alpha2) are served and
+runs their controllers only if so (pkg/epp/server/controller_config.go); cluster.py installs both anyway.
 
-Proven, vLLM pool of three pods: every pick is podIP:8000 of a Ready pod of the pool; a pod whose engine reports
-a long queue (vllm:num_requests_waiting) is never picked, and when the queue moves to another pod the picks
-follow it; the same long prompt twice lands on the same pod (the prefix-cache scorer); with no Ready pod the
-EPP answers an immediate 503. SGLang pool: the chart's SGLang args (legacy metric flags) are refused by the
-v1.5.0 EPP at start; with the chart's SGLang config (core-metrics-extractor defaultEngine "sglang") it picks by
-sglang:num_queue_reqs, while the vLLM names on the same pages say the opposite (the vLLM config, run as a
-control, follows those). eppconfig (the EPP's own loader) accepts both chart configs and refuses a broken one.
+The stack (e2e/stackfiles.py inference-pool: the dev stack on gateway.routingLayer inferencePool, two replicas):
+`pulumi up` creates the pool, the picker's Deployment, ConfigMap, Service and Role, and the HTTPRoute, whose
+Accepted and ResolvedRefs it waits for; no gateway implementing InferencePool runs here, so the test writes
+them as one would (stand_in_gateway). The picker then runs with the args, env and config its Deployment and
+ConfigMap hold, as its ServiceAccount: every pick is podIP:port of a Ready pod of the pool; a pod whose engine
+reports a long queue (vllm:num_requests_waiting) is never picked, and the picks follow the queue when it moves;
+the same long prompt goes back to the pod that served it although that pod's queue is now the longest (the
+prefix-cache scorer); with no Ready pod the EPP answers an immediate 503; it dials loopback addresses only.
+SGLang (raw objects: the stacks run SGLang on orchestrators without a controller here): the chart's SGLang args
+(legacy metric flags) are refused at start; with the chart's SGLang config (core-metrics-extractor defaultEngine
+"sglang") it picks by sglang:num_queue_reqs, while the vLLM names on the same pages say the opposite (the vLLM
+config, run as a control, follows those). eppconfig (the EPP's own loader) accepts the chart's and the stack's
+configs and refuses a broken one.
 """
 
 from __future__ import annotations
