@@ -8,7 +8,7 @@
 # only links. Nothing built here is committed.
 #
 #   e2e/build-tools.sh [name ...]   names: etcd kubernetes kwok pulumi pulumi-kubernetes aibrix kuberay rbg
-#                                   scheduler-plugins quantity yamlread envoy-gateway kube-score (default: all)
+#                                   scheduler-plugins quantity yamlread envoy-gateway kube-score gie (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -24,7 +24,8 @@ log() { printf '[e2e-tools %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 # The stamp: what the binaries of one wrapper were built from.
 stamp_of() {
-	find "$TOOLS/$1" -maxdepth 1 -type f \( -name 'go.*' -o -name '*.go' -o -name VERSION -o -name RELEASE -o -name OVERRIDES \) |
+	# Depth 2: e2e/tools/gie keeps its own mains in subdirectories.
+	find "$TOOLS/$1" -maxdepth 2 -type f \( -name 'go.*' -o -name '*.go' -o -name VERSION -o -name RELEASE -o -name OVERRIDES \) |
 		sort | xargs cat "$ROOT/e2e/build-tools.sh" | sha256sum | cut -d' ' -f1
 }
 
@@ -185,6 +186,39 @@ build_kube_score() {
 	stamp kube-score kube-score
 }
 
+# e2e/test_inference_pool.py's endpoint picker (issue 31): the Gateway API Inference Extension's full EPP, cmd/epp of
+# sigs.k8s.io/gateway-api-inference-extension v1.5.0 (its last release with the scorers and the config loader;
+# v1.6.x ships only the lightweight EPP), and two mains of ours in the wrapper: eppconfig (the EPP's own config
+# loader, plugins registered as cmd/epp/runner registers them) and extproc-pick (an Envoy ext_proc client, at the
+# go-control-plane version the module requires). The module's go.mod has no replace directives.
+build_gie() {
+	local bins=(epp eppconfig extproc-pick)
+	fresh gie "${bins[@]}" && return
+	local info v sha
+	info=$(cd "$TOOLS/gie" && go mod download -json sigs.k8s.io/gateway-api-inference-extension)
+	v=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["Version"])' <<<"$info")
+	# Upstream's Dockerfile sets version.CommitSHA and version.BuildRef (the tag, cloudbuild's _PULL_BASE_REF); the
+	# proxy's .info names the tag's commit (Origin.Hash), which the EPP logs at startup and exports as a metric.
+	sha=$(python3 -c 'import json, sys; info = json.load(open(json.load(sys.stdin)["Info"]))
+print((info.get("Origin") or {}).get("Hash", ""))' <<<"$info")
+	(cd "$TOOLS/gie" && "${GO_BUILD[@]}" -ldflags "-s -w \
+		-X sigs.k8s.io/gateway-api-inference-extension/version.CommitSHA=$sha \
+		-X sigs.k8s.io/gateway-api-inference-extension/version.BuildRef=$v" \
+		-o "$BIN/" sigs.k8s.io/gateway-api-inference-extension/cmd/epp ./eppconfig ./extproc-pick)
+	stamp gie "${bins[@]}"
+}
+
+check_gie_plugins() { # eppconfig registers exactly the plugins cmd/epp/runner's registerInTreePlugins does, in order
+	local runner want have
+	runner="$(module_dir gie sigs.k8s.io/gateway-api-inference-extension)/cmd/epp/runner/runner.go"
+	want=$(sed -n '/^func (r \*Runner) registerInTreePlugins() {/,/^}/p' "$runner" | grep -o 'fwkplugin\.Register(.*')
+	have=$(sed -n '/^func registerInTreePlugins() {/,/^}/p' "$TOOLS/gie/eppconfig/main.go" | grep -o 'fwkplugin\.Register(.*')
+	if [[ -z "$want" || "$want" != "$have" ]]; then
+		printf 'e2e/tools/gie/eppconfig/main.go: registerInTreePlugins differs from %s; want:\n%s\n' "$runner" "$want" >&2
+		exit 2
+	fi
+}
+
 check_kubernetes_pins() { # [name [module...]]: the wrapper's modules at the versions e2e/tools/kubernetes builds with
 	local name=${1:-quantity} module want have
 	shift || true
@@ -244,7 +278,7 @@ check_kubernetes_replaces() {
 }
 
 ALL=(etcd kwok kubernetes pulumi pulumi-kubernetes aibrix kuberay rbg scheduler-plugins quantity yamlread envoy-gateway
-	kube-score)
+	kube-score gie)
 WANT=("$@")
 [[ ${#WANT[@]} -gt 0 ]] || WANT=("${ALL[@]}")
 command -v go >/dev/null || { echo "go not found: the e2e tools build with Go 1.26 from the Go module proxy" >&2; exit 2; }
@@ -254,7 +288,7 @@ for name in "${WANT[@]}"; do
 	i=$((i + 1))
 	case "$name" in
 	etcd | kwok | kubernetes | pulumi | pulumi-kubernetes | aibrix | kuberay | rbg | scheduler-plugins | quantity | yamlread | \
-		envoy-gateway | kube-score) ;;
+		envoy-gateway | kube-score | gie) ;;
 	*) echo "unknown tool '$name' (one of: ${ALL[*]})" >&2; exit 2 ;;
 	esac
 	t0=$(date +%s)
@@ -266,6 +300,7 @@ for name in "${WANT[@]}"; do
 	[[ "$name" == quantity ]] && check_kubernetes_pins
 	[[ "$name" == yamlread ]] && check_kubernetes_pins yamlread sigs.k8s.io/yaml go.yaml.in/yaml/v2
 	[[ "$name" == envoy-gateway ]] && check_replaces envoy-gateway github.com/envoyproxy/gateway
+	[[ "$name" == gie ]] && check_replaces gie sigs.k8s.io/gateway-api-inference-extension && check_gie_plugins
 	"build_${name//-/_}"
 	log "($i/${#WANT[@]}) $name done in $(($(date +%s) - t0)) s"
 done

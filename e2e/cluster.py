@@ -54,9 +54,9 @@ ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", 
 # The workload controllers that could be built (e2e/controllers.py), started once their CRDs are Established:
 # each decides at start-up which of its controllers run. KubeRay first: AIBrix's fleets create RayClusters.
 WORKLOAD_CONTROLLERS = ("kuberay", "aibrix")
-# Started only by the tests that ask (e2e/coscheduling.py: its port is not in PORTS, which `up` holds all of),
-# never by `up`; `down` stops them with the rest.
-ON_DEMAND = ("kube-scheduler-plugins",)
+# Started only by the tests that ask (e2e/coscheduling.py: its port is not in PORTS, which `up` holds all of;
+# e2e/epp.py, with its config under the state directory), never by `up`; `down` stops them with the rest.
+ON_DEMAND = ("kube-scheduler-plugins", "epp")
 
 # Fake nodes. Pod and node IPs are invented by kwok: they come from RFC 2544/5737 test ranges, routed nowhere,
 # so a stray dial fails instead of reaching a real host. Service IPs are 10.0.0.0/24 (envtest's range).

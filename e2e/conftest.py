@@ -64,8 +64,8 @@ def coscheduling(cluster) -> str:
 # and set the wall time). Longest first, as measured (docs/measured.md): each worker holds two files and
 # takes the next as one ends. A file not named keeps its place after these.
 LONGEST_FIRST = ("test_fault_kill.py", "test_day2.py", "test_topologies.py", "test_drift.py", "test_fault_sigint.py",
-                 "test_multinode.py", "test_nodes.py", "test_prod_stack.py", "test_dev_stack.py", "test_differential.py",
-                 "test_gang.py")
+                 "test_multinode.py", "test_nodes.py", "test_inference_pool.py", "test_prod_stack.py", "test_dev_stack.py",
+                 "test_differential.py", "test_gang.py")
 
 
 def pytest_collection_modifyitems(items) -> None:

@@ -28,9 +28,28 @@ OWN_TEST = {"r1-stormservice"}
 MULTINODE_POOL = ("e2e.llm-serving.io/pool", "multinode")
 
 
+# e2e/test_inference_pool.py's stack: the dev stack on the inferencePool routing layer, on a Gateway of that
+# file's own (it plays the gateway's controller for the route's status, the namespace its own too).
+INFERENCE_POOL_GATEWAY = {"routingLayer": "inferencePool", "namespace": "e2e-epp-gateway", "name": "inference-gw"}
+
+
+def _inference_pool():
+    """Two replicas (a 16-GPU budget), so the picker has a choice; OpenWebUI off (nothing of it is under test here). The picker
+    image is the unit tests' fixture (tests/test_inference_pool.py EPP_FIXTURE): kwok runs no image."""
+    from test_inference_pool import EPP_FIXTURE
+    from variants import dev_config, model, variant_file
+    cfg = dev_config()
+    operations = {**cfg["operations"], "openWebUI": {**cfg["operations"]["openWebUI"], "enabled": False}}
+    return variant_file(images={**cfg["images"], "endpointPicker": EPP_FIXTURE},
+                        gateway={**cfg["gateway"], **INFERENCE_POOL_GATEWAY}, models=[model(replicas=2)],
+                        operations=operations, gpuBudget=16)
+
+
 def _variant(name: str):
     from test_pd import stack as pd_stack
     from variants import model, sglang_stack, variant_file
+    if name == "inference-pool":
+        return _inference_pool()
     if name.startswith("r1-"):
         return _r1(name.removeprefix("r1-"))
     if name == "vllm-stormservice":

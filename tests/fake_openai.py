@@ -208,7 +208,11 @@ class FakeEngine(_Server):
                  "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
                  "# TYPE vllm:num_requests_waiting gauge", f"vllm:num_requests_waiting{{{labels}}} {self.waiting}"]
         if self.sglang:   # SchedulerMetricsCollector's gauges (upstream_sglang.py), no vLLM ones
-            lines = [f'sglang:num_running_reqs{{model_name="{self.model}"}} {self.in_flight}',
+            # With their TYPE lines, as prometheus_client writes every family: an untyped sample is no gauge to
+            # a Prometheus parser (GIE v1.5.0's EPP reads it as 0: extractor/metrics/spec.go extractValue).
+            lines = ["# TYPE sglang:num_running_reqs gauge",
+                     f'sglang:num_running_reqs{{model_name="{self.model}"}} {self.in_flight}',
+                     "# TYPE sglang:num_queue_reqs gauge",
                      f'sglang:num_queue_reqs{{model_name="{self.model}"}} {self.waiting}']
         if not self.gauges:
             lines = ["# HELP process_cpu_seconds Total user and system CPU time.", "# TYPE process_cpu_seconds counter",

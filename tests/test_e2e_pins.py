@@ -102,3 +102,10 @@ def test_no_build_output_is_committed_under_e2e():
                              check=True).stdout.split()
     allowed = re.compile(r".*(\.py|\.sh|\.yaml|/go\.mod|/go\.sum|/main\.go|/VERSION|/RELEASE|/OVERRIDES|/run-policy-pack)$")
     assert tracked and [f for f in tracked if not allowed.fullmatch(f)] == []
+
+
+def test_the_endpoint_picker_is_the_release_the_stacks_deploy():
+    # e2e/test_inference_pool.py runs the picker built from e2e/tools/gie (cmd/epp) with the args and config the
+    # stacks render for the image policy/endpoint_picker.py pins: the same GIE release.
+    from policy import endpoint_picker
+    assert required("gie", "sigs.k8s.io/gateway-api-inference-extension") == endpoint_picker.EPP_VERSION
