@@ -30,7 +30,8 @@ MULTINODE_POOL = ("e2e.llm-serving.io/pool", "multinode")
 
 # e2e/test_inference_pool.py's stack: the dev stack on the inferencePool routing layer, on a Gateway of that
 # file's own (it plays the gateway's controller for the route's status, the namespace its own too).
-INFERENCE_POOL_GATEWAY = {"routingLayer": "inferencePool", "namespace": "e2e-epp-gateway", "name": "inference-gw"}
+INFERENCE_POOL_GATEWAY = {"routingLayer": "inferencePool", "implementation": "istio", "namespace": "e2e-epp-gateway",
+                          "name": "inference-gw"}
 
 
 def _inference_pool():
