@@ -17,8 +17,8 @@ from policy.manifests import (
     name_of,
     templates,
 )
-from policy.unknowns import decide, items_of, mapping
-from policy.workloads import PodTemplateRef, PodView, containers, pod_views
+from policy.unknowns import UnknownTouched, decide, is_unknown, items_of, mapping
+from policy.workloads import POD_KINDS, PodTemplateRef, PodView, containers, pod_views
 
 # ---- gateway.routingLayer inferencePool (issue 31): each InferencePool, its endpoint picker, the routes to it ----
 # The picker is GIE v1.5.0's (policy/endpoint_picker.py); its flags (pkg/epp/server/options.go) name the pool it
@@ -33,6 +33,23 @@ PICKER_PROBES = ("readinessProbe", "livenessProbe")
 
 def _meta(props: dict) -> dict:
     return mapping(props.get("metadata"))
+
+
+def _key(props: dict) -> list[tuple[str, str]]:
+    """[(namespace, name)] of an object; raises UnknownTouched when either is unknown."""
+    return [(str(_meta(props).get("namespace") or ""), str(_meta(props).get("name")))]
+
+
+class _Keyed:
+    """Objects by (namespace, name); `undecided` when some key is unknown (preview): then "not declared" decides nothing."""
+
+    def __init__(self, objects: list[dict]) -> None:
+        self.by_key: dict[tuple[str, str], dict] = {}
+        self.undecided = False
+        for o in objects:
+            found = decide(_key, o)
+            self.by_key.update((k, o) for k in found)
+            self.undecided |= not found
 
 
 def _selects(selector: dict, labels: dict) -> bool:
@@ -52,14 +69,37 @@ class _Pods:
         self.views: list[tuple[str, str, PodView]] = []   # (namespace, workload, view)
         self.undecided = False
         for r in resources:
-            if templates(r.type, r.props):
-                found = decide(lambda r=r: [[(str(_meta(r.props).get("namespace") or ""), name_of(r.props), v)
-                                             for v in pod_views(kind_of(r.type), r.props)]])
-                self.views += found[0] if found else []
-                self.undecided |= not found
+            if not r.type.startswith("kubernetes:") or kind_of(r.type) not in POD_KINDS:
+                continue
+            found = decide(lambda r=r: [[(str(_meta(r.props).get("namespace") or ""), name_of(r.props), v)
+                                         for v in pod_views(kind_of(r.type), r.props)]])
+            self.views += found[0] if found else []
+            # pod_templates leaves out a template it cannot find for an unknown (a role, the list of roles).
+            self.undecided |= not found or _unknown_outside_pods(r.props, templates(r.type, r.props))
 
     def selected(self, namespace: str, selector: dict) -> list[tuple[str, PodView]]:
         return [(w, v) for ns, w, v in self.views if ns == namespace and _selects(selector, v.labels)]
+
+
+def _has_unknown(value: object, skip: frozenset[int] = frozenset()) -> bool:
+    """Whether an unknown is anywhere in value, outside the objects whose id() is in skip."""
+    if is_unknown(value):
+        return True
+    if id(value) in skip or not isinstance(value, (dict, list)):
+        return False
+    return any(_has_unknown(v, skip) for v in (value.values() if isinstance(value, dict) else value))
+
+
+def _unknown_outside_pods(props: dict, refs: list[PodTemplateRef]) -> bool:
+    """Whether a workload holds an unknown anywhere but in the pod specs of the templates found (which say nothing
+    of where pods are or how they are labelled)."""
+    return _has_unknown(props, frozenset(id(r.template.get("spec")) for r in refs if isinstance(r.template, dict)))
+
+
+def _known_containers(template: dict) -> None:
+    """Before concluding a pod runs no engine or no picker: raises UnknownTouched when its containers are unknown."""
+    if _has_unknown(mapping(template.get("spec")).get("containers")):
+        raise UnknownTouched()
 
 
 def _of_kind(resources: list, kind: str) -> list[dict]:
@@ -101,6 +141,7 @@ def _serving_pod(pool: str, what: str, view: PodView, ports: list[int], served: 
                 "name the controller's leader label too."]
     engines = engine_containers(view.template) if is_engine(view.template) else []
     if not engines:
+        _known_containers(view.template)
         return [f"{pool}: selects {what}, which run no engine; only the model's serving pods may be its endpoints."]
     out = []
     for c in engines:
@@ -122,20 +163,19 @@ def inference_pools_have_their_picker(resources: list) -> list[str]:
     reaching the picker's ext_proc port, and selects only pods running the picker for this pool (--pool-name,
     --pool-namespace): a picker of another pool would pick that pool's endpoints."""
     pods = _Pods(resources)
-    services = {(str(_meta(s).get("namespace") or ""), _meta(s).get("name")): s
-                for s in _of_kind(resources, "Service") for _ in decide(lambda s=s: [_meta(s).get("name")])}
+    services = _Keyed(_of_kind(resources, "Service"))
     return [m for pool in _of_kind(resources, epp.POOL_KIND) for m in decide(_pool_picker, pool, services, pods)]
 
 
-def _pool_picker(pool: dict, services: dict, pods: _Pods) -> list[str]:
+def _pool_picker(pool: dict, services: "_Keyed", pods: _Pods) -> list[str]:
     name, ns = name_of(pool), str(_meta(pool).get("namespace") or "")
     ref = mapping(mapping(pool.get("spec")).get("endpointPickerRef"))
     group, kind, port = ref.get("group") or "", ref.get("kind") or "Service", mapping(ref.get("port")).get("number")
     if (group, kind) != ("", "Service"):
         return [f"{name}: endpointPickerRef names a {kind} of group {group!r}; the picker is reached through a Service."]
-    service = services.get((ns, ref.get("name")))
+    service = services.by_key.get((ns, str(ref.get("name"))))
     if service is None:
-        return [] if pods.undecided else [
+        return [] if services.undecided else [
             f"{name}: endpointPickerRef names Service {ns}/{ref.get('name')}, which this stack does not declare; the "
             "gateway cannot reach the pool's endpoint picker."]
     svc, spec = name_of(service), mapping(service.get("spec"))
@@ -156,6 +196,7 @@ def _pool_picker(pool: dict, services: dict, pods: _Pods) -> list[str]:
 def _picks_for(pool: str, what: str, view: PodView, ns: str, pool_key: tuple[str, str], service_port: dict) -> list[str]:
     c = _picker(view.template)
     if c is None:
+        _known_containers(view.template)
         return [f"{pool}: {what}, which run no endpoint picker (no {POOL_NAME_FLAG})."]
     argv = argv_of(c)
     picked = (str(flag_value(argv, POOL_NAME_FLAG)), flag_value(argv, POOL_NAMESPACE_FLAG) or _namespace_env(c, ns))
@@ -209,8 +250,7 @@ def endpoint_picker_probes_grpc(resource_type: str, props: dict) -> list[str]:
 def routes_reach_inference_pools(resources: list) -> list[str]:
     """An HTTPRoute backendRef of kind InferencePool names a pool of the stack (group inference.networking.k8s.io, the
     v1 pool the picker reads) in a namespace that a ReferenceGrant of the stack opens to the route's namespace."""
-    pools = {(str(_meta(p).get("namespace") or ""), _meta(p).get("name"))
-             for p in _of_kind(resources, epp.POOL_KIND) for _ in decide(lambda p=p: [_meta(p).get("name")])}
+    pools = _Keyed(_of_kind(resources, epp.POOL_KIND))
     grants = [g for g in _of_kind(resources, "ReferenceGrant")]
     out = []
     for route in _of_kind(resources, "HTTPRoute"):
@@ -223,23 +263,27 @@ def routes_reach_inference_pools(resources: list) -> list[str]:
     return out
 
 
-def _route_pool(route: str, route_ns: str, b: dict, pools: set, grants: list[dict]) -> list[str]:
-    ns, name, group = b.get("namespace") or route_ns, b.get("name"), b.get("group") or ""
+def _route_pool(route: str, route_ns: str, b: dict, pools: _Keyed, grants: list[dict]) -> list[str]:
+    ns, name, group = str(b.get("namespace") or route_ns), str(b.get("name")), b.get("group") or ""
     where = f"{route}: backendRef InferencePool {ns}/{name}"
     if group != epp.POOL_GROUP:
         return [f"{where} has group {group!r}; the stack's pools and their pickers are {epp.POOL_GROUP}."]
-    if (ns, name) not in pools:
-        return [f"{where} is not a pool of this stack; the gateway cannot resolve it and answers 500."]
-    if ns != route_ns and not any(decide(_grants, g, route_ns, ns, name) for g in grants):
+    if (ns, name) not in pools.by_key:
+        return [] if pools.undecided else [f"{where} is not a pool of this stack; the gateway cannot resolve it and "
+                                           "answers 500."]
+    allowed = [decide(_grants, g, route_ns, ns, name) for g in grants]
+    if ns != route_ns and [True] not in allowed and [] not in allowed:   # [] : a grant unknown in preview
         return [f"{where}: no ReferenceGrant of this stack in {ns} allows HTTPRoutes from {route_ns} to it; the gateway "
                 "refuses the reference (RefNotPermitted) and the model is unreachable."]
     return []
 
 
 def _grants(grant: dict, route_ns: str, ns: str, name: str) -> list[bool]:
+    """[whether the grant opens pool ns/name to HTTPRoutes of route_ns]; raises UnknownTouched when a field it reads is
+    unknown."""
     spec = mapping(grant.get("spec"))
-    return [True] if (_meta(grant).get("namespace") == ns
-                      and any(f.get("group") == ROUTE_GROUP and f.get("kind") == "HTTPRoute" and f.get("namespace") == route_ns
-                              for f in items_of(spec.get("from")))
-                      and any(t.get("group") == epp.POOL_GROUP and t.get("kind") == epp.POOL_KIND
-                              and t.get("name", name) == name for t in items_of(spec.get("to")))) else []
+    return [bool(_meta(grant).get("namespace") == ns
+                 and any(f.get("group") == ROUTE_GROUP and f.get("kind") == "HTTPRoute" and f.get("namespace") == route_ns
+                         for f in items_of(spec.get("from")))
+                 and any(t.get("group") == epp.POOL_GROUP and t.get("kind") == epp.POOL_KIND
+                         and t.get("name", name) == name for t in items_of(spec.get("to"))))]

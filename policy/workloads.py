@@ -294,6 +294,11 @@ def _template(holder: dict) -> Any:
     return known_or_unknown(lambda: holder.get("template") or {})
 
 
+# The kinds pod_templates reads pods from.
+POD_KINDS = frozenset({"Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job", "Pod", "StormService",
+                       "RoleBasedGroup", "RayClusterFleet", "LeaderWorkerSet"})
+
+
 def pod_templates(kind: str, manifest: dict) -> list[PodTemplateRef]:
     """Every pod template of a workload. Never raises on unknown values: a template, count or surge
     that is unknown during preview is UNKNOWN in the result, so only the checks that need it wait."""
