@@ -36,3 +36,17 @@ def pool_render(name: str, preview: bool = False) -> runtime.Rendered:
 
 def pool_renders() -> dict[str, runtime.Rendered]:
     return {name: pool_render(name) for name in POOL_STACKS}
+
+
+# What the layer renders apart from the aibrix layer (tests/test_inference_pool.py shows the switch moves only these,
+# and the smoke and warm-up Jobs, which call the model through the gateway).
+LAYER_KINDS = {"InferencePool", "HTTPRoute", "ReferenceGrant", "NetworkPolicy", "Job"}
+
+
+def layer_objects(name: str) -> list[dict]:
+    """The objects of the pool render the layer makes or changes: the pool, its picker's, the route and grant, the
+    NetworkPolicies admitting the gateway's proxies and the picker, the Jobs; the rest the tests check in the variants
+    they render on the aibrix layer."""
+    from conftest import k8s_objects
+    return [o for o in k8s_objects(pool_render(name)) if o["kind"] in LAYER_KINDS
+            or (o["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "endpoint-picker"]

@@ -321,9 +321,9 @@ FAILING = [
 @functools.lru_cache(maxsize=None)
 def variant(name: str) -> tuple[runtime.Rendered, stackfile.StackFile]:
     from multinode_stacks import r1_stack
+    from pool_stacks import POOL_STACKS, pool_stack
     from test_pd import stack as pd_stack
     from variants import sglang_stack
-    from pool_stacks import POOL_STACKS, pool_stack
     if name in POOL_STACKS:
         return runtime.render(pool_stack(name)), pool_stack(name)
     sf = {"pd": lambda: pd_stack("pd", "rayclusterfleet", 24), "sglang": sglang_stack,
