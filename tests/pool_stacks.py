@@ -21,11 +21,15 @@ POOL_STACKS = {
     "pool-r1-rolebasedgroup-sglang": lambda: r1_stack("rolebasedgroup", "sglang", stack="pool"),
 }
 
+# Only for the pack rules' own tests (tests/test_pool_pack.py): a StormService group, rank 0 the leader.
+RULE_STACKS = {"pool-r1-stormservice-sglang": lambda: r1_stack("stormservice", "sglang", stack="pool")}
+
 
 @functools.lru_cache(maxsize=None)
 def pool_stack(name: str) -> stackfile.StackFile:
-    """The stack file of POOL_STACKS[name] with the layer on (the endpoint picker image fixture, a Gateway of its own)."""
-    return with_layer(POOL_STACKS[name]())
+    """The stack file of POOL_STACKS[name] (or RULE_STACKS[name]) with the layer on (the endpoint picker image
+    fixture, a Gateway of its own)."""
+    return with_layer({**POOL_STACKS, **RULE_STACKS}[name]())
 
 
 @functools.lru_cache(maxsize=None)

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 import pytest
 from conftest import stack_resources
 from policy_server import PackServer, operation, serving
-from pool_stacks import POOL_STACKS, pool_render, pool_stack
+from pool_stacks import POOL_STACKS, RULE_STACKS, pool_render, pool_stack
 
 from policy import endpoint_picker as epp
 from policy import rules, workloads
@@ -41,6 +41,15 @@ def test_every_pool_render_passes_through_the_server(server, name, preview):
         assert report.skipped() == []
     assert {"inference-pool-pods", "inference-pool-picker", "inference-pool-routes", "endpoint-picker-probes"} <= {
         name for name, level in report.levels.items() if level == "mandatory"}
+
+
+@pytest.mark.parametrize("name", list(RULE_STACKS))
+def test_a_stormservice_group_passes_the_pool_rules(name):
+    """A StormService group (its one template for every rank, pod-group-index 0 the leader) in process: the pool
+    rules read it as they read the groups that go through the server."""
+    resources = list(_resources(name))
+    assert [m for rule in STACK_RULES for m in rule(resources)] == []
+    assert [m for r in resources for m in rules.endpoint_picker_probes_grpc(r.type, r.props)] == []
 
 
 # ---- each rule, each way of breaking what it reads ----
@@ -106,6 +115,10 @@ POOL_PODS = [
     ("rbg workers", RBG, "InferencePool", lambda p: selector(p).update({workloads.RBG_COMPONENT_LABEL: "worker"}),
      f"{R1_POOL}: selects a group's worker pods (RoleBasedGroup {NS}/deepseek-r1 pods at "
      "spec.roles[0].leaderWorkerPattern.template with workerTemplatePatch)"),
+    ("stormservice ranks", "pool-r1-stormservice-sglang", "InferencePool",
+     lambda p: selector(p).pop(workloads.STORMSERVICE_GROUP_INDEX_LABEL),
+     f"{R1_POOL}: selects a group's worker pods (StormService {NS}/deepseek-r1 pods at "
+     "spec.template.spec.roles[0].template (ranks 1 and up))"),
     ("picker", VLLM, "InferencePool", lambda p: p["spec"]["selector"].update(matchLabels={
         "app.kubernetes.io/component": "endpoint-picker"}),
      f"{POOL}: selects the endpoint picker's own pods (Deployment {NS}/deepseek-v4-flash-pool-epp pods at spec.template)"),
