@@ -73,7 +73,7 @@ def deployment_spec(args: EndpointPickerArgs, config_map: str) -> dict:
                       {"name": "grpc-health", "containerPort": epp.HEALTH_PORT, "protocol": "TCP"},
                       {"name": "metrics", "containerPort": epp.METRICS_PORT, "protocol": "TCP"}],
             "env": copy.deepcopy(epp.ENV),
-            "resources": copy.deepcopy(epp.RESOURCES),
+            "resources": copy.deepcopy(epp.CONTAINER_RESOURCES),
             "livenessProbe": copy.deepcopy(epp.LIVENESS_PROBE),
             "readinessProbe": copy.deepcopy(epp.READINESS_PROBE),
             "securityContext": container_security(non_root=True),

@@ -45,11 +45,12 @@ PARSED_KINDS = {"Pod", "Job", "CronJob", "Deployment", "StatefulSet", "DaemonSet
 
 # The shipped stacks and the variants the unit tests render (tests/variants.py, tests/test_pd.py CASES,
 # tests/multinode_stacks.py GROUP_PAIRS): every orchestrator, topology and group form once, and the clients'
-# policies of a stack without the gateway (tests/test_consumers.py).
+# policies of a stack without the gateway (tests/test_consumers.py); on gateway.routingLayer inferencePool
+# (tests/pool_stacks.py) the endpoint picker's objects beside a Deployment's engines and a group's leaders.
 SHIPPED = ("dev", "staging", "prod")
 VARIANTS = ("vllm-stormservice", "sglang-rolebasedgroup", "clients-stormservice", "pd-fleets", "pd-same-pod", "hybrid-stormservice",
             "hybrid-deployment", "r1-leaderworkerset-vllm", "r1-leaderworkerset-sglang", "r1-stormservice-sglang",
-            "r1-rolebasedgroup-sglang")
+            "r1-rolebasedgroup-sglang", "pool-vllm-deployment", "pool-r1-leaderworkerset-vllm")
 ALL = SHIPPED + VARIANTS
 
 
@@ -61,6 +62,9 @@ def _stack_file(name: str):
     from render import stackfile
     if name in SHIPPED:
         return stackfile.read(ROOT, name)
+    if name.startswith("pool-"):
+        import pool_stacks
+        return pool_stacks.pool_stack(name)
     if name.startswith("r1-"):
         _, orchestrator, engine = name.split("-")
         return multinode_stacks.r1_stack(orchestrator, engine)

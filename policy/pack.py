@@ -28,7 +28,7 @@ MANDATORY = {
     "no-privileged", "no-host-access", "secret-refs", "pd-wiring", "aibrix-profiles-schema", "capabilities-minimal",
     "no-router-owned-routes", "custom-resources-awaited", "daemonsets-no-gpu", "gateway-no-resend",
     "gpu-budget", "data-protected", "gpu-budget-stack", "data-protected-stack", "pd-rolesets", "model-writers",
-    "group-patches",
+    "group-patches", "endpoint-picker-probes", "inference-pool-pods", "inference-pool-picker", "inference-pool-routes",
 }
 
 
@@ -295,6 +295,14 @@ STACK_CHECKS: dict[str, tuple[str, Callable[[list[StackResource], dict[str, Any]
                        lambda rs, f: stack_rules.await_timeouts_cover_rollout(rs)),
     "reference-grants": ("Cross-namespace route backends have a ReferenceGrant.",
                          lambda rs, f: stack_rules.routes_have_reference_grants(rs)),
+    "inference-pool-pods": ("Each InferencePool selects its model's serving pods (a group's leaders only, never the "
+                            "picker's) on the port their engine serves.",
+                            lambda rs, f: resource_rules.inference_pools_select_serving_pods(rs)),
+    "inference-pool-picker": ("Each InferencePool's endpointPickerRef is a Service of the stack, on a port it has, in "
+                              "front of the endpoint picker of that pool.",
+                              lambda rs, f: resource_rules.inference_pools_have_their_picker(rs)),
+    "inference-pool-routes": ("An HTTPRoute's InferencePool backend is a pool of the stack a ReferenceGrant opens to "
+                              "the route's namespace.", lambda rs, f: resource_rules.routes_reach_inference_pools(rs)),
     "explicit-providers": ("Every resource uses an explicit provider.", lambda rs, f: stack_rules.explicit_providers_only(rs)),
     # Advisory in the pack, mandatory in prod (config.prod.json): networkPolicy.egress.enabled false is a choice
     # the config offers (a network plugin that enforces no egress policy, a DNS selector being fixed), which

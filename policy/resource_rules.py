@@ -20,9 +20,13 @@ from policy.routing_rules import (  # noqa: F401  (policy.rules re-exports every
     MODEL_LABEL,
     ROUTER_WATCHED_KINDS,
     aibrix_profiles_schema,
+    endpoint_picker_probes_grpc,
     gateway_never_resends_generations,
+    inference_pools_have_their_picker,
+    inference_pools_select_serving_pods,
     no_router_owned_routes,
     pd_wiring,
+    routes_reach_inference_pools,
 )
 from policy.security_rules import (  # noqa: F401  (policy.rules re-exports every rule)
     HOST_ACCESS_REASON,
@@ -80,6 +84,8 @@ RESOURCE_POLICIES = [
     ResourcePolicy("gateway-no-resend", "Gateway retries (BackendTrafficPolicy, routes an EnvoyPatchPolicy adds) only "
                    "unsent requests (connect-failure, refused-stream), no per-try timeout, no active HTTP health check.",
                    gateway_never_resends_generations),
+    ResourcePolicy("endpoint-picker-probes", "The endpoint picker's readiness and liveness probes are grpc on its health "
+                   "port (it serves no HTTP health).", endpoint_picker_probes_grpc),
     ResourcePolicy("jobs-rerun", "Awaited Jobs are replaced when unready, so a retry reruns them; unawaited Jobs are not.",
                    jobs_rerun_when_unready),
     ResourcePolicy("group-patches", "RoleBasedGroup template patches change pod labels and annotations only.",

@@ -1,5 +1,8 @@
-"""Rules over what the AIBrix gateway reads: no model label on workloads its router watches, P/D
-wired for pods apart, and the profiles schema of the model config."""
+"""Rules over what the gateways read: for the AIBrix gateway, no model label on workloads its router watches, P/D
+wired for pods apart, the profiles schema of the model config and retries that never resend; for the
+inferencePool layer (issue 31), each InferencePool over its model's serving pods with its own endpoint picker,
+the picker probed as it answers, and the routes to a pool allowed to reach it (policy/pool_rules.py, kept
+apart for its size)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,12 @@ from policy.manifests import (
     kind_of,
     name_of,
     templates,
+)
+from policy.pool_rules import (  # noqa: F401  (the inferencePool layer's rules, registered with these)
+    endpoint_picker_probes_grpc,
+    inference_pools_have_their_picker,
+    inference_pools_select_serving_pods,
+    routes_reach_inference_pools,
 )
 from policy.unknowns import decide, items_of, mapping
 from policy.workloads import PodTemplateRef, rbg_worker_views
@@ -183,4 +192,5 @@ def _patched_routes_never_resend(props: dict) -> list[str]:
         if policy.get("per_try_timeout") is not None or policy.get("per_try_idle_timeout") is not None:
             out.append(f"{where}: a per-try timeout re-sends a request whose generation is still running.")
     return out
+
 

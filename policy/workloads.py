@@ -242,9 +242,61 @@ def _leaderworkerset_templates(spec: dict) -> list[PodTemplateRef]:
     return refs
 
 
+# ---- the labels a controller gives each pod of a group, beside its template's (issue 29) ----
+# What a Service's or an InferencePool's selector matches at run time: the leader apart from the workers. LWS v0.10.0
+# pkg/webhooks/pod_webhook.go Default: name and worker-index ("0" the leader, 1..size-1 the workers); RBG v0.7.0
+# api/workloads/constants/label.go InitComponentPodLabels: component-name leader | worker; AIBrix v0.7.0
+# pkg/controller/podset/podset_controller.go createPodFromTemplate: pod-group-index 0..podGroupSize-1, rank 0 the
+# leader (tests/group_pods.py makes the pods from the same sources).
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+RBG_COMPONENT_LABEL = "rbg.workloads.x-k8s.io/component-name"
+STORMSERVICE_GROUP_INDEX_LABEL = "stormservice.orchestration.aibrix.ai/pod-group-index"
+
+
+@dataclass(frozen=True)
+class PodView:
+    """The pods of one template as their controller labels them, a group's leader and its workers apart."""
+    where: str            # the template's path, and which of its pods
+    labels: dict
+    template: dict
+    worker: bool          # a group's non-leader pods (a Ray worker group's too): they serve no model
+
+
+def pod_views(kind: str, manifest: dict) -> list[PodView]:
+    """Every pod template's pods with the labels they run with; raises UnknownTouched when a template, its labels
+    or the workload's name is unknown."""
+    def view(where: str, template: dict, extra: dict, worker: bool = False) -> PodView:
+        return PodView(where, {**((template.get("metadata") or {}).get("labels") or {}), **extra}, template, worker)
+    out = []
+    for ref in pod_templates(kind, manifest):
+        if kind == "LeaderWorkerSet":
+            if ref.group_worker and known_or_unknown(lambda r=ref: r.replicas == 0) is True:
+                continue   # size 1: no worker pods
+            name = (manifest.get("metadata") or {}).get("name")
+            out.append(view(ref.path, ref.template, {LWS_NAME_LABEL: name, LWS_WORKER_INDEX_LABEL: "1" if ref.group_worker
+                                                     else "0"}, ref.group_worker))
+        elif kind == "RoleBasedGroup" and ".leaderWorkerPattern" in ref.path:
+            out.append(view(f"{ref.path} (the leader, with leaderTemplatePatch)", ref.template,
+                            {**dict(ref.leader_labels), RBG_COMPONENT_LABEL: "leader"}))
+        elif kind == "StormService" and ref.injected_env:   # a role with podGroupSize > 1
+            out += [view(f"{ref.path} (rank 0)", ref.template, {STORMSERVICE_GROUP_INDEX_LABEL: "0"}),
+                    view(f"{ref.path} (ranks 1 and up)", ref.template, {STORMSERVICE_GROUP_INDEX_LABEL: "1"}, True)]
+        else:
+            out.append(view(ref.path, ref.template, {}, ".workerGroupSpecs[" in ref.path))
+    if kind == "RoleBasedGroup":
+        out += [view(path, t, {RBG_COMPONENT_LABEL: "worker"}, True) for path, t in rbg_worker_views(manifest.get("spec") or {})]
+    return out
+
+
 def _template(holder: dict) -> Any:
     """holder.template, {} when absent, UNKNOWN when unknown."""
     return known_or_unknown(lambda: holder.get("template") or {})
+
+
+# The kinds pod_templates reads pods from.
+POD_KINDS = frozenset({"Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job", "Pod", "StormService",
+                       "RoleBasedGroup", "RayClusterFleet", "LeaderWorkerSet"})
 
 
 def pod_templates(kind: str, manifest: dict) -> list[PodTemplateRef]:

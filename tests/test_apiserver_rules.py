@@ -27,7 +27,8 @@ def _sglang():
 
 
 def variants():
-    return [test_pd.rendered(*case) for case in test_pd.CASES] + [_sglang()]
+    from pool_stacks import pool_renders
+    return [test_pd.rendered(*case) for case in test_pd.CASES] + [_sglang()] + list(pool_renders().values())
 
 
 def test_every_committed_stack_passes(rendered):

@@ -58,7 +58,9 @@ def messages(obj: dict) -> list[str]:
 
 
 def test_our_custom_resources_pass_every_rule():
-    rendered = [render_stack(s) for s in ("dev", "staging", "prod")] + [test_pd.rendered(*c) for c in test_pd.CASES]
+    from pool_stacks import pool_renders
+    rendered = ([render_stack(s) for s in ("dev", "staging", "prod")] + [test_pd.rendered(*c) for c in test_pd.CASES]
+                + list(pool_renders().values()))
     kinds = set()
     for r in rendered:
         for o in k8s_objects(r):
@@ -67,7 +69,7 @@ def test_our_custom_resources_pass_every_rule():
                 kinds.add(o["kind"])
                 assert found == [], (o["kind"], o["metadata"]["name"], found)
     assert {"HTTPRoute", "ReferenceGrant", "StormService", "RayClusterFleet", "PodMonitor", "PrometheusRule",
-            "BackendTrafficPolicy"} <= kinds
+            "BackendTrafficPolicy", "InferencePool"} <= kinds
 
 
 @pytest.mark.parametrize("path,message", [

@@ -300,6 +300,18 @@ FAILING = [
      of_type("kubernetes:apps/v1:Deployment", lambda r: r.options.update(customTimeouts={"create": 600.0})), "create timeout"),
     ("reference-grants", "dev", "up", without(lambda r: r.type.endswith(":ReferenceGrant")), "no ReferenceGrant"),
     ("explicit-providers", "dev", "up", with_default_provider, "default provider"),
+    # gateway.routingLayer inferencePool (issue 31; tests/test_pool_pack.py breaks each rule every way it reads).
+    ("inference-pool-pods", "pool-r1-leaderworkerset-vllm", "up",
+     kind("InferencePool", lambda p: p["spec"]["selector"]["matchLabels"].pop("leaderworkerset.sigs.k8s.io/worker-index"),
+          outputs=True), "selects a group's worker pods"),
+    ("inference-pool-picker", "pool-vllm-deployment", "up",
+     kind("Deployment", lambda p: args_replace(pod_spec(p)["containers"][0], "deepseek-v4-flash-pool", "other-pool"),
+          outputs=True, k8s_name="deepseek-v4-flash-pool-epp"), "it would pick the endpoints of another pool"),
+    ("inference-pool-routes", "pool-vllm-deployment", "up", without(lambda r: r.type.endswith(":ReferenceGrant")),
+     "RefNotPermitted"),
+    ("endpoint-picker-probes", "pool-vllm-deployment", "up",
+     kind("Deployment", lambda p: pod_spec(p)["containers"][0].update(livenessProbe={"httpGet": {"path": "/", "port": 9003}}),
+          k8s_name="deepseek-v4-flash-pool-epp"), "the picker serves no HTTP health"),
     ("egress-default-deny", "dev", "up",
      without(lambda r: plain(r.outputs).get("metadata", {}).get("name") == "llm-serving-default-deny-egress"),
      "no NetworkPolicy there denies egress by default"),
@@ -309,8 +321,11 @@ FAILING = [
 @functools.lru_cache(maxsize=None)
 def variant(name: str) -> tuple[runtime.Rendered, stackfile.StackFile]:
     from multinode_stacks import r1_stack
+    from pool_stacks import POOL_STACKS, pool_stack
     from test_pd import stack as pd_stack
     from variants import sglang_stack
+    if name in POOL_STACKS:
+        return runtime.render(pool_stack(name)), pool_stack(name)
     sf = {"pd": lambda: pd_stack("pd", "rayclusterfleet", 24), "sglang": sglang_stack,
           "r1-rbg": lambda: r1_stack("rolebasedgroup", "sglang")}[name]()
     return runtime.render(sf), sf

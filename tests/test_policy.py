@@ -47,6 +47,8 @@ def test_stack_rules_pass(rendered, stack):
     assert rules.explicit_providers_only(resources) == []
     assert rules.only_sync_jobs_write_models(resources) == []
     assert rules.routes_have_reference_grants(resources) == []
+    assert rules.inference_pools_select_serving_pods(resources) == rules.inference_pools_have_their_picker(resources) == []
+    assert rules.routes_reach_inference_pools(resources) == []
 
 
 def test_every_stack_has_a_gpu_workload_checked(rendered):

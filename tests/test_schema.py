@@ -67,6 +67,25 @@ def test_every_object_is_builtin_or_has_a_crd(rendered):
             assert validate_custom_resource(obj, index) == [], obj["metadata"]["name"]
 
 
+@pytest.mark.parametrize("version", [OLDEST, NEWEST])
+def test_the_inference_pool_layers_objects_pass_their_schemas(version):
+    """gateway.routingLayer inferencePool (issue 31, tests/pool_stacks.py): what the layer renders, on each
+    orchestrator and a group, built-in kinds strict and the pool, route and grant against their CRDs. The oldest
+    version on the first stack only: the others' objects have the same fields, other names and selectors (about
+    50 ms an object a version)."""
+    from pool_stacks import POOL_STACKS, layer_objects
+    index, kinds = crd_index(), set()
+    for name in list(POOL_STACKS)[:1] if version == OLDEST else POOL_STACKS:
+        for obj in layer_objects(name):
+            errors = strict_result(obj, version)
+            if errors is None:
+                errors = validate_custom_resource(obj, index)
+            kinds.add(obj["kind"])
+            assert errors == [], (name, obj["kind"], obj["metadata"]["name"], errors)
+    assert {"InferencePool", "HTTPRoute", "ReferenceGrant", "Deployment", "Service", "Role", "RoleBinding",
+            "ServiceAccount", "ConfigMap", "NetworkPolicy"} <= kinds
+
+
 def test_strict_mode_refuses_unknown_fields():
     """Without strict, kubernetes-validate passes unknown fields; the tests above would be toothless."""
     dep = copy.deepcopy(next(o for o in k8s_objects(render_stack("dev")) if o["kind"] == "Deployment"))

@@ -80,7 +80,8 @@ def assert_reads_back(text: str, objects: list) -> None:
 
 
 def every_render() -> dict:
-    return {s: render_stack(s) for s in STACKS} | rendered_variants()
+    from pool_stacks import pool_renders
+    return {s: render_stack(s) for s in STACKS} | rendered_variants() | pool_renders()
 
 
 # Four readers over every render take about 0.5 s a render; in shards, the test workers share them.
