@@ -178,6 +178,8 @@ def test_switching_layers_rolls_no_engine_and_keeps_the_old_route_until_the_end(
 @pytest.mark.parametrize("changes,path,message", [
     ({"images": None}, "images.endpointPicker", "is required by gateway.routingLayer inferencePool"),
     ({"gateway": {"routingLayer": "inferencePool"}}, "gateway.name", "has no InferencePool backend"),
+    ({"images": {"endpointPicker": {**EPP_FIXTURE, "upstream": "registry.k8s.io/gateway-api-inference-extension/epp:v1.6.2"}}},
+     "images.endpointPicker.upstream", "must be the endpoint picker of GIE v1.5.0 (tag v1.5.0 or none), not v1.6.2"),
     ({"models": [model(routingStrategy="least-request")]}, "models[0].routingStrategy", "does not apply"),
     ({"consumers": [{"name": "search", "namespace": "team-search", "requestsPerMinute": 600}]},
      "consumers[0].requestsPerMinute", "is not carried by gateway.implementation istio"),
@@ -186,8 +188,8 @@ def test_switching_layers_rolls_no_engine_and_keeps_the_old_route_until_the_end(
 def test_what_the_layer_cannot_carry_is_refused_under_its_field(changes, path, message):
     cfg = {"images": images(), "gateway": gateway()}
     for k, v in changes.items():
-        if k == "images" and v is None:
-            cfg["images"] = dev_config()["images"]
+        if k == "images":
+            cfg["images"] = dev_config()["images"] if v is None else images(**v)
         elif k == "gateway":
             cfg["gateway"] = {**(dev_config().get("gateway") or {}), **v}
         else:

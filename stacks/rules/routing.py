@@ -8,9 +8,16 @@ from typing import Iterator
 from components.gateway_implementations import IMPLEMENTATIONS, implementation_of
 from components.topologies import topology_of
 from config_model import StackConfig
+from policy.endpoint_picker import EPP_VERSION
 from stacks.rules.problem import Problem
 
 AIBRIX_GATEWAY = ("aibrix-system", "aibrix-eg")
+
+
+def image_tag(upstream: str) -> str | None:
+    """The tag of repository[:tag] (a registry port is not a tag: the part after the last '/')."""
+    last = upstream.rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else None
 
 
 def routing_layer(cfg: StackConfig) -> Iterator[Problem]:
@@ -20,6 +27,11 @@ def routing_layer(cfg: StackConfig) -> Iterator[Problem]:
     if cfg.images.endpoint_picker is None:
         yield Problem("images.endpointPicker", None, "is required by gateway.routingLayer inferencePool: the endpoint "
                       "picker image (registry.k8s.io/gateway-api-inference-extension/epp v1.5.0, pinned by digest)")
+    elif (tag := image_tag(cfg.images.endpoint_picker.upstream)) not in (None, EPP_VERSION):
+        yield Problem("images.endpointPicker.upstream", cfg.images.endpoint_picker.upstream, f"must be the endpoint "
+                      f"picker of GIE {EPP_VERSION} (tag {EPP_VERSION} or none), not {tag}: its flags, config and RBAC are "
+                      "that release's (policy/endpoint_picker.py); v1.6's image is a round-robin picker for conformance "
+                      "tests that reads no config")
     if (gw.namespace, gw.name) == AIBRIX_GATEWAY:
         yield Problem("gateway.name", gw.name, "must name a Gateway whose implementation routes to an InferencePool "
                       "(gateway.namespace too): AIBrix's aibrix-eg runs on Envoy Gateway v1.2.8, which has no "
