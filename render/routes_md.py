@@ -31,37 +31,29 @@ def section(rendered: Rendered) -> list[str]:
     lines = ["", "## Gateway routes", "",
              f"External endpoint: `{rendered.outputs.get('externalEndpoint')}`. "
              + (POOL_PREREQUISITE if pools else AIBRIX_PREREQUISITE), ""]
-    lines += _pool_routes(routes) if pools else _service_routes(routes)
+    lines += _route_rows(routes, bool(pools))
     grants = [o for o in objects if o.get("kind") == "ReferenceGrant"]
     lines += ["", "ReferenceGrants: " + (", ".join(f"{g['metadata']['namespace']}/{g['metadata']['name']}" for g in grants)
                                           or "none")]
     return lines + (_pools(objects, pools) if pools else _strategies(objects))
 
 
-def _service_routes(routes: list[dict]) -> list[str]:
-    lines = ["| HTTPRoute | Gateway | Header `model` | Paths | Backend | Timeout |", "|---|---|---|---|---|---|"]
+def _route_rows(routes: list[dict], pools: bool) -> list[str]:
+    """One row per rule: the AIBrix layer's routes match the header `model` to a Service (its port shown), the
+    pool routes one header per rule to an InferencePool."""
+    header = "Header = served name | Paths | InferencePool" if pools else "Header `model` | Paths | Backend"
+    lines = [f"| HTTPRoute | Gateway | {header} | Timeout |", "|---|---|---|---|---|---|"]
     for r in routes:
         meta, spec = r["metadata"], r["spec"]
         parent = spec["parentRefs"][0]
         for rule in spec["rules"]:
-            models = sorted({h["value"] for m in rule["matches"] for h in m.get("headers", []) if h["name"] == "model"})
-            backends = ", ".join(f"{b.get('namespace')}/{b['name']}:{b.get('port')}" for b in rule["backendRefs"])
+            headers = [(h["name"], h["value"]) for m in rule["matches"] for h in m.get("headers", [])]
+            matched = (sorted({f"`{n}` = {v}" for n, v in headers}) if pools
+                       else sorted({v for n, v in headers if n == "model"}))
+            backends = ", ".join(f"{b.get('namespace')}/{b['name']}" + ("" if pools else f":{b.get('port')}")
+                                 for b in rule["backendRefs"])
             lines.append(f"| {meta['namespace']}/{meta['name']} | {parent.get('namespace')}/{parent['name']} | "
-                         f"{', '.join(models)} | {len(rule['matches'])} | {backends} | "
-                         f"{(rule.get('timeouts') or {}).get('request', '-')} |")
-    return lines
-
-
-def _pool_routes(routes: list[dict]) -> list[str]:
-    lines = ["| HTTPRoute | Gateway | Header = served name | Paths | InferencePool | Timeout |", "|---|---|---|---|---|---|"]
-    for r in routes:
-        meta, spec = r["metadata"], r["spec"]
-        parent = spec["parentRefs"][0]
-        for rule in spec["rules"]:
-            headers = sorted({f"`{h['name']}` = {h['value']}" for m in rule["matches"] for h in m.get("headers", [])})
-            backends = ", ".join(f"{b.get('namespace')}/{b['name']}" for b in rule["backendRefs"])
-            lines.append(f"| {meta['namespace']}/{meta['name']} | {parent.get('namespace')}/{parent['name']} | "
-                         f"{', '.join(headers)} | {len(rule['matches'])} | {backends} | "
+                         f"{', '.join(matched)} | {len(rule['matches'])} | {backends} | "
                          f"{(rule.get('timeouts') or {}).get('request', '-')} |")
     return lines
 

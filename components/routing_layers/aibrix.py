@@ -13,8 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import gateway_policies, strategy_limits
-from components.base import metadata
-from components.routing_layers.base import REFERENCE_GRANT, Attached, gateway_labels, route_name
+from components.routing_layers.base import REFERENCE_GRANT, Attached, gateway_labels, reference_grant, route_name
 from config_model import Gateway
 
 if TYPE_CHECKING:
@@ -66,12 +65,8 @@ class AibrixLayer:
     def attach(self, owner: Component, name: str, args: ModelRoutesArgs,
                services: list[pulumi.Resource]) -> Attached:
         ns, gw = args.namespace, args.gateway
-        grant = k8s.apiextensions.CustomResource(
-            f"{name}-reference-grant", api_version="gateway.networking.k8s.io/v1beta1", kind="ReferenceGrant",
-            metadata=metadata(REFERENCE_GRANT, ns, "gateway"),
-            spec={"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": gw.namespace}],
-                  "to": [{"group": "", "kind": "Service"}]},
-            opts=owner.child_opts())
+        grant = reference_grant(owner, f"{name}-reference-grant", REFERENCE_GRANT, ns, gw.namespace,
+                                {"group": "", "kind": "Service"})
         policies = []
         routes = []
         for b, svc in zip(args.backends, services):

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import pulumi
+import pulumi_kubernetes as k8s
 
-from components.base import labels
+from components.base import labels, metadata
 from config_model import derived
 
 if TYPE_CHECKING:
@@ -25,6 +26,18 @@ if TYPE_CHECKING:
 
 # The one ReferenceGrant per stack namespace that lets the gateway namespace's HTTPRoutes reach it.
 REFERENCE_GRANT = "llm-serving-gateway-access"
+
+
+def reference_grant(owner: Component, resource_name: str, grant: str, namespace: str, routes_namespace: str,
+                    to: dict) -> pulumi.Resource:
+    """The ReferenceGrant in the stack's namespace letting the HTTPRoutes of the gateway namespace reach `to`
+    (a group and kind) here: without it the gateway refuses the cross-namespace backend (RefNotPermitted)."""
+    return k8s.apiextensions.CustomResource(
+        resource_name, api_version="gateway.networking.k8s.io/v1beta1", kind="ReferenceGrant",
+        metadata=metadata(grant, namespace, "gateway"),
+        spec={"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": routes_namespace}],
+              "to": [to]},
+        opts=owner.child_opts())
 
 
 def route_name(service: str, namespace: str) -> str:

@@ -29,7 +29,7 @@ import pulumi_kubernetes as k8s
 from components import gateway_implementations as implementations
 from components.base import metadata
 from components.endpoint_picker import EndpointPicker, EndpointPickerArgs
-from components.routing_layers.base import Attached, gateway_labels, route_name
+from components.routing_layers.base import Attached, gateway_labels, reference_grant, route_name
 from config_model import Gateway, derived
 from policy import endpoint_picker as epp
 
@@ -125,12 +125,8 @@ class InferencePoolLayer:
     def attach(self, owner: Component, name: str, args: ModelRoutesArgs,
                services: list[pulumi.Resource]) -> Attached:
         ns, gw = args.namespace, args.gateway
-        grant = k8s.apiextensions.CustomResource(
-            f"{name}-pool-reference-grant", api_version="gateway.networking.k8s.io/v1beta1", kind="ReferenceGrant",
-            metadata=metadata(POOL_REFERENCE_GRANT, ns, "gateway"),
-            spec={"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": gw.namespace}],
-                  "to": [{"group": epp.POOL_GROUP, "kind": POOL_KIND}]},
-            opts=owner.child_opts())
+        grant = reference_grant(owner, f"{name}-pool-reference-grant", POOL_REFERENCE_GRANT, ns, gw.namespace,
+                                {"group": epp.POOL_GROUP, "kind": POOL_KIND})
         out: list[pulumi.Resource] = [grant]
         for b in args.backends:
             pool = pool_name(b)
