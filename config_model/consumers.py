@@ -40,7 +40,9 @@ class Consumer(Model):
     requests_per_minute: int = Field(..., strict=True, gt=0, description="Requests per minute the gateway lets "
                                      "this consumer's key make, per Envoy replica: per model route on requests naming the "
                                      "model in a `model` header, and in one bucket for the strategy-routed requests (every "
-                                     "model here) (docs/gateway-and-network.md).")
+                                     "model here) (docs/gateway-and-network.md). On gateway.routingLayer inferencePool "
+                                     "only gateway.implementation envoyAiGateway carries it (per model route); the "
+                                     "others refuse it, saying why.")
     tokens_per_minute: int | None = Field(None, description="Not offered: the pinned gateway counts requests only "
                                           "(the message says where).")
 

@@ -69,7 +69,8 @@ class Gateway(Model):
         "naming the model in a `model` header (each route's BackendTrafficPolicy), and in one bucket for the requests "
         "the AIBrix plugin routes by strategy (every model here), on a route added before AIBrix's original_route. "
         "That bucket is gateway-wide: it also takes such requests for models of other stacks on the same Gateway, so "
-        "set it in one stack per Gateway (docs/gateway-and-network.md). Unset: such requests are not limited.")
+        "set it in one stack per Gateway (docs/gateway-and-network.md). Unset: such requests are not limited. On "
+        "routingLayer inferencePool: per model route with implementation envoyAiGateway, refused by the others.")
     paths: list[GatewayPath] = Field(
         default_factory=lambda: list(AIBRIX_PATHS), min_length=1, max_length=64,
         description="Path prefixes routed to each model, matched together with the header `model`.")
