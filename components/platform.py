@@ -8,7 +8,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.base import Component
+from components.base import AIBRIX_ORCHESTRATION_API, Component
 from components.orchestrators import ORCHESTRATORS
 from config_model import Platform, ServedModel
 from policy.endpoint_picker import EPP_VERSION
@@ -70,11 +70,21 @@ def needed_on_demand(models: list[ServedModel]) -> set[str]:
     return {key for group, key in ON_DEMAND.items() if group in groups}
 
 
+def needs_aibrix(models: list[ServedModel] | tuple) -> bool:
+    """Beside its gateway (the aibrix routing layer), AIBrix runs a model's StormService or RayClusterFleets and
+    its PodAutoscaler: a stack on the inferencePool layer with none of them does not need it installed."""
+    return any(m.autoscaling.enabled or m.orchestrator not in ORCHESTRATORS
+               or ORCHESTRATORS[m.orchestrator].api_version.startswith(AIBRIX_ORCHESTRATION_API.split('/')[0])
+               for m in models)
+
+
 def required_versions(platform: Platform, models: list[ServedModel] | tuple = (),
                       inference_pool: bool = False) -> dict[str, str]:
     """What the stack is built for: AIBrix with what it bundles and RBG always; LeaderWorkerSet where a model
-    runs on one, or where this stack installs it; the Inference Extension's CRDs with the inferencePool layer."""
-    out = {"aibrix": platform.aibrix_version, **AIBRIX_BUNDLED, "rbg": platform.rbg_version}
+    runs on one, or where this stack installs it; the Inference Extension's CRDs with the inferencePool layer, and
+    then AIBrix only where a model needs it (needs_aibrix)."""
+    out = {"aibrix": platform.aibrix_version, **AIBRIX_BUNDLED} if not inference_pool or needs_aibrix(models) else {}
+    out["rbg"] = platform.rbg_version
     if platform.install or "lws" in needed_on_demand(list(models)):
         out["lws"] = platform.lws_version
     if inference_pool:

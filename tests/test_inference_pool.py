@@ -259,3 +259,17 @@ def test_prometheus_scrapes_the_pickers_where_their_policy_lets_it():
     # The engines' own monitor does not select the pickers.
     engines = monitors["llm-serving-engines"]["selector"]["matchLabels"]
     assert not all(pod["metadata"]["labels"].get(k) == v for k, v in engines.items())
+
+
+def test_prerequisites_name_the_extension_and_aibrix_only_where_a_model_needs_it():
+    from test_gpu_accounting import stack_config
+
+    from components.platform import INFERENCE_EXTENSION, required_versions
+    plain = render(with_layer(variant_file())).outputs["prerequisites"]
+    assert plain[INFERENCE_EXTENSION] == epp.EPP_VERSION and "aibrix" not in plain and "envoyGateway" not in plain
+    assert "aibrix" in render(with_layer(variant_file(), "aibrix")).outputs["prerequisites"]
+    # A StormService or a PodAutoscaler is AIBrix's, whatever routes to it.
+    storm = model(orchestrator="stormservice")
+    storm.pop("rollout")
+    cfg = stack_config(with_layer(variant_file(models=[storm])))
+    assert required_versions(cfg.platform, cfg.models, inference_pool=True)["aibrix"] == "v0.7.0"
