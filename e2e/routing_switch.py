@@ -10,13 +10,22 @@ after every create (Pulumi deletes removed resources last: pulumi/pulumi v3.276.
 deployment_executor.go performPostSteps).
 
 `Timeline` polls the API server (plain GETs, 0.2 s apart) and the up's own log, and keeps the first time of
-each event; the test's Gateway stand-in asks `Switch.gate` before it writes a route's status, and the gate lets
-it only once it has seen the old route and the old policy still there, after holding the new route unaccepted
-for HOLD seconds (so an up that did not wait for the route would have deleted them by then).
+each event. The test's Gateway stand-in asks `Switch.gate` before it writes a new route's status: the gate
+checks that the old route and policy are still there, answers first as a Gateway that cannot route to an
+InferencePool does (ResolvedRefs False, InvalidKind) for HOLD seconds, during which the up must keep waiting
+and delete nothing (an up that did not wait for the route would have deleted the old objects by then), and
+only then lets the stand-in accept it.
+
+Not run here: the update failing on that refusal. The provider's await of pulumi.com/waitFor has no failure
+state (a jsonpath expression matches or it keeps waiting: pkg/await/condition/jsonpath.go) and gives up after
+ten minutes unless the resource says otherwise (pkg/await/await.go Creation: `timeout := 10 * time.Minute`,
+pkg/metadata/overrides.go TimeoutDuration: customTimeouts or pulumi.com/timeoutSeconds), which the stack does not set; a
+ten-minute wait does not fit make e2e, and the product is not changed for the test.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -34,9 +43,14 @@ HOLD = 3.0   # seconds the stand-in keeps the new route unaccepted
 OLD_GRANT, NEW_GRANT = "llm-serving-gateway-access", "llm-serving-gateway-pool-access"
 OLD_POLICY, NEW_POLICY = "llm-serving-engine-ingress", "llm-serving-engine-ingress-inference-pool"
 GW_API = "/apis/gateway.networking.k8s.io"
-# What the CLI prints of the steps (pulumi v3.276.0's non-interactive display), for the timeline.
+WAITING_ON_REFS = "CLI: still waiting, ResolvedRefs False"
+# What the CLI prints of the steps (pulumi v3.276.0's non-interactive display), for the timeline; the provider's
+# await says "Waiting for <path>=True (found "False")" (pulumi-kubernetes provider/v4 v4.0.0-20260115033456-f47bc2d6f199,
+# the e2e's provider: pkg/await/condition/jsonpath.go Satisfied, pkg/jsonpath/jsonpath.go Matches).
 CLI_EVENTS = (("CLI: new route creating", re.compile(r"HTTPRoute \S+-pool-route creating")),
               ("CLI: waiting for the route's status", re.compile(r"HTTPRoute \S+-pool-route .*selected nothing")),
+              (WAITING_ON_REFS,
+               re.compile(r'HTTPRoute \S+-pool-route creating .*ResolvedRefs.*\(found "False"\)')),
               ("CLI: new route created", re.compile(r"HTTPRoute \S+-pool-route created")),
               ("CLI: old route deleted", re.compile(r"HTTPRoute \S+-api-route deleted")),
               ("CLI: old engine-ingress policy deleted", re.compile(rf"NetworkPolicy network-{OLD_POLICY} deleted")))
@@ -79,8 +93,8 @@ class Timeline:
 class Switch:
     """The objects of the switch, by API path, watched until stop()."""
 
-    def __init__(self, ns: str, gw_ns: str, old_route: str):
-        self.ns, self.gw_ns = ns, gw_ns
+    def __init__(self, ns: str, gw_ns: str, old_route: str, controller: str):
+        self.ns, self.gw_ns, self.controller = ns, gw_ns, controller
         self.api = cluster.Api(cluster.recorded_ports()["apiserver"], cluster.admin_token())
         self.old = {"old route": f"{GW_API}/v1/namespaces/{AIBRIX['namespace']}/httproutes/{old_route}",
                     "old BackendTrafficPolicy": f"/apis/gateway.envoyproxy.io/v1alpha1/namespaces/{AIBRIX['namespace']}"
@@ -92,6 +106,7 @@ class Switch:
         self.timeline = Timeline()
         self.log: Path | None = None          # the up's log, once it runs
         self.up_running = threading.Event()
+        self.seen_before_refusal: dict[str, bool] = {}
         self.seen_at_accept: dict[str, bool] = {}
         self.error: BaseException | None = None   # the watcher's, raised in the test's thread
         self._stop = threading.Event()
@@ -140,14 +155,34 @@ class Switch:
                 offset = max(0, len(text) - 4096)   # a step's line may be split across two reads
 
     def gate(self, route: dict) -> None:
-        """The stand-in's step before it writes a new route's status: hold the route unaccepted, then record
-        whether the old route, its traffic policy, the old grant and the old engine-ingress policy are still
-        there and the up still running (Switch.check requires all of it) before the stand-in accepts."""
+        """The stand-in's step before it writes a new route's status. First it answers as a Gateway that cannot
+        route to an InferencePool does (Accepted, ResolvedRefs False InvalidKind: Gateway API's reason for a
+        backendRef kind it does not support) and holds that HOLD seconds, until the CLI shows the up still
+        waiting on ResolvedRefs; then it records whether the old route, its traffic policy, the old grant and
+        the old engine-ingress policy are still there and the up still running (Switch.check requires all of
+        it) and lets the stand-in accept the route."""
         self.timeline.mark("stand-in sees the new route")
-        time.sleep(HOLD)
+        self.seen_before_refusal = {key: self.present(path) for key, path in self.old.items()}
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        conditions = [{"type": kind, "status": status, "reason": reason, "message": message,
+                       "observedGeneration": route["metadata"]["generation"], "lastTransitionTime": now}
+                      for kind, status, reason, message in (
+                          ("Accepted", "True", "Accepted", "Accepted"),
+                          ("ResolvedRefs", "False", "InvalidKind", "backendRef kind InferencePool is not supported"))]
+        status = {"parents": [{"parentRef": route["spec"]["parentRefs"][0], "controllerName": self.controller,
+                               "conditions": conditions}]}
+        cluster.kubectl("patch", "httproute", route["metadata"]["name"], "-n", self.gw_ns, "--subresource=status",
+                        "--type=merge", "-p", json.dumps({"status": status}))
+        self.timeline.mark("stand-in writes Accepted True, ResolvedRefs False (InvalidKind)")
+        deadline = time.monotonic() + 15 * cluster.WAIT_SCALE
+        while WAITING_ON_REFS not in self.timeline.events and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(max(0.0, HOLD - (time.monotonic() - self.timeline.t0 - self.timeline.at(
+            "stand-in writes Accepted True, ResolvedRefs False (InvalidKind)"))))
         self.seen_at_accept = {**{key: self.present(path) for key, path in self.old.items()},
-                               "pulumi up running": self.up_running.is_set()}
-        self.timeline.mark("stand-in writes Accepted, ResolvedRefs")
+                               "pulumi up running": self.up_running.is_set(),
+                               "the CLI waiting on ResolvedRefs False": WAITING_ON_REFS in self.timeline.events}
+        self.timeline.mark("stand-in writes Accepted, ResolvedRefs True")
 
     def up(self, pulumi, stack: str, gateway: dict[str, str]):
         """`pulumi config set-all` to the new layer, then `pulumi up` (in a thread, so the stand-in answers
@@ -188,9 +223,11 @@ class Switch:
     def check(self, before: tuple[dict, dict]) -> None:
         """What the switch's timeline and the cluster after it must show (docs/gateway-and-network.md)."""
         t, seen = self.timeline, self.seen_at_accept
-        assert seen == {**{key: True for key in self.old}, "pulumi up running": True}, \
-            f"when the stand-in accepted the new route: {seen}\n{t}"
-        accepted = t.at("stand-in writes Accepted, ResolvedRefs")
+        assert self.seen_before_refusal == {key: True for key in self.old}, \
+            f"when the stand-in saw the new route: {self.seen_before_refusal}\n{t}"
+        assert seen == {**{key: True for key in self.old}, "pulumi up running": True,
+                        "the CLI waiting on ResolvedRefs False": True}, f"when the stand-in accepted the new route: {seen}\n{t}"
+        accepted = t.at("stand-in writes Accepted, ResolvedRefs True")
         # The up waited for the route (pulumi.com/waitFor), and deleted the old objects only after it was accepted.
         assert t.at("new route created") < accepted < t.at("pulumi up exits"), t
         for old in ("old route", "old BackendTrafficPolicy", "old ReferenceGrant", "old engine-ingress policy"):

@@ -273,7 +273,7 @@ def test_stack_pool_picks(pulumi, gpu_pool):
         (old_route,) = get("httproutes", "-n", switch.AIBRIX["namespace"], "-l", f"llm-serving.io/namespace={ns}")["items"]
         before = switch.engines(ns)
         assert len(before[0]) == 2 and before[1], before
-        watch = switch.Switch(ns, gw_ns, old_route["metadata"]["name"])
+        watch = switch.Switch(ns, gw_ns, old_route["metadata"]["name"], STAND_IN)
         gateway = threading.Thread(target=stand_in_gateway, args=(gw_ns, stop, watch.gate), daemon=True)
         gateway.start()
         up = watch.up(pulumi, name, target)
