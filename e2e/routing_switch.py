@@ -174,11 +174,12 @@ class Switch:
         cluster.kubectl("patch", "httproute", route["metadata"]["name"], "-n", self.gw_ns, "--subresource=status",
                         "--type=merge", "-p", json.dumps({"status": status}))
         self.timeline.mark("stand-in writes Accepted True, ResolvedRefs False (InvalidKind)")
-        deadline = time.monotonic() + 15 * cluster.WAIT_SCALE
-        while WAITING_ON_REFS not in self.timeline.events and time.monotonic() < deadline:
+        refused = time.monotonic()
+        deadline = refused + 15 * cluster.WAIT_SCALE   # the CLI's line; an up that did not wait has exited
+        while WAITING_ON_REFS not in self.timeline.events and self.up_running.is_set() and time.monotonic() < deadline:
             time.sleep(0.1)
-        time.sleep(max(0.0, HOLD - (time.monotonic() - self.timeline.t0 - self.timeline.at(
-            "stand-in writes Accepted True, ResolvedRefs False (InvalidKind)"))))
+        while self.up_running.is_set() and time.monotonic() < refused + HOLD:
+            time.sleep(0.1)
         self.seen_at_accept = {**{key: self.present(path) for key, path in self.old.items()},
                                "pulumi up running": self.up_running.is_set(),
                                "the CLI waiting on ResolvedRefs False": WAITING_ON_REFS in self.timeline.events}
@@ -225,6 +226,7 @@ class Switch:
         t, seen = self.timeline, self.seen_at_accept
         assert self.seen_before_refusal == {key: True for key in self.old}, \
             f"when the stand-in saw the new route: {self.seen_before_refusal}\n{t}"
+        assert seen, f"the up ended while the stand-in held the new route unaccepted: it did not wait for it\n{t}"
         assert seen == {**{key: True for key in self.old}, "pulumi up running": True,
                         "the CLI waiting on ResolvedRefs False": True}, f"when the stand-in accepted the new route: {seen}\n{t}"
         accepted = t.at("stand-in writes Accepted, ResolvedRefs True")
