@@ -10,9 +10,10 @@ only change from v1.5.0 is an optional endpointPickerRef) and nothing else: cmd/
 whether InferenceObjective and InferenceModelRewrite (inference.networking.x-k8s.io/v1alpha2) are served and
 runs their controllers only if so (pkg/epp/server/controller_config.go); cluster.py installs both anyway.
 
-The stack (e2e/stackfiles.py inference-pool: the dev stack on gateway.routingLayer inferencePool, two replicas):
-`pulumi up` creates the pool, the picker's Deployment, ConfigMap, Service and Role, and the HTTPRoute, whose
-Accepted and ResolvedRefs it waits for; no gateway implementing InferencePool runs here, so the test writes
+The stack (e2e/stackfiles.py inference-pool: the dev stack on gateway.routingLayer inferencePool, two replicas)
+starts on the aibrix layer and is switched with one `pulumi up` (e2e/routing_switch.py watches the order), which
+creates the pool, the picker's Deployment, ConfigMap, Service and Role, and the HTTPRoute, whose Accepted and
+ResolvedRefs it waits for, before it deletes the AIBrix route and the policy admitting AIBrix's proxies; no gateway implementing InferencePool runs here, so the test writes
 them as one would (stand_in_gateway). The picker then runs with the args, env and config its Deployment and
 ConfigMap hold, as its ServiceAccount: every pick is podIP:port of a Ready pod of the pool; a pod whose engine
 reports a long queue (vllm:num_requests_waiting) is never picked, and the picks follow the queue when it moves;
@@ -267,6 +268,7 @@ def test_stack_pool_picks(pulumi, gpu_pool):
                                                                       "allowedRoutes": {"namespaces": {"from": "All"}}}]}}]}))
     stop = threading.Event()
     watch: switch.Switch | None = None
+    gateway: threading.Thread | None = None
     try:
         up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=600)
         log(f"{name}: up on the aibrix layer {up.seconds:.1f} s")
@@ -310,6 +312,8 @@ def test_stack_pool_picks(pulumi, gpu_pool):
             no_ready_pod(picker, ns, sorted(ips), model, at)
     finally:
         stop.set()
+        if gateway is not None:
+            gateway.join(timeout=10)
         if watch is not None:
             watch.stop()
         pulumi.run("destroy", "--yes", "--skip-preview", stack=name, timeout=600, check=False)
