@@ -13,8 +13,8 @@ runs their controllers only if so (pkg/epp/server/controller_config.go); cluster
 The stack (e2e/stackfiles.py inference-pool: the dev stack on gateway.routingLayer inferencePool, two replicas)
 starts on the aibrix layer and is switched with one `pulumi up` (e2e/routing_switch.py watches the order), which
 creates the pool, the picker's Deployment, ConfigMap, Service and Role, and the HTTPRoute, whose Accepted and
-ResolvedRefs it waits for, before it deletes the AIBrix route and the policy admitting AIBrix's proxies; no gateway implementing InferencePool runs here, so the test writes
-them as one would (stand_in_gateway). The picker then runs with the args, env and config its Deployment and
+ResolvedRefs it waits for, before it deletes the AIBrix route and the policy admitting AIBrix's proxies; no
+gateway implementing InferencePool runs here, so the test writes them as one would (stand_in_gateway). The picker then runs with the args, env and config its Deployment and
 ConfigMap hold, as its ServiceAccount: every pick is podIP:port of a Ready pod of the pool; a pod whose engine
 reports a long queue (vllm:num_requests_waiting) is never picked, and the picks follow the queue when it moves;
 the same long prompt goes back to the pod that served it although that pod's queue is now the longest (the
