@@ -171,9 +171,9 @@ class Switch:
                           ("ResolvedRefs", "False", "InvalidKind", "backendRef kind InferencePool is not supported"))]
         status = {"parents": [{"parentRef": route["spec"]["parentRefs"][0], "controllerName": self.controller,
                                "conditions": conditions}]}
+        self.timeline.mark("stand-in writes Accepted True, ResolvedRefs False (InvalidKind)")
         cluster.kubectl("patch", "httproute", route["metadata"]["name"], "-n", self.gw_ns, "--subresource=status",
                         "--type=merge", "-p", json.dumps({"status": status}))
-        self.timeline.mark("stand-in writes Accepted True, ResolvedRefs False (InvalidKind)")
         refused = time.monotonic()
         deadline = refused + 15 * cluster.WAIT_SCALE   # the CLI's line; an up that did not wait has exited
         while WAITING_ON_REFS not in self.timeline.events and self.up_running.is_set() and time.monotonic() < deadline:
