@@ -29,7 +29,8 @@ MULTINODE_POOL = ("e2e.llm-serving.io/pool", "multinode")
 
 
 # e2e/test_inference_pool.py's stack: the dev stack on the inferencePool routing layer, on a Gateway of that
-# file's own (it plays the gateway's controller for the route's status, the namespace its own too).
+# file's own (it plays the gateway's controller for the route's status, the namespace its own too); the test
+# starts it on the aibrix layer and switches it to these settings (e2e/routing_switch.py).
 INFERENCE_POOL_GATEWAY = {"routingLayer": "inferencePool", "implementation": "istio", "namespace": "e2e-epp-gateway",
                           "name": "inference-gw"}
 

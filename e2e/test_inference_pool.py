@@ -10,10 +10,11 @@ only change from v1.5.0 is an optional endpointPickerRef) and nothing else: cmd/
 whether InferenceObjective and InferenceModelRewrite (inference.networking.x-k8s.io/v1alpha2) are served and
 runs their controllers only if so (pkg/epp/server/controller_config.go); cluster.py installs both anyway.
 
-The stack (e2e/stackfiles.py inference-pool: the dev stack on gateway.routingLayer inferencePool, two replicas):
-`pulumi up` creates the pool, the picker's Deployment, ConfigMap, Service and Role, and the HTTPRoute, whose
-Accepted and ResolvedRefs it waits for; no gateway implementing InferencePool runs here, so the test writes
-them as one would (stand_in_gateway). The picker then runs with the args, env and config its Deployment and
+The stack (e2e/stackfiles.py inference-pool: the dev stack on gateway.routingLayer inferencePool, two replicas)
+starts on the aibrix layer and is switched with one `pulumi up` (e2e/routing_switch.py watches the order), which
+creates the pool, the picker's Deployment, ConfigMap, Service and Role, and the HTTPRoute, whose Accepted and
+ResolvedRefs it waits for, before it deletes the AIBrix route and the policy admitting AIBrix's proxies; no
+gateway implementing InferencePool runs here, so the test writes them as one would (stand_in_gateway). The picker then runs with the args, env and config its Deployment and
 ConfigMap hold, as its ServiceAccount: every pick is podIP:port of a Ready pod of the pool; a pod whose engine
 reports a long queue (vllm:num_requests_waiting) is never picked, and the picks follow the queue when it moves;
 the same long prompt goes back to the pod that served it although that pod's queue is now the longest (the
@@ -39,6 +40,7 @@ from pathlib import Path
 import cluster
 import epp
 import pytest
+import routing_switch as switch
 import stackfiles
 from harness import POLICY_LAUNCHER, log
 
@@ -165,12 +167,13 @@ def test_eppconfig_reads_the_chart_configs(lo):
     assert done.returncode == 1 and "plugin type 'queue-scorr' is not registered" in done.stderr, done
 
 
-def stand_in_gateway(gw_ns: str, stop: threading.Event) -> None:
+def stand_in_gateway(gw_ns: str, stop: threading.Event, gate=None) -> None:
     """The Gateway's controller as far as `pulumi up` waits on it (the route's Accepted and ResolvedRefs, the
     stack's pulumi.com/waitFor): no gateway that implements InferencePool runs here. Accepted when the parent
     Gateway exists; ResolvedRefs when each backendRef's InferencePool exists and a ReferenceGrant in its
     namespace lets HTTPRoutes of the gateway namespace reach InferencePools (Gateway API's ReferenceGrant rule);
-    else False with the reason a conformant implementation gives (BackendNotFound, RefNotPermitted)."""
+    else False with the reason a conformant implementation gives (BackendNotFound, RefNotPermitted). gate(route), if
+    given, runs before the first status it writes for a route (e2e/routing_switch.py Switch.gate)."""
     def condition(kind: str, ok: bool, reason: str, generation: int) -> dict:
         return {"type": kind, "status": "True" if ok else "False", "reason": reason, "message": reason,
                 "observedGeneration": generation, "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -194,6 +197,8 @@ def stand_in_gateway(gw_ns: str, stop: threading.Event) -> None:
                 condition("ResolvedRefs", resolved == "ResolvedRefs", resolved, gen)]}]}
             old = [c["reason"] for p in route.get("status", {}).get("parents", []) for c in p["conditions"]]
             if old != [c["reason"] for c in status["parents"][0]["conditions"]]:
+                if gate is not None and not old:
+                    gate(route)
                 cluster.kubectl("patch", "httproute", route["metadata"]["name"], "-n", gw_ns, "--subresource=status",
                                 "--type=merge", "-p", json.dumps({"status": status}))
 
@@ -210,14 +215,15 @@ def gpu_pool(request):
 
 
 def pin(pulumi, stack: str, pool: str) -> None:
-    """The stack's GPU pool set to the test's nodes with `pulumi config set --path`, as a user points a stack at a
-    pool (e2e/test_day2.py budget_pool)."""
-    for path, value in ((f'gpuPool.nodeSelector["{epp.POOL_KEY}"]', pool),
-                        ("gpuPool.tolerations[0].key", "nvidia.com/gpu"), ("gpuPool.tolerations[0].operator", "Exists"),
-                        ("gpuPool.tolerations[0].effect", "NoSchedule"), ("gpuPool.tolerations[1].key", epp.POOL_KEY),
-                        ("gpuPool.tolerations[1].operator", "Equal"), ("gpuPool.tolerations[1].value", pool),
-                        ("gpuPool.tolerations[1].effect", "NoSchedule")):
-        pulumi.run("config", "set", "--path", f"llm-serving:{path}", value, stack=stack)
+    """The stack's GPU pool set to the test's nodes with one `pulumi config set-all --path`, as a user points a
+    stack at a pool (e2e/test_day2.py budget_pool sets them one by one)."""
+    pairs = ((f'gpuPool.nodeSelector["{epp.POOL_KEY}"]', pool),
+             ("gpuPool.tolerations[0].key", "nvidia.com/gpu"), ("gpuPool.tolerations[0].operator", "Exists"),
+             ("gpuPool.tolerations[0].effect", "NoSchedule"), ("gpuPool.tolerations[1].key", epp.POOL_KEY),
+             ("gpuPool.tolerations[1].operator", "Equal"), ("gpuPool.tolerations[1].value", pool),
+             ("gpuPool.tolerations[1].effect", "NoSchedule"))
+    pulumi.run("config", "set-all", "--path", *(a for path, value in pairs
+                                                 for a in ("--plaintext", f"llm-serving:{path}={value}")), stack=stack)
 
 
 def the_stacks_picker(ns: str, pool: dict) -> tuple[list[str], dict[str, str], Path]:
@@ -244,28 +250,42 @@ def the_stacks_picker(ns: str, pool: dict) -> tuple[list[str], dict[str, str], P
 
 
 def test_stack_pool_picks(pulumi, gpu_pool):
-    """The stack's own InferencePool and picker objects, from `pulumi up` on the inferencePool layer."""
+    """The stack's own InferencePool and picker objects, from `pulumi up` on the inferencePool layer; the stack
+    started on the AIBrix layer and was switched with `pulumi config set-all` and one `pulumi up`
+    (e2e/routing_switch.py: both routes exist until the new one is accepted, the engines untouched)."""
     name = "inference-pool"
     ns = stackfiles.init(pulumi, name)
     pin(pulumi, name, gpu_pool)
+    # The same stack file on the AIBrix layer first, on the Gateway AIBrix installs (e2e/cluster.py has it).
+    target = dict(stackfiles.INFERENCE_POOL_GATEWAY)
+    switch.set_gateway(pulumi, name, switch.AIBRIX, remove=("implementation",))
     # A gateway namespace of this run's own (a deleted one takes a while to go).
-    gw_ns, gw_name = f"e2e-epp-gw-{uuid.uuid4().hex[:6]}", stackfiles.INFERENCE_POOL_GATEWAY["name"]
-    pulumi.run("config", "set", "--path", "llm-serving:gateway.namespace", gw_ns, stack=name)
+    gw_ns = target["namespace"] = f"e2e-epp-gw-{uuid.uuid4().hex[:6]}"
     cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": gw_ns}},
-        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"name": gw_name, "namespace": gw_ns},
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"name": target["name"], "namespace": gw_ns},
          "spec": {"gatewayClassName": "e2e-stand-in", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
                                                                       "allowedRoutes": {"namespaces": {"from": "All"}}}]}}]}))
     stop = threading.Event()
-    gateway = threading.Thread(target=stand_in_gateway, args=(gw_ns, stop), daemon=True)
-    gateway.start()
+    watch: switch.Switch | None = None
+    gateway: threading.Thread | None = None
     try:
         up = pulumi.run("up", "--yes", "--skip-preview", *POLICY, stack=name, timeout=600)
-        log(f"{name}: up {up.seconds:.1f} s")
+        log(f"{name}: up on the aibrix layer {up.seconds:.1f} s")
+        (old_route,) = get("httproutes", "-n", switch.AIBRIX["namespace"], "-l", f"llm-serving.io/namespace={ns}")["items"]
+        before = switch.engines(ns)
+        assert len(before[0]) == 2 and before[1], before
+        watch = switch.Switch(ns, gw_ns, old_route["metadata"]["name"], STAND_IN)
+        gateway = threading.Thread(target=stand_in_gateway, args=(gw_ns, stop, watch.gate), daemon=True)
+        gateway.start()
+        up = watch.up(pulumi, name, target)
+        log(f"{name}: the switch's up {up.seconds:.1f} s")
+        watch.check(before)
         (pool,) = get("inferencepools", "-n", ns)["items"]
         selector = ",".join(f"{k}={v}" for k, v in pool["spec"]["selector"]["matchLabels"].items())
         port = pool["spec"]["targetPorts"][0]["number"]
         ips = epp.ready_pods(ns, selector, 2, epp.LOOPBACK_NET)
+        assert set(ips) == set(before[0]), f"the pool's pods {sorted(ips)}, the engines before the switch {before[0]}"
         args, env, config = the_stacks_picker(ns, pool)
         done = epp.eppconfig(config)
         assert done.returncode == 0, f"eppconfig of the stack's ConfigMap: {done.stderr}"
@@ -292,7 +312,10 @@ def test_stack_pool_picks(pulumi, gpu_pool):
             no_ready_pod(picker, ns, sorted(ips), model, at)
     finally:
         stop.set()
-        gateway.join(timeout=5)
+        if gateway is not None:
+            gateway.join(timeout=10)
+        if watch is not None:
+            watch.stop()
         pulumi.run("destroy", "--yes", "--skip-preview", stack=name, timeout=600, check=False)
         cluster.kubectl("delete", "namespace", gw_ns, "--wait=false")
 
