@@ -273,3 +273,10 @@ def test_prerequisites_name_the_extension_and_aibrix_only_where_a_model_needs_it
     storm.pop("rollout")
     cfg = stack_config(with_layer(variant_file(models=[storm])))
     assert required_versions(cfg.platform, cfg.models, inference_pool=True)["aibrix"] == "v0.7.0"
+
+
+def test_the_exports_name_the_models_service_in_cluster_and_the_gateway_outside():
+    outputs = render(with_layer(variant_file())).outputs
+    (entry,) = outputs["models"].values()
+    assert entry["url"] == f"http://deepseek-v4-flash-api.{NS}.svc.cluster.local:8000/v1"
+    assert entry["externalUrl"] == dev_config()["gateway"]["externalEndpoint"] + "/v1"
