@@ -118,8 +118,11 @@ def every_render() -> dict:
     return {s: render_stack(s) for s in STACKS} | rendered_variants() | pool_renders()
 
 
-# Four readers over every render take about 0.5 s a render; in shards, the test workers share them.
+# Four readers over every render take about 0.5 s a render: in shards, so a failure names its quarter.
+# make test runs --dist loadgroup: one worker takes the whole file, so each distinct document is read once
+# (_READ), not once on every worker that takes a shard.
 SHARDS = 4
+pytestmark = pytest.mark.xdist_group("yaml-readback")
 
 
 @pytest.mark.parametrize("shard", range(SHARDS))
