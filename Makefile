@@ -101,9 +101,13 @@ check: $(STAMP) $(SCAN_STAMP) module-crds
 	CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov $(BIN)/python tools/check_stack.py --stack $(STACK) $(RENDER_FLAGS)
 
 ## test: lint, then unit, policy, schema, scan, fuzz and bad-config tests
+# PYTHONDONTWRITEBYTECODE= (empty: unset for Python): with it set in the caller's environment, every test
+# worker and each of the ~60 Python processes the tests start compiled the program's modules from source
+# and pytest rewrote every test module's asserts again (3 s of CPU a worker); the __pycache__ directories
+# are git-ignored, and a later run reads them (so do the vLLM parsers' first imports in .venv-vllm).
 test: $(STAMP) $(SCAN_STAMP) $(ENGINES_STAMP) $(S3_STAMP) $(VLLM_STAMPS) module-crds
 	$(BIN)/ruff check .
-	CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov ENGINE_PACKAGES=$(abspath $(ENGINES_DIR)) S3_VENV=$(abspath $(S3_VENV)) \
+	PYTHONDONTWRITEBYTECODE= CHECKOV=$(abspath $(SCAN_VENV))/bin/checkov ENGINE_PACKAGES=$(abspath $(ENGINES_DIR)) S3_VENV=$(abspath $(S3_VENV)) \
 		VLLM_VENVS=$(abspath $(VLLM_DIR)) $(BIN)/python -m pytest $(PYTEST_WORKERS)
 
 ## docs: regenerate docs/config-reference.md and docs/policies.md from the config model and the policy pack
