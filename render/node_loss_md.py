@@ -79,7 +79,8 @@ def section(rendered: Rendered) -> list[str]:
     if cfg is None:
         return []
     steady, grown = _gpu_pods(rendered, False), _gpu_pods(rendered, True)
-    if not steady:
+    if not any(steady.values()) or not any(grown.values()):
+        # No GPU pod to lose (every model at replicas 0): a model with none is listed with no pods.
         return []
     per_node, count = cfg.gpu_pool.gpus_per_node, cfg.gpu_pool.node_count
     held = nodes_held([g for pods in steady.values() for g in pods], per_node)

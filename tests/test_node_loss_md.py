@@ -72,3 +72,8 @@ def test_a_model_spanning_nodes_is_drained_a_group_at_a_time():
     text = _section(render(variant_file("r1", **cfg)))
     row = next(line for line in text.splitlines() if line.startswith("| deepseek-r1 |"))
     assert "one group at a time" in row and "at least 1 of 2 groups keep serving" in row, row
+
+
+def test_a_stack_with_no_gpu_pod_has_no_section_and_no_crash():
+    """Found by tests/test_bad_input.py's fuzz: replicas 0 left a model with an empty pod list (max() of nothing)."""
+    assert node_loss_md.section(render(variant_file(models=[model(replicas=0)]))) == []
