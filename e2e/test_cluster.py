@@ -162,14 +162,16 @@ def test_crds_established_at_the_files_versions(up):
     assert any(f.name == "gateway.envoyproxy.io_envoypatchpolicies.yaml" for f in files), \
         "the stacks' EnvoyPatchPolicy needs Envoy Gateway v1.2.8's CRD (from its Go module)"
     for f in files:
-        want = yaml.load(f.read_text(), Loader=yaml.CSafeLoader)  # the pure-Python loader takes 30 s here
-        crd = served.get(want["metadata"]["name"])
-        assert crd, f"{f} not installed"
-        assert condition(crd, "Established").get("status") == "True", f
-        # The release the file comes from, not another one of the same name.
-        assert [v["name"] for v in crd["spec"]["versions"]] == [v["name"] for v in want["spec"]["versions"]], f
-        ann = "controller-gen.kubebuilder.io/version"
-        assert crd["metadata"].get("annotations", {}).get(ann) == want["metadata"].get("annotations", {}).get(ann)
+        # A module's file may hold many CRDs (istio.io/api's customresourcedefinitions.gen.yaml): each is installed.
+        # The pure-Python loader takes 30 s here.
+        for want in (d for d in yaml.load_all(f.read_text(), Loader=yaml.CSafeLoader) if d):
+            crd = served.get(want["metadata"]["name"])
+            assert crd, f"{f}: {want['metadata']['name']} not installed"
+            assert condition(crd, "Established").get("status") == "True", f
+            # The release the file comes from, not another one of the same name.
+            assert [v["name"] for v in crd["spec"]["versions"]] == [v["name"] for v in want["spec"]["versions"]], f
+            ann = "controller-gen.kubebuilder.io/version"
+            assert crd["metadata"].get("annotations", {}).get(ann) == want["metadata"].get("annotations", {}).get(ann)
 
 
 def test_kubeconfig_contexts_verify_the_server(up):
