@@ -59,6 +59,13 @@ class Gateway(Model):
     external_endpoint: checked(k8s.kubelet_expansions, base=url_text(
             r"^https?://[^\s/]+$", "an http(s)://host[:port] base URL without a path")) | None = Field(
         None, description="Stable external base URL of the gateway (a DNS name, never a Pod IP); exported with /v1.")
+    in_cluster_endpoint: checked(k8s.kubelet_expansions, base=url_text(
+            r"^https?://[^\s/]+$", "an http(s)://host[:port] base URL without a path")) | None = Field(
+        None, description="routingLayer inferencePool: the in-cluster base URL of the Gateway's own Service (its name is "
+        "the implementation's: Istio and NGINX Gateway Fabric `<gateway>-<gatewayClassName>`, agentgateway `<gateway>`; "
+        "`kubectl get svc -n <gateway.namespace>` shows it); exported with /v1 as each model's url, so in-cluster "
+        "consumers go through the endpoint picker too, naming the model in the header `model`. Unset: each model's "
+        "own Service, which no picker scores. The aibrix layer exports its Envoy proxy's Service itself.")
     request_timeout_seconds: int = Field(120, ge=1, le=3600, description="HTTPRoute request timeout in seconds (AIBrix default 120), "
         "and that of the strategy-path routes the consumers' limits add. Other requests the AIBrix gateway plugin routes "
         "by strategy take AIBrix's own route and its 120 s timeout (docs/gateway-and-network.md); the engines' drain "

@@ -41,9 +41,12 @@ def through_gateway(cfg: StackConfig) -> bool:
 
 def model_url(cfg: StackConfig, routes: ModelRoutes, m: ServedModel) -> str:
     """The in-cluster base URL a consumer calls for this model: the gateway's Envoy Service where there
-    is a gateway (AIBrix reads `model` from the request body), else the model's own Service."""
+    is a gateway (AIBrix reads `model` from the request body), on the inferencePool layer the Gateway's
+    Service where the stack names it (gateway.inClusterEndpoint), else the model's own Service."""
     if through_gateway(cfg):
         return gateway_endpoint(cfg.gateway.namespace, cfg.gateway.name, cfg.gateway.proxy_namespace)
+    if cfg.gateway.inference_pools and cfg.gateway.in_cluster_endpoint:
+        return f"{cfg.gateway.in_cluster_endpoint}/v1"
     return routes.endpoints[m.served_model_name]
 
 

@@ -280,3 +280,23 @@ def test_the_exports_name_the_models_service_in_cluster_and_the_gateway_outside(
     (entry,) = outputs["models"].values()
     assert entry["url"] == f"http://deepseek-v4-flash-api.{NS}.svc.cluster.local:8000/v1"
     assert entry["externalUrl"] == dev_config()["gateway"]["externalEndpoint"] + "/v1"
+
+
+def test_in_cluster_consumers_go_through_the_gateway_when_the_stack_names_its_service():
+    sf = with_layer(variant_file())
+    sf.config["llm-serving:gateway"] = json.dumps(gateway(inClusterEndpoint="http://inference-gw-istio.gateways.svc.cluster.local"))
+    (entry,) = render(sf).outputs["models"].values()
+    assert entry["url"] == "http://inference-gw-istio.gateways.svc.cluster.local/v1"
+
+
+@pytest.mark.parametrize("layer,url,message", [
+    ("inferencePool", "http://10.96.0.10", "must be the Gateway Service's DNS name, never an IP"),
+    ("aibrix", "http://inference-gw-istio.gateways.svc.cluster.local", "applies to gateway.routingLayer inferencePool"),
+])
+def test_a_wrong_in_cluster_endpoint_is_refused(layer, url, message):
+    sf = with_layer(variant_file(), layer)
+    gw = json.loads(sf.config["llm-serving:gateway"])
+    sf.config["llm-serving:gateway"] = json.dumps({**gw, "inClusterEndpoint": url})
+    with pytest.raises(ConfigError) as err:
+        render(sf)
+    assert f"llm-serving:gateway.inClusterEndpoint = '{url}': {message}" in str(err.value), str(err.value)

@@ -8,6 +8,7 @@ from typing import Iterator
 from components.gateway_implementations import IMPLEMENTATIONS, implementation_of
 from components.topologies import topology_of
 from config_model import StackConfig
+from config_model.types import is_ip_host
 from policy.endpoint_picker import EPP_VERSION
 from stacks.rules.problem import Problem
 
@@ -22,7 +23,14 @@ def image_tag(upstream: str) -> str | None:
 
 def routing_layer(cfg: StackConfig) -> Iterator[Problem]:
     gw = cfg.gateway
+    if gw.in_cluster_endpoint and is_ip_host(gw.in_cluster_endpoint):
+        yield Problem("gateway.inClusterEndpoint", gw.in_cluster_endpoint, "must be the Gateway Service's DNS name, "
+                      "never an IP: a Service's address changes when it is re-created")
     if not gw.inference_pools:
+        if gw.in_cluster_endpoint:
+            yield Problem("gateway.inClusterEndpoint", gw.in_cluster_endpoint, "applies to gateway.routingLayer "
+                          "inferencePool (with the gateway on) only: the aibrix layer exports its Envoy proxy's "
+                          "Service itself; leave it out")
         return
     if cfg.images.endpoint_picker is None:
         yield Problem("images.endpointPicker", None, "is required by gateway.routingLayer inferencePool: the endpoint "
