@@ -47,7 +47,7 @@ from components.network import (
 )
 from components.openwebui import NAME as OPEN_WEBUI
 from components.operations import engine_metric_ports, smoke_route
-from components.routing_layers import routing_layer
+from components.routing_layers import through_known_proxies
 from components.topologies import topology_of
 from config_model import ServedModel, StackConfig, derived
 
@@ -134,11 +134,6 @@ def mirror_rules(cfg: StackConfig) -> tuple[dict, ...]:
     return ({"to": anywhere(cfg), "ports": tcp_ports(HTTPS)}, {"to": ip_blocks(EVERY_ADDRESS), "ports": tcp_ports(port)})
 
 
-def through_known_proxies(cfg: StackConfig) -> bool:
-    """Whether the day-2 Jobs reach their model through the gateway's proxies (the layer knows them)."""
-    return cfg.gateway.enabled and routing_layer(cfg.gateway.routing_layer).knows_proxies
-
-
 def picker_grant(cfg: StackConfig) -> EgressGrant:
     """The endpoint pickers: the API server (their pool and its pods), the engines' serving and metrics ports."""
     from components.endpoint_picker import COMPONENT as PICKER
@@ -159,7 +154,7 @@ def service_rule(b: RouteBackend) -> dict:
 
 
 def operations_grants(cfg: StackConfig, models: list[ServedModel], backends: dict[str, RouteBackend]) -> list[EgressGrant]:
-    ops, via_gateway = cfg.operations, through_known_proxies(cfg)
+    ops, via_gateway = cfg.operations, through_known_proxies(cfg.gateway)
     kinds = [k for k, on in zip(OPERATION_KINDS, (ops.smoke.enabled, ops.warmup.enabled, ops.load_test.enabled)) if on]
     grants = []
     for m in models if kinds else []:
@@ -187,7 +182,7 @@ def operations_grants(cfg: StackConfig, models: list[ServedModel], backends: dic
 
 def open_webui_grant(cfg: StackConfig, backends: dict[str, RouteBackend]) -> EgressGrant:
     external = cfg.gateway.external_endpoint if cfg.gateway.enabled else None
-    if external and not through_known_proxies(cfg):
+    if external and not through_known_proxies(cfg.gateway):
         rules: tuple[dict, ...] = ({"to": anywhere(cfg), "ports": tcp_ports(url_port(external))},)
     elif external:
         # Reached by name: out to the load balancer, or (where kube-proxy short-cuts a load balancer's IP

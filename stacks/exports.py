@@ -8,7 +8,7 @@ import pulumi
 from components.gateway import ModelRoutes
 from components.ops_commands import gateway_endpoint
 from components.platform import required_versions
-from components.routing_layers import routing_layer
+from components.routing_layers import through_known_proxies
 from components.topologies import topology_of
 from config_model import ServedModel, StackConfig
 from policy.engines import engine_named
@@ -33,17 +33,11 @@ def sync_workload_key(directory: str) -> str:
     return f"sync/{directory}"
 
 
-def through_gateway(cfg: StackConfig) -> bool:
-    """Whether the exported per-model in-cluster URL goes through the gateway; where it does not, the
-    NetworkPolicies admit networkPolicy.clients to the model's Service (components/network.py)."""
-    return cfg.gateway.enabled and routing_layer(cfg.gateway.routing_layer).knows_proxies
-
-
 def model_url(cfg: StackConfig, routes: ModelRoutes, m: ServedModel) -> str:
     """The in-cluster base URL a consumer calls for this model: the gateway's Envoy Service where there
     is a gateway (AIBrix reads `model` from the request body), on the inferencePool layer the Gateway's
     Service where the stack names it (gateway.inClusterEndpoint), else the model's own Service."""
-    if through_gateway(cfg):
+    if through_known_proxies(cfg.gateway):
         return gateway_endpoint(cfg.gateway.namespace, cfg.gateway.name, cfg.gateway.proxy_namespace)
     if cfg.gateway.inference_pools and cfg.gateway.in_cluster_endpoint:
         return f"{cfg.gateway.in_cluster_endpoint}/v1"

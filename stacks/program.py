@@ -38,7 +38,7 @@ from components.prepull import engine_image_keys as prepull_image_keys
 from components.providers import make_providers
 from components.retention import kept
 from components.rollout import engine_templates, rollout_key
-from components.routing_layers import routing_layer
+from components.routing_layers import routing_layer, through_known_proxies
 from components.routing_layers.inference_pool import EPP_IMAGE_KEY, pool_name
 from components.scripts import ModelScripts
 from components.secrets import API_KEY_SECRET, CONSUMER_KEYS_SECRET, SecretsArgs, ServingSecrets, content_tag
@@ -190,7 +190,7 @@ def _operations(cfg: StackConfig, ns: str, routes: ModelRoutes, rolled_out: list
             model_claim_name=volume.serving_claim_name, model_mount_path=cfg.model_volume.mount_path,
             image_pull_secrets=tuple(images.pull_secrets), results_claim=results.claim_name if results else None,
             gateway_endpoint=gateway_endpoint(cfg.gateway.namespace, cfg.gateway.name, cfg.gateway.proxy_namespace)
-            if exports.through_gateway(cfg) else None),
+            if through_known_proxies(cfg.gateway) else None),
             pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
                 depends_on=[*ready, routes, *([results] if results else [])])))
     if ops.monitoring.enabled:
@@ -363,7 +363,7 @@ def build(cfg: StackConfig, secrets: StackSecrets) -> dict[str, pulumi.Input]:
             egress=egress_args(cfg, engine_models(cfg), backends),
             routing_layer=cfg.gateway.routing_layer, gateway_proxy_labels=proxy_labels,
             pools=tuple(pool_name(b) for b in backends) if cfg.gateway.inference_pools else (),
-            client_targets=[] if exports.through_gateway(cfg) else [
+            client_targets=[] if through_known_proxies(cfg.gateway) else [
                 ClientTarget(b.service_name, b.selector, b.target_port) for b in backends])
         clients = {b.service_name: m.name for m, b in zip(engine_models(cfg), backends)}
         NetworkPolicies("network", replace(network, annotations=policy_exceptions(network, engine_models(cfg), clients)), opts)
