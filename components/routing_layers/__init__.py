@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from components.routing_layers import aibrix, inference_pool
-from components.routing_layers.base import Attached, RoutingLayer
+from components.routing_layers.base import RoutingLayer
 from config_model import Gateway
 
 ROUTING_LAYERS: dict[str, RoutingLayer] = {layer.name: layer for layer in (aibrix.LAYER, inference_pool.LAYER)}
 
-__all__ = ["ROUTING_LAYERS", "Attached", "RoutingLayer", "routing_layer", "through_known_proxies"]
+__all__ = ["ROUTING_LAYERS", "RoutingLayer", "routing_layer", "through_known_proxies"]
 
 
 def routing_layer(name: str) -> RoutingLayer:

@@ -13,7 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import gateway_policies, strategy_limits
-from components.routing_layers.base import REFERENCE_GRANT, Attached, gateway_labels, reference_grant, route_name
+from components.routing_layers.base import REFERENCE_GRANT, gateway_labels, reference_grant, route_name
 from config_model import Gateway
 
 if TYPE_CHECKING:
@@ -40,7 +40,6 @@ def route_spec(gateway: Gateway, backend: RouteBackend, namespace: str) -> dict:
     }
 
 
-
 class AibrixLayer:
     name = NAME
     # Its Envoy Gateway's proxies are known (labels, Service, container port: components/network_egress.py,
@@ -63,12 +62,11 @@ class AibrixLayer:
         return {}
 
     def attach(self, owner: Component, name: str, args: ModelRoutesArgs,
-               services: list[pulumi.Resource]) -> Attached:
+               services: list[pulumi.Resource]) -> None:
         ns, gw = args.namespace, args.gateway
         grant = reference_grant(owner, f"{name}-reference-grant", REFERENCE_GRANT, ns, gw.namespace,
                                 {"group": "", "kind": "Service"})
         policies = []
-        routes = []
         for b, svc in zip(args.backends, services):
             route = route_name(b.service_name, ns)
             route_labels = gateway_labels(route, ns)
@@ -77,7 +75,6 @@ class AibrixLayer:
                 metadata={"name": route, "namespace": gw.namespace, "labels": route_labels},
                 spec=route_spec(gw, b, ns),
                 opts=owner.child_opts(depends_on=[grant, svc]))
-            routes.append(http_route)
             # Its own object, so adding, changing or removing a limit touches no route and no pod.
             policies.append(k8s.apiextensions.CustomResource(
                 f"{name}-{b.service_name}-traffic", api_version=gateway_policies.API_VERSION,
@@ -94,7 +91,6 @@ class AibrixLayer:
                 metadata={"name": strategy_limits.policy_name(ns), "namespace": gw.namespace,
                           "labels": gateway_labels(strategy_limits.policy_name(ns), ns)},
                 spec=patch, opts=owner.child_opts(depends_on=policies))
-        return Attached(resources=(grant, *routes, *policies))
 
 
 LAYER = AibrixLayer()

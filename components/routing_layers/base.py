@@ -8,7 +8,6 @@ program must know of it (which proxies reach the engines, what it refuses) it as
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import pulumi
@@ -49,12 +48,6 @@ def gateway_labels(name: str, namespace: str) -> dict[str, str]:
     return {**labels(name, "gateway"), "llm-serving.io/namespace": namespace}
 
 
-@dataclass(frozen=True)
-class Attached:
-    """What a layer registered: the resources the Services' consumers may wait on."""
-    resources: tuple[pulumi.Resource, ...] = ()
-
-
 class RoutingLayer(Protocol):
     name: str
     # Whether the program knows the gateway's proxies (their labels, in-cluster Service and container port):
@@ -80,7 +73,7 @@ class RoutingLayer(Protocol):
         ...
 
     def attach(self, owner: Component, name: str, args: ModelRoutesArgs,
-               services: list[pulumi.Resource]) -> Attached:
+               services: list[pulumi.Resource]) -> None:
         """Register the layer's objects for every backend of args, as children of owner (whose child
         names start with `name`), after the Services they route to."""
         ...

@@ -29,7 +29,7 @@ import pulumi_kubernetes as k8s
 from components import gateway_implementations as implementations
 from components.base import metadata
 from components.endpoint_picker import EndpointPicker, EndpointPickerArgs
-from components.routing_layers.base import Attached, gateway_labels, reference_grant, route_name
+from components.routing_layers.base import gateway_labels, reference_grant, route_name
 from config_model import Gateway, derived
 from policy import endpoint_picker as epp
 
@@ -123,11 +123,10 @@ class InferencePoolLayer:
             "policyTypes": ["Ingress"], "ingress": rules}}
 
     def attach(self, owner: Component, name: str, args: ModelRoutesArgs,
-               services: list[pulumi.Resource]) -> Attached:
+               services: list[pulumi.Resource]) -> None:
         ns, gw = args.namespace, args.gateway
         grant = reference_grant(owner, f"{name}-pool-reference-grant", POOL_REFERENCE_GRANT, ns, gw.namespace,
                                 {"group": epp.POOL_GROUP, "kind": POOL_KIND})
-        out: list[pulumi.Resource] = [grant]
         for b in args.backends:
             pool = pool_name(b)
             picker = EndpointPicker(f"{name}-{pool}-picker", EndpointPickerArgs(
@@ -138,29 +137,28 @@ class InferencePoolLayer:
                 metadata=metadata(pool, ns, "gateway"),
                 spec=epp.pool_spec(b.selector, b.port, picker.service_name), opts=owner.child_opts(depends_on=[picker]))
             route = route_name(pool, ns)
-            out += [picker, inference_pool, k8s.apiextensions.CustomResource(
+            http_route = k8s.apiextensions.CustomResource(
                 f"{name}-{pool}-route", api_version="gateway.networking.k8s.io/v1", kind="HTTPRoute",
                 metadata={"name": route, "namespace": gw.namespace, "labels": gateway_labels(route, ns),
                           "annotations": {WAIT_FOR: ROUTE_ACCEPTED}},
-                spec=route_spec(gw, b, pool, ns), opts=owner.child_opts(depends_on=[grant, inference_pool]))]
-            out += extra_objects(owner, f"{name}-{pool}", implementations.PoolRoute(
+                spec=route_spec(gw, b, pool, ns), opts=owner.child_opts(depends_on=[grant, inference_pool]))
+            extra_objects(owner, f"{name}-{pool}", implementations.PoolRoute(
                 namespace=ns, pool=pool, picker_service=picker.service_name, picker_port=picker.grpc_port,
-                route=route, gateway=gw, rate_limits=args.rate_limits), {"picker": picker, "route": out[-1]})
-        return Attached(resources=tuple(out))
+                route=route, gateway=gw, rate_limits=args.rate_limits), {"picker": picker, "route": http_route})
 
 
 def extra_objects(owner: Component, name: str, pool_route: implementations.PoolRoute,
-                  after: dict[str, pulumi.Resource]) -> list[pulumi.Resource]:
+                  after: dict[str, pulumi.Resource]) -> None:
     """What the Gateway's implementation needs beside the pool and the route (components/
     gateway_implementations/ says which and why), each after the object it refers to: in the stack's
     namespace with our labels, in the Gateway's with the stack's namespace named, as the route."""
     ns = pool_route.namespace
-    return [k8s.apiextensions.CustomResource(
-        f"{name}-{o.resource}", api_version=o.api_version, kind=o.kind,
-        metadata=(metadata(o.name, o.namespace, "gateway") if o.namespace == ns
-                  else {"name": o.name, "namespace": o.namespace, "labels": gateway_labels(o.name, ns)}),
-        spec=o.spec, opts=owner.child_opts(depends_on=[after[o.after]]))
-        for o in implementations.implementation_of(pool_route.gateway).objects(pool_route)]
+    for o in implementations.implementation_of(pool_route.gateway).objects(pool_route):
+        k8s.apiextensions.CustomResource(
+            f"{name}-{o.resource}", api_version=o.api_version, kind=o.kind,
+            metadata=(metadata(o.name, o.namespace, "gateway") if o.namespace == ns
+                      else {"name": o.name, "namespace": o.namespace, "labels": gateway_labels(o.name, ns)}),
+            spec=o.spec, opts=owner.child_opts(depends_on=[after[o.after]]))
 
 
 LAYER = InferencePoolLayer()
