@@ -45,6 +45,7 @@ from components.engines import (
 )
 from components.gateway import RouteBackend, service_name
 from components.orchestrators import orchestrator_of
+from components.orchestrators.base import WAIT_FOR
 from components.pod_template import (
     SCRIPTS_MOUNT,
     EngineContainer,
@@ -204,7 +205,7 @@ class DisaggregatedEngine(Component):
         wait = rollout_timeouts(m, rollout_waves(topology_of(m).fleet_replicas(m), 1))
         for side in ("prefill", "decode"):
             fleet = derived.fleet_name(m.name, side)
-            annotations = {"pulumi.com/waitFor": FLEET_WAIT_FOR}
+            annotations = {WAIT_FOR: FLEET_WAIT_FOR}
             if side == "prefill":
                 annotations[ANN_OVERSHOOT] = str(m.pd.rollout_overshoot_pods)
             k8s.apiextensions.CustomResource(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from components.orchestrators.base import WAIT_FOR
 from components.time_to_serving import minutes
 from render.changes import CREATE, CREATE_FIRST, DELETE, REPLACE, SAME, UPDATE, Plan, Step
 
@@ -19,9 +20,6 @@ def _fields(step: Step, limit: int = 6) -> str:
         return "-"
     shown = ", ".join(f"`{f}`" for f in step.fields[:limit])
     return shown + (f" and {len(step.fields) - limit} more" if len(step.fields) > limit else "")
-
-
-WAIT_FOR = "pulumi.com/waitFor"
 
 
 def _routes(plan: Plan) -> list[str]:

@@ -29,6 +29,7 @@ import pulumi_kubernetes as k8s
 from components import gateway_implementations as implementations
 from components.base import metadata
 from components.endpoint_picker import EndpointPicker, EndpointPickerArgs
+from components.orchestrators.base import WAIT_FOR
 from components.routing_layers.base import gateway_labels, reference_grant, route_name
 from config_model import Gateway, derived
 from policy import endpoint_picker as epp
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 
 NAME = INFERENCE_POOL = "inferencePool"
 EPP_IMAGE_KEY = "endpointPicker"          # images.endpointPicker
-POOL_KIND = "InferencePool"
 # Its own name beside the AIBrix layer's llm-serving-gateway-access: both exist while a stack switches.
 POOL_REFERENCE_GRANT = "llm-serving-gateway-pool-access"
 MODEL_HEADER = "model"
@@ -55,7 +55,6 @@ POOL_SUFFIX = "-pool"
 # the route before anything the switch replaces is deleted: Pulumi deletes a removed resource only after
 # every create and update of the update succeeded (pulumi/pulumi v3.276.0 pkg/resource/deploy
 # deployment_executor.go performPostSteps).
-WAIT_FOR = "pulumi.com/waitFor"
 ROUTE_ACCEPTED = json.dumps([f'jsonpath={{.status.parents[0].conditions[?(@.type=="{c}")].status}}=True'
                              for c in ("Accepted", "ResolvedRefs")])
 
@@ -72,7 +71,7 @@ def route_spec(gateway: Gateway, backend: RouteBackend, pool: str, namespace: st
             "matches": [{"path": {"type": "PathPrefix", "value": path},
                          "headers": [{"type": "Exact", "name": header, "value": backend.served_model_name}]}
                         for path in gateway.paths],
-            "backendRefs": [{"group": epp.POOL_GROUP, "kind": POOL_KIND, "name": pool, "namespace": namespace}],
+            "backendRefs": [{"group": epp.POOL_GROUP, "kind": epp.POOL_KIND, "name": pool, "namespace": namespace}],
             "timeouts": {"request": f"{gateway.request_timeout_seconds}s"},
         }
     return {
@@ -126,14 +125,14 @@ class InferencePoolLayer:
                services: list[pulumi.Resource]) -> None:
         ns, gw = args.namespace, args.gateway
         grant = reference_grant(owner, f"{name}-pool-reference-grant", POOL_REFERENCE_GRANT, ns, gw.namespace,
-                                {"group": epp.POOL_GROUP, "kind": POOL_KIND})
+                                {"group": epp.POOL_GROUP, "kind": epp.POOL_KIND})
         for b in args.backends:
             pool = pool_name(b)
             picker = EndpointPicker(f"{name}-{pool}-picker", EndpointPickerArgs(
                 namespace=ns, pool=pool, engine=b.engine, image=args.endpoint_picker_image,
                 image_pull_secrets=args.image_pull_secrets), owner.child_opts())
             inference_pool = k8s.apiextensions.CustomResource(
-                f"{name}-{pool}", api_version=epp.POOL_API_VERSION, kind=POOL_KIND,
+                f"{name}-{pool}", api_version=epp.POOL_API_VERSION, kind=epp.POOL_KIND,
                 metadata=metadata(pool, ns, "gateway"),
                 spec=epp.pool_spec(b.selector, b.port, picker.service_name), opts=owner.child_opts(depends_on=[picker]))
             route = route_name(pool, ns)
