@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from components.gateway import ModelRoutesArgs, RouteBackend
     from components.network import NetworkArgs
 
-NAME = INFERENCE_POOL = "inferencePool"
+NAME = "inferencePool"
 EPP_IMAGE_KEY = "endpointPicker"          # images.endpointPicker
 # Its own name beside the AIBrix layer's llm-serving-gateway-access: both exist while a stack switches.
 POOL_REFERENCE_GRANT = "llm-serving-gateway-pool-access"
